@@ -1,0 +1,315 @@
+"""Turn a program diff into a plan: one action per object, with human reasons.
+
+The plan artifact is a contract (see DESIGN.md): `plan_id` is the SHA-256 of
+the canonical plan body, so two plans of the same inputs against the same base
+have the same id, and `apply` can refuse a plan that no longer matches the
+backend (base lineage and serial) or the specs (desired fingerprint).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from reconciler.diff import ProgramDiff, diff_programs
+from reconciler.errors import ReconcileError
+from reconciler.manifest import Manifest, spark_version, utc_now
+from reconciler.program import Program, stable_hash
+
+PLAN_FORMAT = 1
+ActionKind = Literal["create", "recompute", "truncate", "drop", "reset", "keep"]
+ObjectKind = Literal["table", "view", "input_connector", "output_connector"]
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: ObjectKind
+    name: str
+    action: ActionKind
+    reasons: tuple[str, ...] = ()
+
+    def document(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "action": self.action,
+                "reasons": list(self.reasons)}
+
+
+@dataclass(frozen=True)
+class Base:
+    """The committed manifest a plan was computed against (None for a new pipeline)."""
+
+    lineage: str
+    serial: int
+    etag: str
+    status: str
+
+    def document(self) -> dict[str, Any]:
+        return {"lineage": self.lineage, "serial": self.serial, "etag": self.etag,
+                "status": self.status}
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    name: str
+    base: Base | None
+    desired_fingerprint: str
+    diff: ProgramDiff
+    actions: tuple[Action, ...]
+    notes: tuple[str, ...]
+    refusals: tuple[str, ...]
+
+    @property
+    def has_changes(self) -> bool:
+        return self.base is None or self.diff.has_changes
+
+    @property
+    def bootstrap_required(self) -> bool:
+        """A deployed pipeline whose tables or views change must be bootstrapped."""
+        return self.base is not None and self.diff.has_program_changes
+
+    def sql_changes(self) -> list[dict[str, str]]:
+        """Old and new SQL text of every added, modified or removed relation, for reviews."""
+        changes = []
+        for section, kind in (("tables", "table"), ("views", "view")):
+            for name, change in getattr(self.diff, section).items():
+                if change == "unchanged":
+                    continue
+                old = self.diff.old[section].get(name, {}).get("sql", "")
+                new = self.diff.new[section].get(name, {}).get("sql", "")
+                changes.append({"kind": kind, "name": name, "change": change,
+                                "old": old, "new": new})
+        return changes
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "base": self.base.document() if self.base else None,
+            "desired_fingerprint": self.desired_fingerprint,
+            "diff": self.diff.status_details(),
+            "actions": [action.document() for action in self.actions],
+            "bootstrap_required": self.bootstrap_required,
+            "has_changes": self.has_changes,
+            "notes": list(self.notes),
+            "refusals": list(self.refusals),
+            "graph": {name: entry.get("reads", []) for section in ("tables", "views")
+                      for name, entry in {**self.diff.old[section],
+                                          **self.diff.new[section]}.items()},
+            "sql_changes": self.sql_changes(),
+            "deepdiff": self.diff.raw,
+        }
+
+
+# Derived or bulky parts of a pipeline's plan that do not define it: left out of plan_id.
+_NOT_HASHED = ("deepdiff", "sql_changes", "graph")
+
+
+def plan_body_hash(pipelines: list[dict[str, Any]]) -> str:
+    """plan_id: the hash of what the plan would do, not of when or where it was made."""
+    return stable_hash({"format_version": PLAN_FORMAT, "pipelines": [
+        {k: v for k, v in pipeline.items() if k not in _NOT_HASHED} for pipeline in pipelines]})
+
+
+def plan_document(pipelines: list[PipelinePlan], project_dir: Path) -> dict[str, Any]:
+    """The plan artifact of DESIGN.md."""
+    bodies = [pipeline.document() for pipeline in pipelines]
+    return {"format_version": PLAN_FORMAT, "plan_id": plan_body_hash(bodies),
+            "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies}
+
+
+def verify_plan_id(document: dict[str, Any], where: str) -> None:
+    """Refuse a plan file whose body was edited after it was written."""
+    if document.get("format_version") != PLAN_FORMAT:
+        raise ReconcileError(f"plan format {document.get('format_version')!r} is not supported",
+                             file=where)
+    if plan_body_hash(document.get("pipelines", [])) != document.get("plan_id"):
+        raise ReconcileError("plan_id does not match the plan's contents: the file was edited",
+                             file=where)
+
+
+def git_info(project_dir: Path) -> dict[str, Any] | None:
+    """The commit the specs come from and whether the work tree had local edits."""
+    def git(*args: str) -> str | None:
+        try:
+            result = subprocess.run(["git", "-C", str(project_dir), *args], capture_output=True,
+                                    text=True, check=False, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    if sha is None:
+        return None
+    status = git("status", "--porcelain", "--", ".")
+    return {"sha": sha, "dirty": bool(status)}
+
+
+def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None) -> PipelinePlan:
+    """Diff `program` against the committed manifest and decide every object's action."""
+    diff = diff_programs(manifest.program if manifest else None, program.document())
+    base = (Base(manifest.lineage, manifest.serial, etag or "", manifest.status)
+            if manifest else None)
+    actions = (*_relation_actions(diff), *_connector_actions(diff))
+    return PipelinePlan(name=program.pipeline, base=base,
+                        desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
+                        notes=tuple(_notes(diff, manifest)),
+                        refusals=tuple(_refusals(diff)))
+
+
+def _relation_actions(diff: ProgramDiff) -> list[Action]:
+    actions = []
+    for name in _ordered(diff):
+        kind: ObjectKind = "table" if name in diff.tables else "view"
+        section = "tables" if kind == "table" else "views"
+        change = getattr(diff, section)[name]
+        if change == "added":
+            actions.append(Action(kind, name, "create", (f"new {kind}",)))
+        elif change == "removed":
+            actions.append(Action(kind, name, "drop", (f"{kind} removed: its state is discarded",)))
+        elif change == "modified" and kind == "table":
+            actions.append(Action(kind, name, "truncate", tuple(_table_reasons(diff, name))))
+        elif change == "modified":
+            actions.append(Action(kind, name, "recompute", tuple(_view_reasons(diff, name))))
+        else:
+            actions.append(Action(kind, name, "keep"))
+    return actions
+
+
+def _ordered(diff: ProgramDiff) -> list[str]:
+    """Relations in the desired evaluation order, then removed ones by name."""
+    order = list(diff.new.get("order", []))
+    known = set(order)
+    return order + sorted(n for n in (*diff.tables, *diff.views) if n not in known)
+
+
+def _table_reasons(diff: ProgramDiff, name: str) -> list[str]:
+    old, new = diff.old["tables"][name], diff.new["tables"][name]
+    reasons = []
+    old_columns = {c["name"]: c for c in old["columns"]}
+    new_columns = {c["name"]: c for c in new["columns"]}
+    for column in new_columns.keys() - old_columns.keys():
+        reasons.append(f"column {column} added: {new_columns[column]['type']}")
+    for column in old_columns.keys() - new_columns.keys():
+        reasons.append(f"column {column} removed")
+    for column in sorted(old_columns.keys() & new_columns.keys()):
+        before, after = old_columns[column], new_columns[column]
+        if before["type"] != after["type"]:
+            reasons.append(f"column {column}: {before['type']} -> {after['type']}")
+        if before["nullable"] != after["nullable"]:
+            reasons.append(f"column {column}: " + ("NOT NULL dropped" if after["nullable"]
+                                                   else "NOT NULL added"))
+    common_old = [c for c in old_columns if c in new_columns]
+    common_new = [c for c in new_columns if c in old_columns]
+    if common_old != common_new:
+        reasons.append("column order changed")
+    if old["primary_key"] != new["primary_key"]:
+        reasons.append(f"primary key ({', '.join(old['primary_key'])}) -> "
+                       f"({', '.join(new['primary_key'])})")
+    if old["materialized"] != new["materialized"]:
+        reasons.append(f"'materialized' {str(old['materialized']).lower()} -> "
+                       f"{str(new['materialized']).lower()}")
+    return [*reasons, "contents truncated; input connectors reset and re-ingest"]
+
+
+def _view_reasons(diff: ProgramDiff, name: str) -> list[str]:
+    fields = diff.fields("views", name)
+    old, new = diff.old["views"][name], diff.new["views"][name]
+    reasons = []
+    if "query" in fields:
+        reasons.append("query changed")
+    if "materialized" in fields:
+        reasons.append("MATERIALIZED added" if new["materialized"] else "MATERIALIZED removed")
+    for read in new["reads"]:
+        section, kind = ("tables", "table") if read in diff.new["tables"] else ("views", "view")
+        change = getattr(diff, section).get(read)
+        if change == "modified":
+            reasons.append(f"reads modified {kind} {read}")
+        elif change == "added" and read not in old["reads"]:
+            continue
+        elif change == "added":
+            reasons.append(f"reads re-created {kind} {read}")
+    return reasons or ["definition changed"]
+
+
+def _connector_actions(diff: ProgramDiff) -> list[Action]:
+    actions = []
+    for name, change in diff.connectors.items():
+        document = (diff.old if change == "removed" else diff.new)["connectors"][name]
+        direction, relation = document["direction"], document["relation"]
+        kind: ObjectKind = f"{direction}_connector"  # type: ignore[assignment]
+        relation_change = (diff.tables.get(relation) or diff.views.get(relation) or "removed")
+        if change == "removed":
+            reason = (f"{relation} removed" if relation_change == "removed" else
+                      f"rows it ingested stay in {relation}" if direction == "input" else
+                      "stops receiving changes")
+            actions.append(Action(kind, name, "drop", (reason,)))
+        elif change == "added":
+            actions.append(Action(kind, name, "create", (_new_connector_reason(
+                direction, relation, relation_change),)))
+        elif change == "modified":
+            changed = sorted(diff.fields("connectors", name))
+            suffix = "; rows already ingested stay" if direction == "input" else ""
+            actions.append(Action(kind, name, "reset",
+                                  tuple(f"{field} changed{suffix}" for field in changed)))
+        elif direction == "input" and relation_change in ("modified", "added"):
+            actions.append(Action(kind, name, "reset",
+                                  (f"table {relation} truncated: re-ingest from the start",)))
+        elif direction == "output" and relation_change in ("modified", "added"):
+            actions.append(Action(kind, name, "keep",
+                                  (f"receives the full contents of recomputed {relation}",)))
+        else:
+            actions.append(Action(kind, name, "keep"))
+    return actions
+
+
+def _new_connector_reason(direction: str, relation: str, relation_change: str) -> str:
+    if direction == "input":
+        return f"starts ingesting into {relation} after bootstrapping"
+    if relation_change in ("added", "modified"):
+        return f"receives the full contents of {relation}"
+    return f"receives only later changes of unchanged {relation}"
+
+
+def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
+    notes: list[str] = []
+    if manifest is None:
+        return ["new pipeline: everything is created"]
+    recorded = manifest.engine.get("spark")
+    if recorded and recorded != spark_version():
+        notes.append(f"Spark {recorded} -> {spark_version()}: an engine upgrade alone "
+                     "recomputes nothing")
+    if manifest.status == "AwaitingApproval":
+        notes.append(f"serial {manifest.serial} is awaiting approval")
+    if manifest.status == "Failed":
+        notes.append(f"last apply failed: {manifest.status_details}")
+    for section, kind in (("tables", "table"), ("views", "view")):
+        for name, change in getattr(diff, section).items():
+            if change == "unchanged" and diff.old[section][name].get("sql") != \
+                    diff.new[section][name].get("sql"):
+                notes.append(f"{kind} {name}: comments or formatting only, nothing to recompute")
+    for name, change in diff.connectors.items():
+        if change != "unchanged":
+            continue
+        before = diff.old["connectors"][name].get("throughput_options")
+        after = diff.new["connectors"][name].get("throughput_options")
+        if before != after:
+            notes.append(f"connector {name}: throughput options changed, no reset")
+    return notes
+
+
+def _refusals(diff: ProgramDiff) -> list[str]:
+    """Bootstrapping reads unchanged tables' state, which non-materialized tables don't keep."""
+    if not diff.old.get("views") and not diff.old.get("tables"):
+        return []
+    needs: dict[str, list[str]] = {}
+    for name, change in diff.views.items():
+        if change not in ("added", "modified"):
+            continue
+        for read in diff.new["views"][name]["reads"]:
+            table = diff.new["tables"].get(read)
+            if table is not None and diff.tables[read] == "unchanged" \
+                    and not table["materialized"]:
+                needs.setdefault(read, []).append(name)
+    return [f"table {table} has 'materialized'='false' but views {', '.join(sorted(views))} "
+            "need its contents to bootstrap; make it materialized or reset the pipeline"
+            for table, views in sorted(needs.items())]

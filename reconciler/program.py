@@ -1,0 +1,243 @@
+"""The pipeline program: tables, views and connectors, checked as a graph and fingerprinted.
+
+A relation's fingerprint hashes its canonical definition together with the
+fingerprints of the relations it reads, so any change of meaning propagates to
+everything downstream (like Feldera's persistent ids or SQLMesh's parent
+hashes), while comments, whitespace and keyword or identifier case do not count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from graphlib import CycleError, TopologicalSorter
+from typing import Any, Literal
+
+from reconciler.errors import ReconcileError
+from reconciler.specs import ConnectorSpec, PipelineSource
+from reconciler.sql_parser import (
+    DIALECT,
+    ColumnDef,
+    Location,
+    TableStatement,
+    ViewStatement,
+    parse_file,
+)
+
+PROGRAM_FORMAT = 1
+
+# Spark source options that only tune how much is read per micro-batch, not what is read.
+THROUGHPUT_OPTIONS = frozenset(
+    key.lower()
+    for key in (
+        "maxFilesPerTrigger",
+        "maxBytesPerTrigger",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "maxRecordsPerFile",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "maxCachedFiles",
+    )
+)
+
+
+def stable_hash(document: Any) -> str:
+    """SHA-256 of a JSON document with sorted keys: equal documents, equal hashes."""
+    payload = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[ColumnDef, ...]
+    primary_key: tuple[str, ...]
+    materialized: bool
+    location: Location
+    sql: str
+    fingerprint: str
+
+    def definition(self) -> dict[str, Any]:
+        """What makes a table a different table: columns, key and materialization."""
+        return {
+            "columns": [{"name": c.name, "type": c.type, "nullable": c.nullable}
+                        for c in self.columns],
+            "primary_key": list(self.primary_key),
+            "materialized": self.materialized,
+        }
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    query: str
+    materialized: bool
+    reads: tuple[str, ...]
+    location: Location
+    sql: str
+    fingerprint: str
+
+    def definition(self) -> dict[str, Any]:
+        return {"query": self.query, "materialized": self.materialized}
+
+
+@dataclass(frozen=True)
+class Connector:
+    name: str
+    direction: Literal["input", "output"]
+    relation: str
+    type: str
+    format: str | None
+    path: str
+    options: dict[str, Any]
+    on_error: str
+    location: Location
+
+    def definition(self) -> dict[str, Any]:
+        """Configuration that changes what the connector reads or writes."""
+        return {
+            "direction": self.direction,
+            "relation": self.relation,
+            "type": self.type,
+            "format": self.format,
+            "path": self.path,
+            "options": {k: v for k, v in self.options.items()
+                        if k.lower() not in THROUGHPUT_OPTIONS},
+            "on_error": self.on_error,
+        }
+
+
+@dataclass(frozen=True)
+class Program:
+    """A validated pipeline program; relations in dependency order."""
+
+    pipeline: str
+    tables: dict[str, Table]
+    views: dict[str, View]
+    connectors: dict[str, Connector]
+    order: tuple[str, ...] = field(default=())
+
+    @property
+    def fingerprint(self) -> str:
+        """Fingerprint of the whole program, connectors included (plan staleness check)."""
+        return stable_hash(self.document(with_sql=False))
+
+    def relation(self, name: str) -> Table | View:
+        return self.tables[name] if name in self.tables else self.views[name]
+
+    def readers(self, name: str) -> list[str]:
+        """Views that read `name` directly."""
+        return sorted(view.name for view in self.views.values() if name in view.reads)
+
+    def document(self, *, with_sql: bool = True) -> dict[str, Any]:
+        """The JSON form stored in the manifest and compared by the diff."""
+        tables = {}
+        for table in self.tables.values():
+            entry = {**table.definition(), "fingerprint": table.fingerprint}
+            if with_sql:
+                entry["sql"] = table.sql
+            tables[table.name] = entry
+        views = {}
+        for view in self.views.values():
+            entry = {**view.definition(), "reads": list(view.reads),
+                     "fingerprint": view.fingerprint}
+            if with_sql:
+                entry["sql"] = view.sql
+            views[view.name] = entry
+        connectors = {c.name: {**c.definition(), "throughput_options": {
+            k: v for k, v in c.options.items() if k.lower() in THROUGHPUT_OPTIONS}}
+            for c in self.connectors.values()}
+        return {"format": PROGRAM_FORMAT, "tables": tables, "views": views,
+                "connectors": connectors, "order": list(self.order)}
+
+
+def build_program(source: PipelineSource) -> Program:
+    """Parse every SQL file, check names and the graph, and fingerprint each relation."""
+    statements: dict[str, TableStatement | ViewStatement] = {}
+    for sql_file in source.sql_files:
+        for statement in parse_file(sql_file):
+            previous = statements.get(statement.name)
+            if previous is not None:
+                raise statement.location.error(
+                    f"duplicate relation '{statement.name}' (first defined at "
+                    f"{previous.location.file}:{previous.location.line})")
+            statements[statement.name] = statement
+    if not statements:
+        raise ReconcileError("pipeline defines no tables or views", file=source.spec_path)
+    graph: dict[str, tuple[str, ...]] = {}
+    for statement in statements.values():
+        reads = statement.reads if isinstance(statement, ViewStatement) else ()
+        for dependency in reads:
+            if dependency not in statements:
+                raise statement.location.error(
+                    f"view '{statement.name}' reads unknown relation '{dependency}'")
+        graph[statement.name] = reads
+    order = _dependency_order(graph, statements)
+    tables: dict[str, Table] = {}
+    views: dict[str, View] = {}
+    fingerprints: dict[str, str] = {}
+    for name in order:
+        statement = statements[name]
+        if isinstance(statement, TableStatement):
+            table = Table(name=name, columns=statement.columns,
+                          primary_key=statement.primary_key,
+                          materialized=statement.materialized, location=statement.location,
+                          sql=statement.sql, fingerprint="")
+            fingerprints[name] = stable_hash({"kind": "table", **table.definition()})
+            tables[name] = replace(table, fingerprint=fingerprints[name])
+        else:
+            query = statement.query.sql(dialect=DIALECT, comments=False)
+            view = View(name=name, query=query, materialized=statement.materialized,
+                        reads=statement.reads, location=statement.location,
+                        sql=statement.sql, fingerprint="")
+            fingerprints[name] = stable_hash({
+                "kind": "view", **view.definition(),
+                "reads": {dependency: fingerprints[dependency] for dependency in view.reads},
+            })
+            views[name] = replace(view, fingerprint=fingerprints[name])
+    connectors = _connectors(source, tables, views)
+    return Program(pipeline=source.spec.name, tables=tables, views=views,
+                   connectors=connectors, order=tuple(order))
+
+
+def _dependency_order(graph: dict[str, tuple[str, ...]],
+                      statements: dict[str, TableStatement | ViewStatement]) -> list[str]:
+    """Topological order (graphlib), ties broken by name so the order is deterministic."""
+    sorter = TopologicalSorter(graph)
+    try:
+        sorter.prepare()
+    except CycleError as error:
+        cycle = list(error.args[1])
+        first = statements[cycle[0]]
+        raise first.location.error("cycle between views: " + " -> ".join(cycle)) from None
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready())
+        order.extend(ready)
+        sorter.done(*ready)
+    return order
+
+
+def _connectors(source: PipelineSource, tables: dict[str, Table],
+                views: dict[str, View]) -> dict[str, Connector]:
+    connectors: dict[str, Connector] = {}
+    for index, spec in enumerate(source.spec.connectors):
+        location = Location(source.spec_path, source.connector_line(index))
+        connectors[spec.name] = _connector(spec, location, tables, views)
+    return connectors
+
+
+def _connector(spec: ConnectorSpec, location: Location, tables: dict[str, Table],
+               views: dict[str, View]) -> Connector:
+    relation = spec.relation.lower()
+    if spec.direction == "input" and relation not in tables:
+        what = "a view, not a table" if relation in views else "an unknown table"
+        raise location.error(f"input connector '{spec.name}' names {what} '{relation}'")
+    if spec.direction == "output" and relation not in views and relation not in tables:
+        raise location.error(f"output connector '{spec.name}' names an unknown view '{relation}'")
+    return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
+                     format=spec.format, path=spec.path, options=dict(spec.options),
+                     on_error=spec.on_error, location=location)

@@ -1,0 +1,104 @@
+"""Render a plan document as Markdown for pull-request comments and step summaries.
+
+Each pipeline gets a table of changed objects with reasons, a Mermaid graph of
+the affected part of the pipeline, and a collapsible unified diff of its SQL.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from typing import Any
+
+import jinja2
+
+from reconciler.render_terminal import COUNTED, SYMBOLS
+
+_ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.PackageLoader("reconciler", "templates"),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    trim_blocks=True,
+    keep_trailing_newline=True,
+)
+_ENVIRONMENT.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+
+NODE_STYLES = {
+    "added": "fill:#d4f8d4,stroke:#2a7d2a",
+    "modified": "fill:#fff3c4,stroke:#b08800",
+    "removed": "fill:#fddede,stroke:#b31d28,stroke-dasharray: 4 2",
+    "unchanged": "fill:#f4f4f4,stroke:#999",
+}
+
+
+def render_markdown(plan: dict[str, Any]) -> str:
+    pipelines = [_pipeline_context(p) for p in plan["pipelines"]]
+    changed = sum(1 for p in plan["pipelines"] if p["has_changes"])
+    title = (f"Reconcile plan: {changed} of {len(pipelines)} pipeline(s) change"
+             if changed else "Reconcile plan: no changes")
+    return _ENVIRONMENT.get_template("plan.md.j2").render(
+        title=title, pipelines=pipelines, plan_id=plan["plan_id"], git=plan.get("git"))
+
+
+def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
+    counts = Counter(action["action"] for action in pipeline["actions"])
+    base = pipeline["base"]
+    actions = [
+        {**action, "symbol": SYMBOLS[action["action"]][0].strip() or "·",
+         "kind": action["kind"].replace("_", " ")}
+        for action in pipeline["actions"] if action["action"] != "keep" or action["reasons"]
+    ]
+    return {
+        "name": pipeline["name"],
+        "status": f"serial {base['serial']}" if base else "new",
+        "counts": {kind: counts[kind] for kind in COUNTED},
+        "has_changes": pipeline["has_changes"],
+        "actions": actions,
+        "notes": pipeline["notes"],
+        "refusals": pipeline["refusals"],
+        "mermaid": mermaid_graph(pipeline),
+        "sql_diff": sql_diff(pipeline["sql_changes"]),
+    }
+
+
+def sql_diff(changes: list[dict[str, str]]) -> str:
+    """One unified diff over every added, modified or removed relation's SQL."""
+    lines: list[str] = []
+    for change in changes:
+        label = f"{change['kind']} {change['name']}"
+        lines.extend(difflib.unified_diff(
+            change["old"].splitlines(), change["new"].splitlines(),
+            fromfile=f"a/{label}", tofile=f"b/{label}", lineterm=""))
+    return "\n".join(lines).replace("```", "'''")
+
+
+def mermaid_graph(pipeline: dict[str, Any]) -> str:
+    """The changed relations and their direct neighbours, styled by change."""
+    diff = pipeline["diff"]["program_diff"]
+    change: dict[str, str] = {}
+    for kind in ("added", "modified", "removed"):
+        for name in (*diff[f"{kind}_tables"], *diff[f"{kind}_views"]):
+            change[name] = kind
+    if not change:
+        return ""
+    graph: dict[str, list[str]] = pipeline["graph"]
+    nodes = set(change)
+    edges = set()
+    for reader, reads in graph.items():
+        for read in reads:
+            if read in change or reader in change:
+                nodes.update((read, reader))
+                edges.add((read, reader))
+    tables = {a["name"] for a in pipeline["actions"] if a["kind"] == "table"}
+    lines = ["graph LR"]
+    for name in sorted(nodes):
+        shape = f'[("{name}")]' if name in tables else f'["{name}"]'
+        lines.append(f"  {_node_id(name)}{shape}:::{change.get(name, 'unchanged')}")
+    lines.extend(f"  {_node_id(a)} --> {_node_id(b)}" for a, b in sorted(edges))
+    lines.extend(f"  classDef {kind} {style}" for kind, style in NODE_STYLES.items())
+    return "\n".join(lines)
+
+
+def _node_id(name: str) -> str:
+    return "n_" + re.sub(r"\W", "_", name)

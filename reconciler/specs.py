@@ -1,0 +1,254 @@
+"""The user's project files: `reconcile.yaml` and `pipelines/<name>/pipeline.yaml`.
+
+Pydantic does the validation; this module turns its errors into one line that
+names the file and line, and renders each pipeline's SQL templates with Jinja2
+(undefined variables are errors, never silently empty strings).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from reconciler.errors import ReconcileError
+from reconciler.yaml_source import YamlDocument, load_yaml
+
+PROJECT_FILE = "reconcile.yaml"
+PIPELINE_FILE = "pipeline.yaml"
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+BootstrapPolicy = Literal["await_approval", "allow", "reject"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SparkSettings(_Strict):
+    """Where Spark runs: embedded `local[*]` unless `master` or `remote` says otherwise."""
+
+    master: str | None = None
+    remote: str | None = None
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SparkSettings:
+        if self.master and self.remote:
+            raise ValueError("set either spark.master or spark.remote, not both")
+        return self
+
+
+class ProjectSettings(_Strict):
+    """`reconcile.yaml`; every key is optional."""
+
+    backend: str = ".reconcile/state"
+    storage: str = ".reconcile/data"
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    pipelines: str = "pipelines"
+
+
+class ConnectorSpec(_Strict):
+    """An input (`table`) or output (`view`, or a table) connector of a pipeline."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    table: str | None = None
+    view: str | None = None
+    type: Literal["files", "delta"]
+    format: Literal["json", "csv", "parquet"] | None = None
+    path: str
+    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    on_error: Literal["fail", "quarantine"] = "fail"
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> ConnectorSpec:
+        if (self.table is None) == (self.view is None):
+            raise ValueError(f"connector '{self.name}' needs exactly one of 'table' or 'view'")
+        if self.type == "files" and self.format is None:
+            raise ValueError(f"connector '{self.name}' of type 'files' needs a 'format'")
+        if self.type == "delta" and self.format is not None:
+            raise ValueError(f"connector '{self.name}' of type 'delta' takes no 'format'")
+        return self
+
+    @property
+    def direction(self) -> Literal["input", "output"]:
+        return "input" if self.table is not None else "output"
+
+    @property
+    def relation(self) -> str:
+        return (self.table if self.table is not None else self.view) or ""
+
+
+class PipelineSpec(_Strict):
+    """`pipeline.yaml`: the pipeline's name, SQL files, template vars and connectors."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    sql: list[str] | None = None
+    vars: dict[str, Any] = Field(default_factory=dict)
+    bootstrap_policy: BootstrapPolicy = "await_approval"
+    connectors: list[ConnectorSpec] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SqlSource:
+    """One rendered SQL file; `display_path` is what error messages show."""
+
+    display_path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class PipelineSource:
+    """A pipeline as found on disk: its spec, folder and rendered SQL files."""
+
+    spec: PipelineSpec
+    directory: Path
+    spec_path: str
+    spec_lines: YamlDocument
+    sql_files: tuple[SqlSource, ...]
+
+    def connector_line(self, index: int) -> int:
+        return self.spec_lines.line_of(("connectors", index))
+
+
+@dataclass(frozen=True)
+class Project:
+    """A user's project: settings plus the folders of its pipelines."""
+
+    root: Path
+    settings: ProjectSettings
+    pipeline_dirs: dict[str, Path]
+
+    def resolve(self, location: str) -> str:
+        """Resolve a relative folder from `reconcile.yaml` against the project root."""
+        if "://" in location or os.path.isabs(location):
+            return location
+        return str((self.root / location).resolve())
+
+
+def display(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def _validation_error(error: ValidationError, document: YamlDocument, shown: str) -> ReconcileError:
+    first = error.errors()[0]
+    location = tuple(first["loc"])
+    dotted = ".".join(str(part) for part in location)
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        message = f"unknown key '{location[-1]}'"
+    elif kind == "missing":
+        message = f"missing required key '{dotted}'"
+    elif kind == "value_error":
+        message = str(first["msg"]).removeprefix("Value error, ")
+    elif kind == "string_pattern_mismatch":
+        message = f"{dotted}: '{first['input']}' is not a valid name (letters, digits, underscore)"
+    else:
+        message = f"{dotted}: {first['msg']}" if dotted else str(first["msg"])
+    return ReconcileError(message, file=shown, line=document.line_of(location))
+
+
+def _validate(model: type[BaseModel], document: YamlDocument, shown: str) -> Any:
+    if not isinstance(document.data, dict):
+        raise ReconcileError("expected a mapping of keys at the top level", file=shown, line=1)
+    try:
+        return model.model_validate(document.data)
+    except ValidationError as error:
+        raise _validation_error(error, document, shown) from None
+
+
+def load_project(root: Path) -> Project:
+    """Read `reconcile.yaml` (optional) and find every `pipelines/<name>/pipeline.yaml`."""
+    root = root.resolve()
+    if not root.is_dir():
+        raise ReconcileError("project folder does not exist", file=display(root))
+    settings_path = root / PROJECT_FILE
+    settings = ProjectSettings()
+    if settings_path.exists():
+        document = load_yaml(settings_path, display(settings_path))
+        settings = _validate(ProjectSettings, document, display(settings_path))
+    pipelines_root = root / settings.pipelines
+    if not pipelines_root.is_dir():
+        raise ReconcileError("no pipelines folder (set 'pipelines' in reconcile.yaml)",
+                             file=display(pipelines_root))
+    pipeline_dirs = {
+        spec_file.parent.name: spec_file.parent
+        for spec_file in sorted(pipelines_root.glob(f"*/{PIPELINE_FILE}"))
+    }
+    return Project(root=root, settings=settings, pipeline_dirs=pipeline_dirs)
+
+
+def load_pipeline(directory: Path) -> PipelineSource:
+    """Validate `pipeline.yaml` and render its SQL templates with the pipeline's vars."""
+    spec_path = directory / PIPELINE_FILE
+    shown = display(spec_path)
+    document = load_yaml(spec_path, shown)
+    spec: PipelineSpec = _validate(PipelineSpec, document, shown)
+    seen: dict[str, int] = {}
+    for index, connector in enumerate(spec.connectors):
+        if connector.name in seen:
+            raise ReconcileError(
+                f"duplicate connector name '{connector.name}' "
+                f"(first at line {seen[connector.name]})",
+                file=shown, line=document.line_of(("connectors", index)))
+        seen[connector.name] = document.line_of(("connectors", index))
+    sql_paths = _sql_files(spec, directory, document, shown)
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    rendered = tuple(_render(environment, path, spec.vars) for path in sql_paths)
+    return PipelineSource(spec=spec, directory=directory, spec_path=shown,
+                          spec_lines=document, sql_files=rendered)
+
+
+def _sql_files(spec: PipelineSpec, directory: Path, document: YamlDocument,
+               shown: str) -> list[Path]:
+    if spec.sql is None:
+        paths = sorted(directory.glob("*.sql"))
+        if not paths:
+            raise ReconcileError("no *.sql files in the pipeline folder", file=shown)
+        return paths
+    paths = []
+    for index, name in enumerate(spec.sql):
+        path = directory / name
+        if not path.is_file():
+            raise ReconcileError(f"sql file '{name}' not found", file=shown,
+                                 line=document.line_of(("sql", index)))
+        paths.append(path)
+    return paths
+
+
+def _render(environment: jinja2.Environment, path: Path, variables: dict[str, Any]) -> SqlSource:
+    shown = display(path)
+    try:
+        template = environment.from_string(path.read_text(encoding="utf-8"))
+        return SqlSource(display_path=shown, text=template.render(**variables))
+    except jinja2.TemplateSyntaxError as error:
+        raise ReconcileError(f"template error: {error.message}", file=shown,
+                             line=error.lineno) from None
+    except jinja2.UndefinedError as error:
+        raise ReconcileError(f"template error: {error.message}", file=shown,
+                             line=_template_line(error)) from None
+    except jinja2.TemplateError as error:
+        raise ReconcileError(f"template error: {error}", file=shown,
+                             line=_template_line(error)) from None
+
+
+def _template_line(error: BaseException) -> int | None:
+    """Jinja rewrites tracebacks so template frames carry the template's line numbers."""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.filename == "<template>":
+            return frame.lineno
+    match = re.search(r"line (\d+)", str(error))
+    return int(match.group(1)) if match else None

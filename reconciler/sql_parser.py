@@ -1,0 +1,246 @@
+"""Split rendered SQL into statements and parse them with sqlglot (Spark dialect).
+
+Only two statement kinds make a pipeline: `CREATE TABLE` with a column list and
+`CREATE [MATERIALIZED] VIEW ... AS <query>`. Anything else is refused here, with
+the file and the line of the statement, before any later layer sees it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.tokens import TokenType
+
+from reconciler.errors import ReconcileError
+from reconciler.specs import SqlSource
+
+DIALECT = "spark"
+TABLE_PROPERTIES = {"materialized"}
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a statement starts, for error messages and plan renderings."""
+
+    file: str
+    line: int
+
+    def error(self, message: str) -> ReconcileError:
+        return ReconcileError(message, file=self.file, line=self.line)
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    name: str
+    type: str
+    nullable: bool
+
+
+@dataclass(frozen=True)
+class TableStatement:
+    name: str
+    columns: tuple[ColumnDef, ...]
+    primary_key: tuple[str, ...]
+    materialized: bool
+    location: Location
+    sql: str
+
+
+@dataclass(frozen=True)
+class ViewStatement:
+    name: str
+    query: exp.Query
+    materialized: bool
+    reads: tuple[str, ...]
+    location: Location
+    sql: str
+
+
+Statement = TableStatement | ViewStatement
+
+
+def parse_file(source: SqlSource) -> list[Statement]:
+    """Parse every statement of one rendered SQL file."""
+    return [_parse_statement(text, location) for text, location in _split(source)]
+
+
+def canonical_type(data_type: exp.DataType) -> str:
+    """Spark spelling of a type, without spaces after commas: `DECIMAL(5,2)`."""
+    return data_type.sql(dialect=DIALECT).replace(", ", ",")
+
+
+def _split(source: SqlSource) -> list[tuple[str, Location]]:
+    """Statements with the line each starts on; comments between statements are dropped."""
+    try:
+        tokens = Dialect.get_or_raise(DIALECT).tokenize(source.text)
+    except TokenError as error:
+        raise ReconcileError(f"SQL syntax error: {error}", file=source.display_path,
+                             line=_line_from_message(str(error))) from None
+    statements: list[tuple[str, Location]] = []
+    current = []
+    for token in [*tokens, None]:
+        if token is None or token.token_type == TokenType.SEMICOLON:
+            if current:
+                text = source.text[current[0].start: current[-1].end + 1]
+                statements.append((text, Location(source.display_path, current[0].line)))
+            current = []
+        else:
+            current.append(token)
+    return statements
+
+
+def _line_from_message(message: str) -> int | None:
+    marker = "Line "
+    if marker in message:
+        digits = message.split(marker, 1)[1].split(",", 1)[0].split(":", 1)[0]
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+def _parse_statement(text: str, location: Location) -> Statement:
+    try:
+        expression = sqlglot.parse_one(text, dialect=DIALECT)
+    except ParseError as error:
+        detail = error.errors[0] if error.errors else {}
+        line = location.line + (detail.get("line") or 1) - 1
+        description = str(detail.get("description") or error).split(". Line")[0]
+        description = description.split(" but got <Token")[0]
+        raise ReconcileError(f"SQL syntax error: {description} near "
+                             f"'{detail.get('highlight', '')}'", file=location.file,
+                             line=line) from None
+    if not isinstance(expression, exp.Create):
+        kind = expression.key.upper() if expression is not None else "empty"
+        raise location.error(f"unsupported statement {kind}: only CREATE TABLE and "
+                             "CREATE [MATERIALIZED] VIEW are allowed")
+    kind = str(expression.args.get("kind") or "").upper()
+    for flag, words in (("replace", "OR REPLACE"), ("exists", "IF NOT EXISTS")):
+        if expression.args.get(flag):
+            raise location.error(f"CREATE {words} is not supported: the reconciler decides "
+                                 "what to replace")
+    if kind == "TABLE":
+        return _table(expression, location, text)
+    if kind == "VIEW":
+        return _view(expression, location, text)
+    raise location.error(f"unsupported statement CREATE {kind}: only CREATE TABLE and "
+                         "CREATE [MATERIALIZED] VIEW are allowed")
+
+
+def _relation_name(expression: exp.Create, location: Location) -> str:
+    target = expression.this
+    table = target.this if isinstance(target, exp.Schema) else target
+    if not isinstance(table, exp.Table) or not table.name:
+        raise location.error("missing relation name")
+    if table.args.get("db") or table.args.get("catalog"):
+        raise location.error(f"qualified name '{table.sql(dialect=DIALECT)}' is not supported: "
+                             "relations live in the pipeline's own namespace")
+    return table.name.lower()
+
+
+def _table(expression: exp.Create, location: Location, text: str) -> TableStatement:
+    name = _relation_name(expression, location)
+    schema = expression.this
+    if expression.expression is not None or not isinstance(schema, exp.Schema):
+        raise location.error(f"table '{name}' needs a column list; CREATE TABLE ... AS SELECT is "
+                             "not supported (use CREATE VIEW)")
+    columns: list[ColumnDef] = []
+    primary_key: tuple[str, ...] = ()
+    for item in schema.expressions:
+        if isinstance(item, exp.PrimaryKey):
+            primary_key = tuple(part.name.lower() for part in item.expressions)
+        elif isinstance(item, exp.ColumnDef):
+            columns.append(_column(item, name, location))
+        else:
+            raise location.error(f"table '{name}': unsupported element '{item.sql(DIALECT)}'")
+    if not columns:
+        raise location.error(f"table '{name}' has no columns")
+    names = [column.name for column in columns]
+    duplicates = sorted({column for column in names if names.count(column) > 1})
+    if duplicates:
+        raise location.error(f"table '{name}': duplicate column '{duplicates[0]}'")
+    for key in primary_key:
+        if key not in names:
+            raise location.error(f"table '{name}': primary key column '{key}' is not a column")
+    if primary_key:
+        key_set = set(primary_key)
+        columns = [ColumnDef(c.name, c.type, c.nullable and c.name not in key_set)
+                   for c in columns]
+    return TableStatement(name=name, columns=tuple(columns), primary_key=primary_key,
+                          materialized=_materialized_property(expression, name, location),
+                          location=location, sql=text)
+
+
+def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
+    column = item.name.lower()
+    if not isinstance(item.args.get("kind"), exp.DataType):
+        raise location.error(f"table '{table}': column '{column}' has no type")
+    nullable = True
+    for constraint in item.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.NotNullColumnConstraint):
+            nullable = bool(kind.args.get("allow_null"))
+        elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
+            nullable = False
+        else:
+            raise location.error(f"table '{table}': unsupported constraint "
+                                 f"'{constraint.sql(DIALECT)}' on column '{column}'")
+    return ColumnDef(name=column, type=canonical_type(item.args["kind"]), nullable=nullable)
+
+
+def _materialized_property(expression: exp.Create, table: str, location: Location) -> bool:
+    properties = expression.args.get("properties")
+    materialized = True
+    for prop in properties.expressions if properties else []:
+        if not isinstance(prop, exp.Property):
+            raise location.error(f"table '{table}': unsupported clause '{prop.sql(DIALECT)}'")
+        key = prop.name.lower()
+        value = prop.args.get("value")
+        text = value.name.lower() if value is not None else ""
+        if key not in TABLE_PROPERTIES:
+            raise location.error(f"table '{table}': unsupported property '{key}' "
+                                 "(only 'materialized')")
+        if text not in {"true", "false"}:
+            raise location.error(f"table '{table}': 'materialized' must be 'true' or 'false', "
+                                 f"got '{text}'")
+        materialized = text == "true"
+    return materialized
+
+
+def _view(expression: exp.Create, location: Location, text: str) -> ViewStatement:
+    name = _relation_name(expression, location)
+    query = expression.expression
+    if not isinstance(query, exp.Query):
+        raise location.error(f"view '{name}' needs AS <query>")
+    properties = expression.args.get("properties")
+    materialized = False
+    for prop in properties.expressions if properties else []:
+        if isinstance(prop, exp.MaterializedProperty):
+            materialized = True
+        else:
+            raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}'")
+    query = normalize_identifiers(query.copy(), dialect=DIALECT)
+    return ViewStatement(name=name, query=query, materialized=materialized,
+                         reads=_reads(query, name, location), location=location, sql=text)
+
+
+def _reads(query: exp.Query, view: str, location: Location) -> tuple[str, ...]:
+    """Relations a query reads: real tables in every scope; CTE names are not relations."""
+    reads: set[str] = set()
+    try:
+        scopes = traverse_scope(query)
+    except Exception as error:  # sqlglot raises several types for queries it cannot scope
+        raise location.error(f"view '{view}': cannot analyse query: {error}") from None
+    for scope in scopes:
+        for source in scope.sources.values():
+            if isinstance(source, exp.Table) and source.name:
+                if source.args.get("db") or source.args.get("catalog"):
+                    raise location.error(f"view '{view}' reads '{source.sql(DIALECT)}': "
+                                         "qualified names are not supported")
+                reads.add(source.name.lower())
+    return tuple(sorted(reads))

@@ -1,0 +1,40 @@
+"""Load a project and build the programs of the pipelines a command asks for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reconciler.errors import ReconcileError
+from reconciler.program import Program, build_program
+from reconciler.specs import PipelineSource, Project, display, load_pipeline, load_project
+
+
+def select_pipelines(project: Project, pipeline: str | None) -> list[str]:
+    """Names of the pipelines to act on: one when asked for, otherwise all of them."""
+    if pipeline is None:
+        if not project.pipeline_dirs:
+            raise ReconcileError("no pipelines found (expected "
+                                 f"{project.settings.pipelines}/<name>/pipeline.yaml)",
+                                 file=display(project.root))
+        return sorted(project.pipeline_dirs)
+    if pipeline not in project.pipeline_dirs:
+        known = ", ".join(sorted(project.pipeline_dirs)) or "none"
+        raise ReconcileError(f"unknown pipeline '{pipeline}' (known: {known})")
+    return [pipeline]
+
+
+def load_source(project: Project, name: str) -> PipelineSource:
+    """Load one pipeline; its `name` must equal its folder's, so names are unique."""
+    source = load_pipeline(project.pipeline_dirs[name])
+    if source.spec.name != name:
+        raise ReconcileError(f"pipeline name '{source.spec.name}' must match its folder '{name}'",
+                             file=source.spec_path, line=source.spec_lines.line_of(("name",)))
+    return source
+
+
+def load_programs(project_dir: Path, pipeline: str | None = None) -> tuple[Project, list[Program]]:
+    """Validate and build every selected pipeline."""
+    project = load_project(project_dir)
+    programs = [build_program(load_source(project, name))
+                for name in select_pipelines(project, pipeline)]
+    return project, programs

@@ -1,0 +1,423 @@
+"""Malformed projects through the real CLI: one line, the right file and line, a clear message.
+
+Each case starts from a small valid project and overrides some of its files; `validate` must
+exit 1 and print exactly one line `error: <file>:<line>: <message>`, where `<file>` is the file
+the user has to fix and `<line>` the line to look at, never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+
+PIPELINE_YAML = """\
+name: p
+vars:
+  day: "2025-01-01"
+connectors:
+  - name: src
+    table: events
+    type: files
+    format: json
+    path: /data/in
+  - name: out
+    view: daily
+    type: delta
+    path: /data/out
+"""
+
+PROGRAM_SQL = """\
+create table events (
+  id bigint not null,
+  kind string,
+  day date,
+  primary key (id)
+);
+
+create view daily as
+select day, count(*) as n
+from events
+where day >= date '{{ day }}'
+group by day;
+"""
+
+BASE_FILES = {
+    "reconcile.yaml": "backend: .reconcile/state\n",
+    "pipelines/p/pipeline.yaml": PIPELINE_YAML,
+    "pipelines/p/program.sql": PROGRAM_SQL,
+}
+
+SPEC = "pipelines/p/pipeline.yaml"
+SQL = "pipelines/p/program.sql"
+
+
+def write_project(root: Path, overrides: dict[str, str | None]) -> Path:
+    """Write the base project with `overrides` applied (None removes a file); returns `root`."""
+    files: dict[str, str | None] = {**BASE_FILES, **overrides}
+    for relative, text in files.items():
+        if text is None:
+            continue
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def run_validate(root: Path, *extra: str):
+    return CliRunner().invoke(cli, ["-C", str(root), *extra, "validate"])
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    files: dict[str, str | None]
+    file: str
+    line: int
+    fragment: str
+    notes: list[str] = field(default_factory=list)
+
+
+def spec_with_connectors(connectors: str) -> str:
+    """pipeline.yaml of pipeline `p` with the given (dedented) connectors block at line 3."""
+    return "name: p\nvars: {day: '2025-01-01'}\n" + textwrap.dedent(connectors)
+
+
+CASES = [
+    # --- YAML syntax ---------------------------------------------------------------------
+    Case("yaml-syntax-project", {"reconcile.yaml": "backend: a\nspark:\n  master: [local\n"},
+         "reconcile.yaml", 4, "invalid YAML"),
+    Case("yaml-syntax-pipeline", {SPEC: "name: p\nvars:\n  day: 1\n  bad: : x\n"},
+         SPEC, 4, "invalid YAML"),
+    Case("yaml-tab-indent-pipeline", {SPEC: "name: p\nvars:\n\tday: 1\n"},
+         SPEC, 3, "invalid YAML"),
+    Case("yaml-top-level-list", {SPEC: "- name: p\n"},
+         SPEC, 1, "expected a mapping"),
+    # --- unknown keys and wrong types ----------------------------------------------------
+    Case("unknown-key-project", {"reconcile.yaml": "backend: x\nstorgae: y\n"},
+         "reconcile.yaml", 2, "unknown key 'storgae'"),
+    Case("unknown-key-spark", {"reconcile.yaml": "spark:\n  master: local\n  cores: 2\n"},
+         "reconcile.yaml", 3, "unknown key 'cores'"),
+    Case("unknown-key-pipeline", {SPEC: PIPELINE_YAML + "schedule: daily\n"},
+         SPEC, 15, "unknown key 'schedule'"),
+    Case("unknown-key-connector",
+         {SPEC: PIPELINE_YAML.replace("    path: /data/out\n",
+                                      "    path: /data/out\n    mode: append\n")},
+         SPEC, 14, "unknown key 'mode'"),
+    Case("vars-as-list", {SPEC: "name: p\nvars:\n  - day\n"},
+         SPEC, 2, "vars"),
+    Case("sql-as-number", {SPEC: "name: p\nvars: {day: x}\nsql: 3\n"},
+         SPEC, 3, "sql"),
+    Case("sql-item-as-number", {SPEC: "name: p\nvars: {day: x}\nsql:\n  - program.sql\n  - 7\n"},
+         SPEC, 5, "sql.1"),
+    Case("bad-bootstrap-policy", {SPEC: "name: p\nvars: {day: x}\nbootstrap_policy: maybe\n"},
+         SPEC, 3, "bootstrap_policy"),
+    Case("spark-master-and-remote",
+         {"reconcile.yaml": "spark:\n  master: local\n  remote: sc://h\n"},
+         "reconcile.yaml", 1, "either spark.master or spark.remote"),
+    # --- names ---------------------------------------------------------------------------
+    Case("missing-name", {SPEC: "vars:\n  day: x\n"},
+         SPEC, 1, "missing required key 'name'"),
+    Case("invalid-name", {SPEC: "vars:\n  day: x\nname: my-pipe\n"},
+         SPEC, 3, "'my-pipe' is not a valid name"),
+    Case("name-not-folder", {SPEC: "vars:\n  day: x\nname: q\n"},
+         SPEC, 3, "must match its folder 'p'"),
+    Case("invalid-connector-name", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: 1src
+            table: events
+            type: delta
+            path: /x
+        """)}, SPEC, 4, "'1src' is not a valid name"),
+    # --- connectors ----------------------------------------------------------------------
+    Case("connector-table-and-view", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            view: daily
+            type: delta
+            path: /x
+        """)}, SPEC, 4, "exactly one of 'table' or 'view'"),
+    Case("connector-neither-table-nor-view", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            type: delta
+            path: /x
+          - name: other
+            type: delta
+            path: /y
+        """)}, SPEC, 4, "exactly one of 'table' or 'view'"),
+    Case("connector-missing-path", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: delta
+          - name: out
+            view: daily
+            type: delta
+        """)}, SPEC, 4, "missing required key 'connectors.0.path'"),
+    Case("duplicate-connector-name", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: delta
+            path: /x
+          - name: src
+            view: daily
+            type: delta
+            path: /y
+        """)}, SPEC, 8, "duplicate connector name 'src' (first at line 4)"),
+    Case("unknown-connector-type", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: kafka
+            path: /x
+        """)}, SPEC, 6, "connectors.0.type"),
+    Case("unknown-format", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: files
+            format: avro
+            path: /x
+        """)}, SPEC, 7, "connectors.0.format"),
+    Case("files-without-format", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: ok
+            view: daily
+            type: delta
+            path: /y
+          - name: src
+            table: events
+            type: files
+            path: /x
+        """)}, SPEC, 8, "'src' of type 'files' needs a 'format'"),
+    Case("delta-with-format", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: delta
+            format: json
+            path: /x
+        """)}, SPEC, 4, "of type 'delta' takes no 'format'"),
+    Case("connector-options-not-mapping", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: delta
+            path: /x
+            options: [a, b]
+        """)}, SPEC, 8, "connectors.0.options"),
+    Case("input-connector-names-view", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: events
+            type: delta
+            path: /x
+          - name: wrong
+            table: daily
+            type: delta
+            path: /y
+        """)}, SPEC, 8, "input connector 'wrong' names a view, not a table 'daily'"),
+    Case("input-connector-unknown-table", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: src
+            table: event
+            type: delta
+            path: /x
+        """)}, SPEC, 4, "names an unknown table 'event'"),
+    Case("output-connector-unknown-view", {SPEC: spec_with_connectors("""\
+        connectors:
+          - name: out
+            view: dialy
+            type: delta
+            path: /x
+        """)}, SPEC, 4, "names an unknown view 'dialy'"),
+    # --- SQL files -----------------------------------------------------------------------
+    Case("missing-sql-file", {SPEC: "name: p\nvars: {day: x}\nsql:\n  - program.sql\n"
+                                    "  - extra.sql\n"},
+         SPEC, 5, "sql file 'extra.sql' not found"),
+    Case("no-sql-files", {SQL: None, "pipelines/p/program.txt": PROGRAM_SQL},
+         SPEC, 1, "no *.sql files"),
+    Case("only-comments", {SQL: "-- nothing here yet\n"},
+         SPEC, 1, "defines no tables or views"),
+    # --- Jinja ---------------------------------------------------------------------------
+    Case("jinja-syntax-error", {SQL: PROGRAM_SQL.replace("{{ day }}", "{{ day }")},
+         SQL, 11, "template error"),
+    Case("jinja-unclosed-block", {SQL: "create table t (a int);\n{% if x %}\nselect 1;\n"},
+         SQL, 3, "template error"),
+    Case("jinja-undefined-variable", {SQL: PROGRAM_SQL.replace("{{ day }}", "{{ dya }}")},
+         SQL, 11, "'dya' is undefined"),
+    Case("jinja-undefined-in-later-line",
+         {SQL: "create table t (a int);\n\n\ncreate view v as\nselect a\nfrom t\n"
+               "where a > {{ limit }};\n"},
+         SQL, 7, "'limit' is undefined"),
+    Case("jinja-undefined-attribute",
+         {SQL: "create table t (a int);\ncreate view v as select a from t\n"
+               "where a > {{ day.year }};\n"},
+         SQL, 3, "has no attribute 'year'"),
+    # --- SQL syntax ----------------------------------------------------------------------
+    Case("sql-syntax-later-line",
+         {SQL: PROGRAM_SQL + "\ncreate view broken as\nselect day,\nfrom events\n"
+                             "where (day > 1;\n"},
+         SQL, 17, "SQL syntax error"),
+    Case("sql-unterminated-string",
+         {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect 'abc as x\nfrom daily;\n"},
+         SQL, 15, "SQL syntax error"),
+    Case("sql-garbage-statement",
+         {SQL: PROGRAM_SQL + "\nthis is not sql;\n"},
+         SQL, 14, "SQL syntax error"),
+    # --- unsupported statements ----------------------------------------------------------
+    Case("insert", {SQL: PROGRAM_SQL + "\ninsert into events values (1, 'a', null);\n"},
+         SQL, 14, "unsupported statement INSERT"),
+    Case("drop", {SQL: PROGRAM_SQL + "\n\ndrop table events;\n"},
+         SQL, 15, "unsupported statement DROP"),
+    Case("create-function",
+         {SQL: PROGRAM_SQL + "\ncreate function f as 'com.example.F';\n"},
+         SQL, 14, "unsupported statement CREATE FUNCTION"),
+    Case("select-statement", {SQL: PROGRAM_SQL + "\nselect * from events;\n"},
+         SQL, 14, "unsupported statement SELECT"),
+    Case("create-table-as-select",
+         {SQL: PROGRAM_SQL + "\ncreate table copy as select * from events;\n"},
+         SQL, 14, "CREATE TABLE ... AS SELECT is not supported"),
+    Case("create-or-replace-view",
+         {SQL: PROGRAM_SQL + "\ncreate or replace view v2 as select * from daily;\n"},
+         SQL, 14, "CREATE OR REPLACE is not supported"),
+    Case("create-table-if-not-exists",
+         {SQL: PROGRAM_SQL + "\ncreate table if not exists t2 (a int);\n"},
+         SQL, 14, "CREATE IF NOT EXISTS is not supported"),
+    Case("create-temporary-view",
+         {SQL: PROGRAM_SQL + "\ncreate temporary view v2 as select * from daily;\n"},
+         SQL, 14, "v2"),
+    # --- tables --------------------------------------------------------------------------
+    Case("unsupported-table-property",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\nwith ('connector' = 'kafka');\n"},
+         SQL, 14, "unsupported property 'connector'"),
+    Case("bad-materialized-value",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\ntblproperties ('materialized' = 'yes');\n"},
+         SQL, 14, "'materialized' must be 'true' or 'false', got 'yes'"),
+    Case("duplicate-column",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (\n  a int,\n  b string,\n  A bigint\n);\n"},
+         SQL, 14, "duplicate column 'a'"),
+    Case("primary-key-not-a-column",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int, b int, primary key (a, c));\n"},
+         SQL, 14, "primary key column 'c' is not a column"),
+    Case("column-without-type",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int, b);\n"},
+         SQL, 14, "t2"),
+    Case("qualified-table-name",
+         {SQL: PROGRAM_SQL + "\ncreate table db.t (a int);\n"},
+         SQL, 14, "qualified name 'db.t' is not supported"),
+    # --- views and the graph -------------------------------------------------------------
+    Case("unknown-relation-in-view",
+         {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect * from dialy;\n"},
+         SQL, 14, "view 'v2' reads unknown relation 'dialy'"),
+    Case("unknown-relation-in-join",
+         {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect * from daily d\n"
+                             "join people p on d.n = p.id;\n"},
+         SQL, 14, "reads unknown relation 'people'"),
+    Case("qualified-name-in-view",
+         {SQL: PROGRAM_SQL + "\ncreate view v2 as select * from db.events;\n"},
+         SQL, 14, "qualified names are not supported"),
+    Case("qualified-view-name",
+         {SQL: PROGRAM_SQL + "\ncreate view db.v2 as select * from events;\n"},
+         SQL, 14, "qualified name 'db.v2' is not supported"),
+    Case("cycle-of-two-views",
+         {SQL: PROGRAM_SQL + "\ncreate view a as select * from b;\n\n"
+                             "create view b as select * from a;\n"},
+         SQL, 14, "cycle between views"),
+    Case("self-reading-view",
+         {SQL: PROGRAM_SQL + "\ncreate view loop as\nselect * from loop;\n"},
+         SQL, 14, "loop"),
+    Case("duplicate-relation-across-files",
+         {SPEC: PIPELINE_YAML + "sql: [program.sql, more.sql]\n",
+          "pipelines/p/more.sql": "-- more\n\ncreate view daily as select 1 as n;\n"},
+         "pipelines/p/more.sql", 3, "duplicate relation 'daily' (first defined at "),
+    Case("duplicate-relation-case-insensitive",
+         {SQL: PROGRAM_SQL + "\ncreate table EVENTS (a int);\n"},
+         SQL, 14, "duplicate relation 'events'"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_malformed_project(tmp_path: Path, case: Case) -> None:
+    root = write_project(tmp_path, case.files)
+    result = run_validate(root)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 1, result.output
+    pattern = rf"error: (?P<path>\S*?{re.escape(case.file)}):(?P<line>\d+): "
+    match = re.match(pattern, lines[0])
+    assert match, f"no '{case.file}:<line>: ' location in: {lines[0]}"
+    assert (Path.cwd() / match["path"]).resolve() == (root / case.file).resolve(), lines[0]
+    assert int(match["line"]) == case.line, lines[0]
+    assert case.fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_cases_are_distinct() -> None:
+    assert len({case.id for case in CASES}) == len(CASES) >= 30
+
+
+def test_duplicate_relation_names_first_location(tmp_path: Path) -> None:
+    case = next(case for case in CASES if case.id == "duplicate-relation-across-files")
+    root = write_project(tmp_path, case.files)
+    output = run_validate(root).output
+    assert re.search(r"first defined at \S*pipelines/p/program\.sql:8\)", output), output
+
+
+def test_valid_project_passes(tmp_path: Path) -> None:
+    result = run_validate(write_project(tmp_path, {}))
+    assert result.exit_code == 0, result.output
+    assert result.output == "p: 1 tables, 1 views, 1 input and 1 output connectors: ok\n"
+
+
+def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
+    """A CTE may shadow another view's name: it is not a read of that view, so no cycle."""
+    sql = PROGRAM_SQL + textwrap.dedent("""\
+
+        create materialized view summary as
+        with daily as (select kind, count(*) as n from events group by kind)
+        select kind, n from daily;
+
+        create view totals as
+        with summary as (select sum(n) as total from daily)
+        select total from summary;
+        """)
+    spec = PIPELINE_YAML + "sql: [program.sql]\nbootstrap_policy: allow\n"
+    root = write_project(tmp_path, {SQL: sql, SPEC: spec})
+    result = run_validate(root)
+    assert result.exit_code == 0, result.output
+    assert result.output == "p: 1 tables, 3 views, 1 input and 1 output connectors: ok\n"
+
+
+def test_valid_project_two_pipelines_without_settings(tmp_path: Path) -> None:
+    other = {
+        "pipelines/q/pipeline.yaml": "name: q\n",
+        "pipelines/q/a.sql": "create table t (a int);\n",
+        "pipelines/q/b.sql": "create view v as select a from t;\n",
+        "reconcile.yaml": None,
+    }
+    result = run_validate(write_project(tmp_path, other))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "p: 1 tables, 1 views, 1 input and 1 output connectors: ok",
+        "q: 1 tables, 1 views, 0 input and 0 output connectors: ok",
+    ]
+
+
+def test_debug_shows_traceback(tmp_path: Path) -> None:
+    root = write_project(tmp_path, {SQL: PROGRAM_SQL + "\ndrop table events;\n"})
+    result = CliRunner().invoke(cli, ["-C", str(root), "--debug", "validate"])
+    assert result.exit_code == 1
+    assert result.exception is not None and not isinstance(result.exception, SystemExit)
+    assert "unsupported statement DROP" in str(result.exception)
+    assert "error: " not in result.output
