@@ -7,6 +7,8 @@ the file and the line of the statement, before any later layer sees it.
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -15,13 +17,19 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.optimizer.scope import traverse_scope
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from reconciler.errors import ReconcileError
 from reconciler.specs import SqlSource
 
 DIALECT = "spark"
 TABLE_PROPERTIES = {"materialized"}
+ONLY_CREATE = "only CREATE TABLE and CREATE [MATERIALIZED] VIEW are allowed"
+
+# sqlglot logs a warning whenever it falls back to an opaque Command; we refuse such
+# statements with our own one-line error, so the warning would only be a stray second line.
+logging.getLogger("sqlglot").addFilter(
+    lambda record: "Falling back to parsing as a 'Command'" not in record.getMessage())
 
 
 @dataclass(frozen=True)
@@ -77,11 +85,11 @@ def canonical_type(data_type: exp.DataType) -> str:
 
 def _split(source: SqlSource) -> list[tuple[str, Location]]:
     """Statements with the line each starts on; comments between statements are dropped."""
+    tokenizer = Dialect.get_or_raise(DIALECT).tokenizer()
     try:
-        tokens = Dialect.get_or_raise(DIALECT).tokenize(source.text)
+        tokens = tokenizer.tokenize(source.text)
     except TokenError as error:
-        raise ReconcileError(f"SQL syntax error: {error}", file=source.display_path,
-                             line=_line_from_message(str(error))) from None
+        raise _token_error(error, source, tokenizer.tokens) from None
     statements: list[tuple[str, Location]] = []
     current = []
     for token in [*tokens, None]:
@@ -95,13 +103,25 @@ def _split(source: SqlSource) -> list[tuple[str, Location]]:
     return statements
 
 
-def _line_from_message(message: str) -> int | None:
-    marker = "Line "
-    if marker in message:
-        digits = message.split(marker, 1)[1].split(",", 1)[0].split(":", 1)[0]
-        if digits.isdigit():
-            return int(digits)
-    return None
+def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> ReconcileError:
+    """The line where the bad token starts, and what is wrong with it.
+
+    sqlglot words the error as "Error tokenizing '<100 characters around it>'" and keeps the
+    problem as the cause, e.g. "Missing ' from 3:17" whose second number is the token's
+    offset (the first is where scanning stopped, often the end of the file). Without an
+    offset, the bad token starts right after the last good one.
+    """
+    text = source.text
+    match = re.fullmatch(r"(.+) from \d+:(\d+)", str(error.__cause__), re.DOTALL)
+    if match:
+        problem, offset = match[1], int(match[2])
+    else:
+        after = scanned[-1].end + 1 if scanned else 0
+        offset = len(text) - len(text[after:].lstrip())
+        problem = ("unterminated /* comment" if text.startswith("/*", offset)
+                   else "cannot read the text here")
+    return ReconcileError(f"SQL syntax error: {problem}", file=source.display_path,
+                          line=text.count("\n", 0, offset) + 1)
 
 
 def _parse_statement(text: str, location: Location) -> Statement:
@@ -115,10 +135,14 @@ def _parse_statement(text: str, location: Location) -> Statement:
         raise ReconcileError(f"SQL syntax error: {description} near "
                              f"'{detail.get('highlight', '')}'", file=location.file,
                              line=line) from None
+    if isinstance(expression, exp.Command):
+        raise _command_error(text, location)
     if not isinstance(expression, exp.Create):
-        kind = expression.key.upper() if expression is not None else "empty"
-        raise location.error(f"unsupported statement {kind}: only CREATE TABLE and "
-                             "CREATE [MATERIALIZED] VIEW are allowed")
+        word = match[0] if (match := re.search(r"\w+", text)) else text
+        if expression is None or isinstance(expression, exp.Condition):
+            raise location.error(f"SQL syntax error: expected CREATE TABLE or CREATE VIEW, "
+                                 f"got '{word}'")
+        raise location.error(f"unsupported statement {word.upper()}: {ONLY_CREATE}")
     kind = str(expression.args.get("kind") or "").upper()
     for flag, words in (("replace", "OR REPLACE"), ("exists", "IF NOT EXISTS")):
         if expression.args.get(flag):
@@ -128,8 +152,31 @@ def _parse_statement(text: str, location: Location) -> Statement:
         return _table(expression, location, text)
     if kind == "VIEW":
         return _view(expression, location, text)
-    raise location.error(f"unsupported statement CREATE {kind}: only CREATE TABLE and "
-                         "CREATE [MATERIALIZED] VIEW are allowed")
+    raise location.error(f"unsupported statement CREATE {kind}: {ONLY_CREATE}")
+
+
+def _command_error(text: str, location: Location) -> ReconcileError:
+    """Explain a statement sqlglot could only parse as an opaque Command.
+
+    When a prefix of it parses as a CREATE, the token after that prefix is unexpected (most
+    often the next statement after a missing ';'); otherwise the statement itself is one we
+    do not support, e.g. `MSCK REPAIR` or `CREATE ROLE`.
+    """
+    tokens = Dialect.get_or_raise(DIALECT).tokenize(text)
+    if tokens[0].token_type == TokenType.CREATE:
+        for index in range(len(tokens) - 1, 0, -1):
+            try:
+                prefix = sqlglot.parse_one(text[: tokens[index - 1].end + 1], dialect=DIALECT)
+            except ParseError:
+                continue
+            if isinstance(prefix, exp.Create):
+                bad = tokens[index]
+                hint = " (missing ';' before it?)" if bad.token_type == TokenType.CREATE else ""
+                return ReconcileError(f"SQL syntax error: unexpected '{bad.text}'{hint}",
+                                      file=location.file, line=location.line + bad.line - 1)
+    words = " ".join(token.text.upper() for token in tokens[:2])
+    kind = words if tokens[0].token_type == TokenType.CREATE else tokens[0].text.upper()
+    return location.error(f"unsupported statement {kind}: {ONLY_CREATE}")
 
 
 def _relation_name(expression: exp.Create, location: Location) -> str:
@@ -146,9 +193,11 @@ def _relation_name(expression: exp.Create, location: Location) -> str:
 def _table(expression: exp.Create, location: Location, text: str) -> TableStatement:
     name = _relation_name(expression, location)
     schema = expression.this
-    if expression.expression is not None or not isinstance(schema, exp.Schema):
-        raise location.error(f"table '{name}' needs a column list; CREATE TABLE ... AS SELECT is "
-                             "not supported (use CREATE VIEW)")
+    if expression.expression is not None:
+        raise location.error(f"table '{name}': CREATE TABLE ... AS SELECT is not supported "
+                             "(declare the columns, or use CREATE VIEW)")
+    if not isinstance(schema, exp.Schema):
+        raise location.error(f"table '{name}' needs a column list")
     columns: list[ColumnDef] = []
     primary_key: tuple[str, ...] = ()
     for item in schema.expressions:
@@ -156,6 +205,8 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
             primary_key = tuple(part.name.lower() for part in item.expressions)
         elif isinstance(item, exp.ColumnDef):
             columns.append(_column(item, name, location))
+        elif isinstance(item, exp.Identifier):  # a bare name: sqlglot does not see a column
+            raise location.error(f"table '{name}': column '{item.name.lower()}' has no type")
         else:
             raise location.error(f"table '{name}': unsupported element '{item.sql(DIALECT)}'")
     if not columns:
@@ -201,7 +252,9 @@ def _materialized_property(expression: exp.Create, table: str, location: Locatio
             raise location.error(f"table '{table}': unsupported clause '{prop.sql(DIALECT)}'")
         key = prop.name.lower()
         value = prop.args.get("value")
-        text = value.name.lower() if value is not None else ""
+        # Spark takes 'true' and a bare true alike; sqlglot makes the latter a Boolean.
+        text = ("" if value is None else value.name.lower() if isinstance(value, exp.Literal)
+                else value.sql(DIALECT).lower())
         if key not in TABLE_PROPERTIES:
             raise location.error(f"table '{table}': unsupported property '{key}' "
                                  "(only 'materialized')")

@@ -20,7 +20,6 @@ from state_backends.base import (
     VersionedDocument,
 )
 from state_backends.local import LocalBackend
-from state_backends.s3 import S3Backend
 
 __all__ = [
     "ConcurrentModificationError",
@@ -29,7 +28,6 @@ __all__ = [
     "LockHeldError",
     "LockInfo",
     "LockMismatchError",
-    "S3Backend",
     "StateBackend",
     "StateBackendError",
     "VersionedDocument",
@@ -58,6 +56,9 @@ def backend_from_url(url: str, base_dir: Path) -> StateBackend:
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise StateBackendError(f"state backend URL {url!r} has no bucket")
+        # Imported here: boto3 costs ~0.15 s, which local-backend commands never pay.
+        from state_backends.s3 import S3Backend
+
         return S3Backend(bucket, prefix)
     raise StateBackendError(
         f"unsupported state backend URL {url!r}: scheme {scheme!r} is not one of "

@@ -23,6 +23,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from state_backends import (
     ConcurrentModificationError,
@@ -272,6 +273,14 @@ def test_locked_context_releases_on_error(harness: Harness) -> None:
     assert backend.read_lock(PIPE) is None
 
 
+def test_locked_keeps_body_error_when_release_fails(harness: Harness) -> None:
+    backend = harness.backend
+    with pytest.raises(RuntimeError, match="boom") as info, backend.locked(PIPE, "apply") as lock:
+        backend.force_unlock(PIPE, lock.id)  # an operator breaks our lock mid-run
+        raise RuntimeError("boom")
+    assert any("not locked" in note for note in info.value.__notes__)
+
+
 def test_list_pipelines(harness: Harness) -> None:
     backend = harness.backend
     assert backend.list_pipelines() == []
@@ -371,6 +380,25 @@ def test_s3_missing_bucket_named(s3_endpoint: str, aws_env: None) -> None:
         backend.read_manifest(PIPE)
     with pytest.raises(StateBackendError, match="'no-such-bucket-xyz' does not exist"):
         backend.acquire_lock(PIPE, "apply")
+
+
+def test_moto_enforces_conditional_requests(s3_endpoint: str, aws_env: None) -> None:
+    """The S3 suite is only meaningful if the server evaluates these headers."""
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    bucket = f"cond-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    etag = client.put_object(Bucket=bucket, Key="k", Body=b"1", IfNoneMatch="*")["ETag"]
+    attempts: list[Callable[[], Any]] = [
+        lambda: client.put_object(Bucket=bucket, Key="k", Body=b"2", IfNoneMatch="*"),
+        lambda: client.put_object(Bucket=bucket, Key="k", Body=b"2", IfMatch='"stale"'),
+        lambda: client.delete_object(Bucket=bucket, Key="k", IfMatch='"stale"'),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ClientError) as info:
+            attempt()
+        assert info.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert client.get_object(Bucket=bucket, Key="k")["ETag"] == etag
+    client.delete_object(Bucket=bucket, Key="k", IfMatch=etag)
 
 
 def test_s3_honours_aws_endpoint_url(

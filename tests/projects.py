@@ -1,0 +1,58 @@
+"""Build small user projects on disk for tests, and load their programs."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+from reconciler.program import Program
+from reconciler.workspace import load_programs
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def write_files(root: Path, files: dict[str, str]) -> Path:
+    """Write `files` (relative path -> text, dedented) under root."""
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def single_pipeline(root: Path, sql: str, pipeline_yaml: str = "name: p\n") -> Path:
+    """A project with one pipeline `p` made of one SQL file."""
+    return write_files(root, {"pipelines/p/pipeline.yaml": pipeline_yaml,
+                              "pipelines/p/program.sql": sql})
+
+
+def program_of(root: Path, name: str | None = None) -> Program:
+    _, programs = load_programs(root, name)
+    return programs[0]
+
+
+def copy_example(name: str, destination: Path) -> Path:
+    """A private copy of an example project (tests never write into the repository)."""
+    target = destination / name
+    shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns(".reconcile"))
+    return target
+
+
+SEED_MODIFICATION = """
+-- Overall average per student across all courses.
+create materialized view avg_grade_all_courses as
+select
+  student_id,
+  avg(class_avg) as avg
+from avg_grade
+group by student_id;
+"""
+
+
+def apply_seed_modification(project: Path) -> None:
+    """Feldera's example change: end date moved to 2026-06-10, one new view."""
+    spec = project / "pipelines/grades/pipeline.yaml"
+    spec.write_text(spec.read_text().replace("2025-12-15", "2026-06-10"))
+    sql = project / "pipelines/grades/program.sql"
+    sql.write_text(sql.read_text() + SEED_MODIFICATION)

@@ -1,0 +1,248 @@
+"""The diff and the plan: Feldera's diff shape, actions with reasons, plan_id, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+from reconciler.manifest import Manifest
+from reconciler.plan import plan_pipeline
+from reconciler.program import Program
+from state_backends import LocalBackend
+from tests.projects import (
+    apply_seed_modification,
+    copy_example,
+    program_of,
+    single_pipeline,
+)
+
+EMPTY_LISTS = {
+    "added_input_connectors": [], "removed_input_connectors": [],
+    "modified_input_connectors": [], "added_output_connectors": [],
+    "removed_output_connectors": [], "modified_output_connectors": [],
+}
+
+
+def commit(project: Path, program: Program) -> None:
+    """Record `program` as the pipeline's committed manifest in the project's backend."""
+    backend = LocalBackend(project / ".reconcile/state")
+    manifest = Manifest.first(program.pipeline, program.document())
+    backend.write_manifest(program.pipeline, manifest.to_document(), None)
+
+
+def diff_after(tmp_path: Path, before: str, after: str, spec_before: str = "name: p\n",
+               spec_after: str | None = None) -> dict:
+    old = program_of(single_pipeline(tmp_path / "old", before, spec_before))
+    new = program_of(single_pipeline(tmp_path / "new", after, spec_after or spec_before))
+    return plan_pipeline(new, Manifest.first("p", old.document()), "etag").document()
+
+
+def program_diff(**lists: list[str]) -> dict:
+    keys = ["added_tables", "removed_tables", "modified_tables",
+            "added_views", "removed_views", "modified_views"]
+    return {key: lists.get(key, []) for key in sorted(keys)}
+
+
+def test_seed_modification_gives_feldera_diff(tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    commit(project, program_of(project))
+    apply_seed_modification(project)
+    result = CliRunner().invoke(cli, ["-C", str(project), "plan", "--json"])
+    assert result.exit_code == 0, result.output
+    [pipeline] = json.loads(result.output)["pipelines"]
+    assert pipeline["diff"] == {
+        **EMPTY_LISTS,
+        "program_diff": program_diff(added_views=["avg_grade_all_courses"],
+                                     modified_views=["avg_grade", "avg_grade_enriched"]),
+        "program_diff_error": None,
+    }
+    reasons = {a["name"]: (a["action"], a["reasons"]) for a in pipeline["actions"]}
+    assert reasons["avg_grade"] == ("recompute", ["query changed"])
+    assert reasons["avg_grade_enriched"] == ("recompute", ["reads modified view avg_grade"])
+    assert reasons["avg_grade_all_courses"][0] == "create"
+    assert reasons["students"] == ("keep", [])
+    assert pipeline["bootstrap_required"] is True
+
+
+BASE = """
+create table t (id bigint, v int);
+create table u (id bigint, w int);
+create view left_v as select id, v from t;
+create view right_v as select id, w from u;
+create view diamond as select l.id, l.v, r.w from left_v l join right_v r on l.id = r.id;
+create view chain1 as select id, v from left_v;
+create view chain2 as select id, v from chain1;
+create view chain3 as select id, v from chain2;
+create view chain4 as select id, count(*) as n from chain3 group by id;
+"""
+
+
+def test_cosmetic_only_change_is_no_change_with_note(tmp_path: Path) -> None:
+    cosmetic = BASE.replace("create view chain2 as select id, v from chain1",
+                            "-- a comment\nCREATE VIEW chain2 AS\n  SELECT ID, V FROM CHAIN1")
+    plan = diff_after(tmp_path, BASE, cosmetic)
+    assert plan["has_changes"] is False
+    assert plan["diff"]["program_diff"] == program_diff()
+    assert plan["notes"] == ["view chain2: comments or formatting only, nothing to recompute"]
+
+
+def test_table_rename_is_removal_plus_addition(tmp_path: Path) -> None:
+    renamed = BASE.replace("create table u ", "create table u2 ").replace("from u;", "from u2;")
+    plan = diff_after(tmp_path, BASE, renamed)
+    assert plan["diff"]["program_diff"] == program_diff(
+        added_tables=["u2"], removed_tables=["u"], modified_views=["diamond", "right_v"])
+
+
+def test_modified_table_modifies_every_downstream_view(tmp_path: Path) -> None:
+    plan = diff_after(tmp_path, BASE, BASE.replace("(id bigint, v int)", "(id bigint, v bigint)"))
+    assert plan["diff"]["program_diff"] == program_diff(
+        modified_tables=["t"],
+        modified_views=["chain1", "chain2", "chain3", "chain4", "diamond", "left_v"])
+    truncate = next(a for a in plan["actions"] if a["name"] == "t")
+    assert truncate["action"] == "truncate"
+    assert truncate["reasons"][0] == "column v: INT -> BIGINT"
+
+
+def test_deep_chain_change_leaves_siblings_unchanged(tmp_path: Path) -> None:
+    plan = diff_after(tmp_path, BASE, BASE.replace("select id, v from chain1",
+                                                   "select id, v + 1 as v from chain1"))
+    assert plan["diff"]["program_diff"] == program_diff(modified_views=["chain2", "chain3",
+                                                                        "chain4"])
+    kept = {a["name"] for a in plan["actions"] if a["action"] == "keep"}
+    assert {"left_v", "right_v", "diamond", "chain1", "t", "u"} <= kept
+
+
+def test_diamond_top_change_reaches_the_join_once(tmp_path: Path) -> None:
+    plan = diff_after(tmp_path, BASE, BASE.replace("select id, w from u", "select id, w * 2 as w "
+                                                   "from u"))
+    assert plan["diff"]["program_diff"] == program_diff(modified_views=["diamond", "right_v"])
+
+
+CONNECTED = """
+create table t (id bigint, v int);
+create view v1 as select id, v from t;
+create view v2 as select id, sum(v) as s from t group by id;
+"""
+CONNECTORS = """name: p
+connectors:
+  - {name: src, table: t, type: files, format: json, path: in, options: {maxFilesPerTrigger: 5}}
+  - {name: out1, view: v1, type: files, format: json, path: out1}
+  - {name: out2, view: v2, type: files, format: json, path: out2}
+"""
+
+
+def test_removing_a_view_with_output_connector(tmp_path: Path) -> None:
+    after = CONNECTED.replace("create view v1 as select id, v from t;", "")
+    spec_after = CONNECTORS.replace(
+        "  - {name: out1, view: v1, type: files, format: json, path: out1}\n", "")
+    plan = diff_after(tmp_path, CONNECTED, after, CONNECTORS, spec_after)
+    assert plan["diff"]["program_diff"] == program_diff(removed_views=["v1"])
+    assert plan["diff"]["removed_output_connectors"] == []
+    drop = next(a for a in plan["actions"] if a["name"] == "out1")
+    assert (drop["action"], drop["reasons"]) == ("drop", ["v1 removed"])
+
+
+def test_connector_only_change_modifies_no_relation(tmp_path: Path) -> None:
+    spec_after = CONNECTORS.replace("path: in,", "path: in2,")
+    plan = diff_after(tmp_path, CONNECTED, CONNECTED, CONNECTORS, spec_after)
+    assert plan["diff"]["program_diff"] == program_diff()
+    assert plan["diff"]["modified_input_connectors"] == ["src"]
+    assert plan["has_changes"] is True and plan["bootstrap_required"] is False
+    reset = next(a for a in plan["actions"] if a["name"] == "src")
+    assert reset["action"] == "reset"
+
+
+def test_throughput_only_connector_change_is_a_note(tmp_path: Path) -> None:
+    spec_after = CONNECTORS.replace("maxFilesPerTrigger: 5", "maxFilesPerTrigger: 50")
+    plan = diff_after(tmp_path, CONNECTED, CONNECTED, CONNECTORS, spec_after)
+    assert plan["has_changes"] is False
+    assert plan["notes"] == ["connector src: throughput options changed, no reset"]
+
+
+def test_new_output_connector_on_unchanged_view_gets_later_changes(tmp_path: Path) -> None:
+    spec_after = CONNECTORS + "  - {name: out3, view: v2, type: delta, path: mirror}\n"
+    plan = diff_after(tmp_path, CONNECTED, CONNECTED, CONNECTORS, spec_after)
+    assert plan["diff"]["added_output_connectors"] == ["out3"]
+    action = next(a for a in plan["actions"] if a["name"] == "out3")
+    assert action["reasons"] == ["receives only later changes of unchanged v2"]
+
+
+def test_non_materialized_table_refuses_bootstrap(tmp_path: Path) -> None:
+    before = CONNECTED.replace("(id bigint, v int)", "(id bigint, v int) with ('materialized'="
+                                                     "'false')")
+    plan = diff_after(tmp_path, before, before.replace("sum(v)", "max(v)"))
+    assert plan["refusals"] == [
+        "table t has 'materialized'='false' but views v2 need its contents to bootstrap; "
+        "make it materialized or reset the pipeline"]
+
+
+def test_plan_id_is_stable_and_tracks_the_diff(tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    commit(project, program_of(project))
+    runner = CliRunner()
+
+    def plan_id() -> str:
+        result = runner.invoke(cli, ["-C", str(project), "plan", "--json"])
+        return json.loads(result.output)["plan_id"]
+
+    unchanged = plan_id()
+    assert plan_id() == unchanged
+    apply_seed_modification(project)
+    modified = plan_id()
+    assert modified != unchanged and plan_id() == modified
+
+
+def test_detailed_exitcode_and_saved_plan(tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    runner = CliRunner()
+    out = tmp_path / "plan.json"
+    result = runner.invoke(cli, ["-C", str(project), "plan", "--detailed-exitcode",
+                                 "--out", str(out), "--markdown", str(tmp_path / "plan.md")])
+    assert result.exit_code == 2, result.output
+    assert "+ view avg_grade" in result.output
+    markdown = (tmp_path / "plan.md").read_text()
+    assert "```mermaid" in markdown and "<details>" in markdown
+    shown = runner.invoke(cli, ["show", str(out)])
+    assert shown.exit_code == 0 and "avg_grade_enriched" in shown.output
+    commit(project, program_of(project))
+    assert runner.invoke(cli, ["-C", str(project), "plan", "--detailed-exitcode"]).exit_code == 0
+
+
+def test_edited_plan_file_is_refused(tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    out = tmp_path / "plan.json"
+    CliRunner().invoke(cli, ["-C", str(project), "plan", "--out", str(out)])
+    document = json.loads(out.read_text())
+    document["pipelines"][0]["actions"] = []
+    out.write_text(json.dumps(document))
+    result = CliRunner().invoke(cli, ["show", str(out)])
+    assert result.exit_code == 1
+    assert "plan_id does not match" in result.output
+
+
+def test_unknown_manifest_format_is_refused(tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    program = program_of(project)
+    document = Manifest.first("grades", program.document()).to_document()
+    document["format_version"] = 99
+    LocalBackend(project / ".reconcile/state").write_manifest("grades", document, None)
+    result = CliRunner().invoke(cli, ["-C", str(project), "plan"])
+    assert result.exit_code == 1
+    assert "manifest format 99 is not supported" in result.output
+
+
+@pytest.mark.parametrize("args", [["plan"], ["validate"]])
+def test_plan_and_validate_start_no_jvm(tmp_path: Path, args: list[str]) -> None:
+    project = copy_example("grades", tmp_path)
+    script = ("import sys\nfrom reconciler.cli import cli\n"
+              "try:\n    cli(sys.argv[1:], standalone_mode=False)\nfinally:\n"
+              "    assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", script, "-C", str(project), *args],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
