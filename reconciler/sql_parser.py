@@ -115,6 +115,8 @@ def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> 
     match = re.fullmatch(r"(.+) from \d+:(\d+)", str(error.__cause__), re.DOTALL)
     if match:
         problem, offset = match[1], int(match[2])
+        if problem.startswith("Missing "):
+            problem = f"unterminated quote: missing closing {problem.removeprefix('Missing ')}"
     else:
         after = scanned[-1].end + 1 if scanned else 0
         offset = len(text) - len(text[after:].lstrip())

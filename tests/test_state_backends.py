@@ -32,16 +32,12 @@ from state_backends import (
     LockHeldError,
     LockInfo,
     LockMismatchError,
-    S3Backend,
     StateBackend,
     StateBackendError,
     backend_from_url,
 )
-
-try:
-    from tests.s3_server import moto_s3_server
-except ImportError:  # bare `pytest` with tests/ not a package: tests/ itself is on sys.path
-    from s3_server import moto_s3_server
+from state_backends.s3 import S3Backend
+from tests.s3_server import moto_s3_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PIPE = "orders"
