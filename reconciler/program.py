@@ -166,7 +166,8 @@ def build_program(source: PipelineSource) -> Program:
                     f"{previous.location.file}:{previous.location.line})")
             statements[statement.name] = statement
     if not statements:
-        raise ReconcileError("pipeline defines no tables or views", file=source.spec_path)
+        raise ReconcileError("pipeline defines no tables or views", file=source.spec_path,
+                             line=source.spec_lines.line_of(("sql",)))
     graph: dict[str, tuple[str, ...]] = {}
     for statement in statements.values():
         reads = statement.reads if isinstance(statement, ViewStatement) else ()

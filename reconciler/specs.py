@@ -18,7 +18,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from reconciler.errors import ReconcileError
-from reconciler.yaml_source import YamlDocument, load_yaml
+from reconciler.yaml_source import YamlDocument, load_yaml, read_text
 
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"
@@ -172,11 +172,16 @@ def load_project(root: Path) -> Project:
         raise ReconcileError("project folder does not exist", file=display(root))
     settings_path = root / PROJECT_FILE
     settings = ProjectSettings()
+    document = None
     if settings_path.exists():
         document = load_yaml(settings_path, display(settings_path))
         settings = _validate(ProjectSettings, document, display(settings_path))
     pipelines_root = root / settings.pipelines
     if not pipelines_root.is_dir():
+        if document is not None and "pipelines" in document.data:
+            raise ReconcileError(f"pipelines folder '{settings.pipelines}' does not exist",
+                                 file=display(settings_path),
+                                 line=document.line_of(("pipelines",)))
         raise ReconcileError("no pipelines folder (set 'pipelines' in reconcile.yaml)",
                              file=display(pipelines_root))
     pipeline_dirs = {
@@ -217,7 +222,7 @@ def _sql_files(spec: PipelineSpec, directory: Path, document: YamlDocument,
     if spec.sql is None:
         paths = sorted(directory.glob("*.sql"))
         if not paths:
-            raise ReconcileError("no *.sql files in the pipeline folder", file=shown)
+            raise ReconcileError("no *.sql files in the pipeline folder", file=shown, line=1)
         return paths
     paths = []
     for index, name in enumerate(spec.sql):
@@ -231,8 +236,9 @@ def _sql_files(spec: PipelineSpec, directory: Path, document: YamlDocument,
 
 def _render(environment: jinja2.Environment, path: Path, variables: dict[str, Any]) -> SqlSource:
     shown = display(path)
+    text = read_text(path, shown)
     try:
-        template = environment.from_string(path.read_text(encoding="utf-8"))
+        template = environment.from_string(text)
         return SqlSource(display_path=shown, text=template.render(**variables))
     except jinja2.TemplateSyntaxError as error:
         raise ReconcileError(f"template error: {error.message}", file=shown,
@@ -242,6 +248,9 @@ def _render(environment: jinja2.Environment, path: Path, variables: dict[str, An
                              line=_template_line(error)) from None
     except jinja2.TemplateError as error:
         raise ReconcileError(f"template error: {error}", file=shown,
+                             line=_template_line(error)) from None
+    except Exception as error:  # a template is user code: `{{ 1 // 0 }}`, `{{ n + 'a' }}`
+        raise ReconcileError(f"template error: {type(error).__name__}: {error}", file=shown,
                              line=_template_line(error)) from None
 
 

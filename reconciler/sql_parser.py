@@ -108,11 +108,13 @@ def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> 
 
     sqlglot words the error as "Error tokenizing '<100 characters around it>'" and keeps the
     problem as the cause, e.g. "Missing ' from 3:17" whose second number is the token's
-    offset (the first is where scanning stopped, often the end of the file). Without an
-    offset, the bad token starts right after the last good one.
+    offset (the first is where scanning stopped, often the end of the file); the compiled
+    tokenizer (sqlglotc) keeps it as the context instead. Without an offset, the bad token
+    starts right after the last good one.
     """
     text = source.text
-    match = re.fullmatch(r"(.+) from \d+:(\d+)", str(error.__cause__), re.DOTALL)
+    cause = error.__cause__ or error.__context__
+    match = re.fullmatch(r"(.+) from \d+:(\d+)", str(cause), re.DOTALL)
     if match:
         problem, offset = match[1], int(match[2])
         if problem.startswith("Missing "):

@@ -35,34 +35,61 @@ class YamlDocument:
         return 1
 
 
+def read_text(path: Path, shown: str) -> str:
+    """A user's file as UTF-8 text; unreadable files are a one-line error, not a traceback."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ReconcileError(f"cannot read file: {error.strerror}", file=shown) from error
+    except UnicodeDecodeError as error:
+        line = error.object.count(b"\n", 0, error.start) + 1
+        raise ReconcileError("not UTF-8 text", file=shown, line=line) from None
+
+
 def load_yaml(path: Path, display_path: str | None = None) -> YamlDocument:
     """Parse one YAML file; syntax errors become a one-line ReconcileError."""
     shown = display_path or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ReconcileError(f"cannot read file: {error.strerror}", file=shown) from error
+    text = read_text(path, shown)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        problem = getattr(error, "problem", None) or str(error)
-        line = mark.line + 1 if mark is not None else None
-        raise ReconcileError(f"invalid YAML: {problem}", file=shown, line=line) from error
+        raise _syntax_error(error, text, shown) from None
     document = YamlDocument(path=path, data=data if data is not None else {})
     if node is not None:
-        _record_lines(node, (), document.lines)
+        _record_lines(node, (), document.lines, shown)
     return document
 
 
-def _record_lines(node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int]) -> None:
+def _syntax_error(error: yaml.YAMLError, text: str, shown: str) -> ReconcileError:
+    """Name the line to fix: where the problem is, unless that is the end of the file.
+
+    An unclosed quote or bracket is only noticed at the end of the file; the context mark
+    ("while scanning a quoted scalar") then points at where it was opened.
+    """
+    mark = getattr(error, "problem_mark", None)
+    context_mark = getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    context = getattr(error, "context", None)
+    if mark is not None and context_mark is not None and mark.index >= len(text.rstrip()):
+        mark, problem = context_mark, f"{problem} ({context} started on this line)"
+    line = mark.line + 1 if mark is not None else None
+    return ReconcileError(f"invalid YAML: {problem}", file=shown, line=line)
+
+
+def _record_lines(node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int],
+                  shown: str) -> None:
+    """Record key lines; a repeated key is an error, since YAML would silently keep the last."""
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             key_path = (*prefix, key_node.value)
-            lines[key_path] = key_node.start_mark.line + 1
-            _record_lines(value_node, key_path, lines)
+            line = key_node.start_mark.line + 1
+            if key_path in lines:
+                raise ReconcileError(f"duplicate key '{key_node.value}' (first at line "
+                                     f"{lines[key_path]})", file=shown, line=line)
+            lines[key_path] = line
+            _record_lines(value_node, key_path, lines, shown)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             lines[(*prefix, index)] = item.start_mark.line + 1
-            _record_lines(item, (*prefix, index), lines)
+            _record_lines(item, (*prefix, index), lines, shown)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.errors import ReconcileError
 
 PIPELINE_YAML = """\
 name: p
@@ -58,15 +60,21 @@ SPEC = "pipelines/p/pipeline.yaml"
 SQL = "pipelines/p/program.sql"
 
 
-def write_project(root: Path, overrides: dict[str, str | None]) -> Path:
+Files = dict[str, str | bytes | None]
+
+
+def write_project(root: Path, overrides: Files) -> Path:
     """Write the base project with `overrides` applied (None removes a file); returns `root`."""
-    files: dict[str, str | None] = {**BASE_FILES, **overrides}
-    for relative, text in files.items():
-        if text is None:
+    files: Files = {**BASE_FILES, **overrides}
+    for relative, content in files.items():
+        if content is None:
             continue
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(textwrap.dedent(content), encoding="utf-8")
     return root
 
 
@@ -76,12 +84,13 @@ def run_validate(root: Path, *extra: str):
 
 @dataclass(frozen=True)
 class Case:
+    """A project (base files plus `files`) whose error must name `file`:`line` and `fragment`."""
+
     id: str
-    files: dict[str, str | None]
+    files: Files
     file: str
     line: int
     fragment: str
-    notes: list[str] = field(default_factory=list)
 
 
 def spec_with_connectors(connectors: str) -> str:
@@ -92,11 +101,19 @@ def spec_with_connectors(connectors: str) -> str:
 CASES = [
     # --- YAML syntax ---------------------------------------------------------------------
     Case("yaml-syntax-project", {"reconcile.yaml": "backend: a\nspark:\n  master: [local\n"},
-         "reconcile.yaml", 4, "invalid YAML"),
+         "reconcile.yaml", 3, "invalid YAML: expected ',' or ']'"),
     Case("yaml-syntax-pipeline", {SPEC: "name: p\nvars:\n  day: 1\n  bad: : x\n"},
          SPEC, 4, "invalid YAML"),
     Case("yaml-tab-indent-pipeline", {SPEC: "name: p\nvars:\n\tday: 1\n"},
          SPEC, 3, "invalid YAML"),
+    Case("yaml-unclosed-quote", {SPEC: "name: p\nvars:\n  day: '2025-01-01\nconnectors: []\n"},
+         SPEC, 3, "while scanning a quoted scalar started on this line"),
+    Case("yaml-duplicate-key", {SPEC: "name: p\nvars: {day: x}\nname: p\n"},
+         SPEC, 3, "duplicate key 'name' (first at line 1)"),
+    Case("yaml-duplicate-nested-key", {SPEC: "name: p\nvars:\n  day: x\n  day: y\n"},
+         SPEC, 4, "duplicate key 'day' (first at line 3)"),
+    Case("yaml-not-utf8", {SPEC: b"name: p\n# caf\xe9\nvars: {day: x}\n"},
+         SPEC, 2, "not UTF-8 text"),
     Case("yaml-top-level-list", {SPEC: "- name: p\n"},
          SPEC, 1, "expected a mapping"),
     # --- unknown keys and wrong types ----------------------------------------------------
@@ -105,19 +122,21 @@ CASES = [
     Case("unknown-key-spark", {"reconcile.yaml": "spark:\n  master: local\n  cores: 2\n"},
          "reconcile.yaml", 3, "unknown key 'cores'"),
     Case("unknown-key-pipeline", {SPEC: PIPELINE_YAML + "schedule: daily\n"},
-         SPEC, 15, "unknown key 'schedule'"),
+         SPEC, 14, "unknown key 'schedule'"),
     Case("unknown-key-connector",
          {SPEC: PIPELINE_YAML.replace("    path: /data/out\n",
                                       "    path: /data/out\n    mode: append\n")},
          SPEC, 14, "unknown key 'mode'"),
     Case("vars-as-list", {SPEC: "name: p\nvars:\n  - day\n"},
-         SPEC, 2, "vars"),
+         SPEC, 2, "vars: Input should be a valid dictionary"),
     Case("sql-as-number", {SPEC: "name: p\nvars: {day: x}\nsql: 3\n"},
-         SPEC, 3, "sql"),
+         SPEC, 3, "sql: Input should be a valid list"),
     Case("sql-item-as-number", {SPEC: "name: p\nvars: {day: x}\nsql:\n  - program.sql\n  - 7\n"},
          SPEC, 5, "sql.1"),
     Case("bad-bootstrap-policy", {SPEC: "name: p\nvars: {day: x}\nbootstrap_policy: maybe\n"},
          SPEC, 3, "bootstrap_policy"),
+    Case("pipelines-folder-missing", {"reconcile.yaml": "backend: x\npipelines: pipes\n"},
+         "reconcile.yaml", 2, "pipelines folder 'pipes' does not exist"),
     Case("spark-master-and-remote",
          {"reconcile.yaml": "spark:\n  master: local\n  remote: sc://h\n"},
          "reconcile.yaml", 1, "either spark.master or spark.remote"),
@@ -248,11 +267,15 @@ CASES = [
          SPEC, 1, "no *.sql files"),
     Case("only-comments", {SQL: "-- nothing here yet\n"},
          SPEC, 1, "defines no tables or views"),
+    Case("empty-sql-list", {SPEC: PIPELINE_YAML + "sql: []\n"},
+         SPEC, 14, "defines no tables or views"),
+    Case("sql-not-utf8", {SQL: PROGRAM_SQL.encode() + b"-- \xff\n"},
+         SQL, 13, "not UTF-8 text"),
     # --- Jinja ---------------------------------------------------------------------------
     Case("jinja-syntax-error", {SQL: PROGRAM_SQL.replace("{{ day }}", "{{ day }")},
          SQL, 11, "template error"),
     Case("jinja-unclosed-block", {SQL: "create table t (a int);\n{% if x %}\nselect 1;\n"},
-         SQL, 3, "template error"),
+         SQL, 2, "innermost block that needs to be closed is 'if'"),
     Case("jinja-undefined-variable", {SQL: PROGRAM_SQL.replace("{{ day }}", "{{ dya }}")},
          SQL, 11, "'dya' is undefined"),
     Case("jinja-undefined-in-later-line",
@@ -263,6 +286,9 @@ CASES = [
          {SQL: "create table t (a int);\ncreate view v as select a from t\n"
                "where a > {{ day.year }};\n"},
          SQL, 3, "has no attribute 'year'"),
+    Case("jinja-python-error",
+         {SQL: "create table t (a int);\n\ncreate view v as select {{ 1 // 0 }} as z;\n"},
+         SQL, 3, "template error: ZeroDivisionError"),
     # --- SQL syntax ----------------------------------------------------------------------
     Case("sql-syntax-later-line",
          {SQL: PROGRAM_SQL + "\ncreate view broken as\nselect day,\nfrom events\n"
@@ -270,10 +296,22 @@ CASES = [
          SQL, 17, "SQL syntax error"),
     Case("sql-unterminated-string",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect 'abc as x\nfrom daily;\n"},
+         SQL, 15, "SQL syntax error: unterminated quote: missing closing '"),
+    Case("sql-unterminated-comment",
+         {SQL: PROGRAM_SQL + "\n/* work in progress\ncreate view v2 as select 1 as x;\n"},
+         SQL, 14, "SQL syntax error: unterminated /* comment"),
+    Case("sql-missing-semicolon",
+         {SQL: PROGRAM_SQL + "\ncreate view v2 as select * from daily\n\n"
+                             "create view v3 as select * from daily;\n"},
+         SQL, 16, "unexpected 'create' (missing ';' before it?)"),
+    Case("sql-trailing-garbage",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\nusing delta nonsense here;\n"},
+         SQL, 15, "SQL syntax error: unexpected"),
+    Case("sql-unknown-type", {SQL: PROGRAM_SQL + "\ncreate table t2 (\n  a notatype\n);\n"},
          SQL, 15, "SQL syntax error"),
     Case("sql-garbage-statement",
          {SQL: PROGRAM_SQL + "\nthis is not sql;\n"},
-         SQL, 14, "SQL syntax error"),
+         SQL, 14, "SQL syntax error: expected CREATE TABLE or CREATE VIEW, got 'this'"),
     # --- unsupported statements ----------------------------------------------------------
     Case("insert", {SQL: PROGRAM_SQL + "\ninsert into events values (1, 'a', null);\n"},
          SQL, 14, "unsupported statement INSERT"),
@@ -284,9 +322,17 @@ CASES = [
          SQL, 14, "unsupported statement CREATE FUNCTION"),
     Case("select-statement", {SQL: PROGRAM_SQL + "\nselect * from events;\n"},
          SQL, 14, "unsupported statement SELECT"),
+    Case("create-role", {SQL: PROGRAM_SQL + "\ncreate role admin;\n"},
+         SQL, 14, "unsupported statement CREATE ROLE"),
+    Case("msck-repair", {SQL: PROGRAM_SQL + "\nmsck repair table events;\n"},
+         SQL, 14, "unsupported statement MSCK REPAIR"),
     Case("create-table-as-select",
          {SQL: PROGRAM_SQL + "\ncreate table copy as select * from events;\n"},
          SQL, 14, "CREATE TABLE ... AS SELECT is not supported"),
+    Case("create-table-like", {SQL: PROGRAM_SQL + "\ncreate table t2 like events;\n"},
+         SQL, 14, "table 't2' needs a column list"),
+    Case("view-without-query", {SQL: PROGRAM_SQL + "\ncreate view v2;\n"},
+         SQL, 14, "view 'v2' needs AS <query>"),
     Case("create-or-replace-view",
          {SQL: PROGRAM_SQL + "\ncreate or replace view v2 as select * from daily;\n"},
          SQL, 14, "CREATE OR REPLACE is not supported"),
@@ -295,14 +341,18 @@ CASES = [
          SQL, 14, "CREATE IF NOT EXISTS is not supported"),
     Case("create-temporary-view",
          {SQL: PROGRAM_SQL + "\ncreate temporary view v2 as select * from daily;\n"},
-         SQL, 14, "v2"),
+         SQL, 14, "view 'v2': unsupported clause 'TEMPORARY'"),
     # --- tables --------------------------------------------------------------------------
     Case("unsupported-table-property",
          {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\nwith ('connector' = 'kafka');\n"},
          SQL, 14, "unsupported property 'connector'"),
     Case("bad-materialized-value",
-         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\ntblproperties ('materialized' = 'yes');\n"},
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\n"
+                             "tblproperties ('materialized' = 'yes');\n"},
          SQL, 14, "'materialized' must be 'true' or 'false', got 'yes'"),
+    Case("numeric-materialized-value",
+         {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\ntblproperties ('materialized' = 1);\n"},
+         SQL, 14, "got '1'"),
     Case("duplicate-column",
          {SQL: PROGRAM_SQL + "\ncreate table t2 (\n  a int,\n  b string,\n  A bigint\n);\n"},
          SQL, 14, "duplicate column 'a'"),
@@ -311,7 +361,7 @@ CASES = [
          SQL, 14, "primary key column 'c' is not a column"),
     Case("column-without-type",
          {SQL: PROGRAM_SQL + "\ncreate table t2 (a int, b);\n"},
-         SQL, 14, "t2"),
+         SQL, 14, "table 't2': column 'b' has no type"),
     Case("qualified-table-name",
          {SQL: PROGRAM_SQL + "\ncreate table db.t (a int);\n"},
          SQL, 14, "qualified name 'db.t' is not supported"),
@@ -335,7 +385,7 @@ CASES = [
          SQL, 14, "cycle between views"),
     Case("self-reading-view",
          {SQL: PROGRAM_SQL + "\ncreate view loop as\nselect * from loop;\n"},
-         SQL, 14, "loop"),
+         SQL, 14, "cycle between views: loop -> loop"),
     Case("duplicate-relation-across-files",
          {SPEC: PIPELINE_YAML + "sql: [program.sql, more.sql]\n",
           "pipelines/p/more.sql": "-- more\n\ncreate view daily as select 1 as n;\n"},
@@ -399,6 +449,19 @@ def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
     assert result.output == "p: 1 tables, 3 views, 1 input and 1 output connectors: ok\n"
 
 
+def test_valid_materialized_spellings(tmp_path: Path) -> None:
+    """Spark takes a quoted or a bare boolean as a property value; both must be accepted."""
+    sql = PROGRAM_SQL + textwrap.dedent("""\
+
+        create table t1 (a int) with ('materialized' = 'false');
+        create table t2 (a int) tblproperties ('materialized' = true);
+        create table t3 (a int) tblproperties ('MATERIALIZED' = FALSE);
+        """)
+    result = run_validate(write_project(tmp_path, {SQL: sql}))
+    assert result.exit_code == 0, result.output
+    assert result.output == "p: 4 tables, 1 views, 1 input and 1 output connectors: ok\n"
+
+
 def test_valid_project_two_pipelines_without_settings(tmp_path: Path) -> None:
     other = {
         "pipelines/q/pipeline.yaml": "name: q\n",
@@ -415,9 +478,13 @@ def test_valid_project_two_pipelines_without_settings(tmp_path: Path) -> None:
 
 
 def test_debug_shows_traceback(tmp_path: Path) -> None:
+    """With --debug the error propagates (Python prints the traceback) instead of one line."""
     root = write_project(tmp_path, {SQL: PROGRAM_SQL + "\ndrop table events;\n"})
-    result = CliRunner().invoke(cli, ["-C", str(root), "--debug", "validate"])
+    result = run_validate(root, "--debug")
     assert result.exit_code == 1
-    assert result.exception is not None and not isinstance(result.exception, SystemExit)
-    assert "unsupported statement DROP" in str(result.exception)
+    assert isinstance(result.exception, ReconcileError), result.output
     assert "error: " not in result.output
+    shown = "".join(traceback.format_exception(*result.exc_info))
+    assert shown.startswith("Traceback (most recent call last):")
+    assert "sql_parser.py" in shown
+    assert "program.sql:14: unsupported statement DROP" in shown.splitlines()[-1]

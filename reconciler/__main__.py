@@ -1,0 +1,5 @@
+"""`python -m reconciler` runs the CLI, for environments without the console script."""
+
+from reconciler.cli import main
+
+main()
