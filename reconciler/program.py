@@ -17,7 +17,6 @@ from typing import Any, Literal
 from reconciler.errors import ReconcileError
 from reconciler.specs import ConnectorSpec, PipelineSource
 from reconciler.sql_parser import (
-    DIALECT,
     ColumnDef,
     Location,
     TableStatement,
@@ -190,8 +189,7 @@ def build_program(source: PipelineSource) -> Program:
             fingerprints[name] = stable_hash({"kind": "table", **table.definition()})
             tables[name] = replace(table, fingerprint=fingerprints[name])
         else:
-            query = statement.query.sql(dialect=DIALECT, comments=False)
-            view = View(name=name, query=query, materialized=statement.materialized,
+            view = View(name=name, query=statement.query, materialized=statement.materialized,
                         reads=statement.reads, location=statement.location,
                         sql=statement.sql, fingerprint="")
             fingerprints[name] = stable_hash({
