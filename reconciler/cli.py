@@ -6,22 +6,37 @@ stderr with exit code 1; `--debug` shows the traceback instead.
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
+import time
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
-from reconciler.plan import plan_document, plan_pipeline, verify_plan_id
+from reconciler.operations import (
+    Engine,
+    Outcome,
+    apply_pipeline,
+    approve_pipeline,
+    execute_insert,
+    query_pipeline,
+    run_pipeline,
+)
+from reconciler.plan import PipelinePlan, git_info, plan_document, plan_pipeline, verify_plan_id
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
+from reconciler.specs import Project, load_project
 from reconciler.state import open_backend, read_manifest
-from reconciler.workspace import load_programs
+from reconciler.workspace import load_programs, load_source, select_pipelines
 from state_backends import StateBackendError
 
 
@@ -139,6 +154,244 @@ def load_plan_file(path: Path) -> dict[str, Any]:
         raise ReconcileError("not a plan file: expected a JSON object", file=path)
     verify_plan_id(document, str(path))
     return document
+
+
+POLICY_CHOICE = click.Choice(["await_approval", "allow", "reject"])
+
+
+def _engine_options(function: Any) -> Any:
+    function = click.option("--spark-remote", help="Spark Connect URL, e.g. sc://host:15002.")(
+        function)
+    return click.option("--spark-master", help="Spark master URL, e.g. spark://host:7077.")(
+        function)
+
+
+def _report(outcome: Outcome) -> None:
+    click.echo(outcome.message)
+
+
+@cli.command()
+@click.argument("plan_file", required=False,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--pipeline", "-p", help="Only this pipeline.")
+@click.option("--bootstrap-policy", type=POLICY_CHOICE,
+              help="Override each pipeline's bootstrap_policy.")
+@click.option("--auto-approve", is_flag=True, help="Approve without asking.")
+@click.option("--silent", is_flag=True,
+              help="Do not send recomputed views' contents to output connectors.")
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@_engine_options
+@pass_cli
+def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
+          bootstrap_policy: str | None, auto_approve: bool, silent: bool,
+          backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
+    """Deploy new pipelines and bootstrap changed ones (asks first, like terraform apply)."""
+    saved = load_plan_file(plan_file) if plan_file else None
+    project, programs = load_programs(obj.project_dir, pipeline)
+    backend = open_backend(project, backend_url)
+    engine = Engine(project, master=spark_master, remote=spark_remote)
+    git = git_info(project.root)
+    interactive = sys.stdin.isatty() and not auto_approve
+    for program in programs:
+        source_policy = bootstrap_policy or _pipeline_policy(project, program.pipeline)
+        outcome = apply_pipeline(
+            project, program, backend, engine, policy=source_policy, auto_approve=auto_approve,
+            silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
+            confirm=_confirm if interactive and source_policy == "await_approval" else None)
+        _report(outcome)
+
+
+def _pipeline_policy(project: Project, name: str) -> str:
+    return load_source(project, name).spec.bootstrap_policy
+
+
+def _confirm(plan: PipelinePlan) -> bool:
+    render_plan(plan_document([plan], Path(".")), _console())
+    return click.confirm(f"Bootstrap these changes to '{plan.name}'?", default=False)
+
+
+@cli.command()
+@click.option("--pipeline", "-p", help="Only this pipeline.")
+@click.option("--silent", is_flag=True,
+              help="Do not send recomputed views' contents to output connectors.")
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@_engine_options
+@pass_cli
+def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: str | None,
+            spark_master: str | None, spark_remote: str | None) -> None:
+    """Approve changes recorded as AwaitingApproval, then bootstrap them."""
+    project, programs = load_programs(obj.project_dir, pipeline)
+    backend = open_backend(project, backend_url)
+    engine = Engine(project, master=spark_master, remote=spark_remote)
+    for program in programs:
+        manifest, _ = read_manifest(backend, program.pipeline)
+        if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
+            continue
+        _report(approve_pipeline(project, program, backend, engine, silent=silent))
+
+
+@cli.command()
+@click.option("--pipeline", "-p", help="Only this pipeline.")
+@click.option("--continuous", is_flag=True, help="Keep running steps until interrupted.")
+@click.option("--interval", type=float, default=10.0, show_default=True,
+              help="Seconds between steps with --continuous.")
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@_engine_options
+@pass_cli
+def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float,
+        backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
+    """Run a step: ingest new input, refresh affected views, emit changes, commit."""
+    project = load_project(obj.project_dir)
+    backend = open_backend(project, backend_url)
+    engine = Engine(project, master=spark_master, remote=spark_remote)
+    names = select_pipelines(project, pipeline)
+    while True:
+        for name in names:
+            outcome, _ = run_pipeline(project, backend, engine, name)
+            _report(outcome)
+        if not continuous:
+            return
+        time.sleep(interval)
+
+
+@cli.command()
+@click.option("--pipeline", "-p", required=True, help="The pipeline to insert into.")
+@click.argument("sql")
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@_engine_options
+@pass_cli
+def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
+            spark_master: str | None, spark_remote: str | None) -> None:
+    """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...), then run a step."""
+    project = load_project(obj.project_dir)
+    select_pipelines(project, pipeline)
+    backend = open_backend(project, backend_url)
+    engine = Engine(project, master=spark_master, remote=spark_remote)
+    outcome, _ = execute_insert(project, backend, engine, pipeline, sql)
+    _report(outcome)
+
+
+@cli.command()
+@click.option("--pipeline", "-p", required=True, help="The pipeline to query.")
+@click.argument("sql")
+@click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
+              default="table", show_default=True)
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@_engine_options
+@pass_cli
+def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
+          backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
+    """Query materialized tables and views at their committed versions."""
+    project = load_project(obj.project_dir)
+    select_pipelines(project, pipeline)
+    backend = open_backend(project, backend_url)
+    engine = Engine(project, master=spark_master, remote=spark_remote)
+    frame = query_pipeline(backend, engine, pipeline, sql)
+    columns = frame.columns
+    rows = [{name: _plain(value) for name, value in zip(columns, row, strict=True)}
+            for row in frame.collect()]
+    if output_format == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif output_format == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+        _console().print(table)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly values: decimals as strings (exact), dates and times in ISO 8601."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (date, datetime)):
+        return value.isoformat()
+    return value
+
+
+@cli.command()
+@click.option("--pipeline", "-p", help="Only this pipeline.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@pass_cli
+def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: str | None) -> None:
+    """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
+    project = load_project(obj.project_dir)
+    backend = open_backend(project, backend_url)
+    reports = []
+    for name in select_pipelines(project, pipeline):
+        manifest, _ = read_manifest(backend, name)
+        lock = backend.read_lock(name)
+        reports.append({
+            "pipeline": name,
+            "status": manifest.status if manifest else "NotDeployed",
+            "status_details": manifest.status_details if manifest else None,
+            "serial": manifest.serial if manifest else None,
+            "updated_at": manifest.updated_at if manifest else None,
+            "last_step": manifest.last_step if manifest else None,
+            "rows": {n: s.get("rows") for n, s in manifest.relations.items()} if manifest
+            else {},
+            "connectors": manifest.connectors if manifest else {},
+            "lock": lock.to_dict() if lock else None,
+        })
+    if as_json:
+        click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))
+        return
+    for report in reports:
+        click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
+                   f"updated {report['updated_at']})")
+        for relation, rows in sorted(report["rows"].items()):
+            click.echo(f"  {relation}: {rows} rows")
+        if report["lock"]:
+            lock = report["lock"]
+            click.echo(f"  locked by {lock['who']} ({lock['operation']}, id {lock['id']})")
+
+
+@cli.group()
+def state() -> None:
+    """Inspect the state backend and release stuck locks."""
+
+
+@state.command("show")
+@click.option("--pipeline", "-p", required=True)
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@pass_cli
+def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
+    """Print the committed manifest."""
+    backend = open_backend(load_project(obj.project_dir), backend_url)
+    stored = backend.read_manifest(pipeline)
+    if stored is None:
+        raise ReconcileError(f"pipeline '{pipeline}' has no manifest in {backend.url}")
+    click.echo(json.dumps(stored.document, indent=2, sort_keys=True))
+
+
+@state.command("history")
+@click.option("--pipeline", "-p", required=True)
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@pass_cli
+def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
+    """List the committed serials with their status and time."""
+    backend = open_backend(load_project(obj.project_dir), backend_url)
+    for serial in backend.list_history(pipeline):
+        document = backend.read_history(pipeline, serial)
+        click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
+                   f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}")
+
+
+@state.command("force-unlock")
+@click.argument("lock_id")
+@click.option("--pipeline", "-p", required=True)
+@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@pass_cli
+def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
+                       backend_url: str | None) -> None:
+    """Release a stuck lock, given the id its holder reported."""
+    backend = open_backend(load_project(obj.project_dir), backend_url)
+    backend.force_unlock(pipeline, lock_id)
+    click.echo(f"{pipeline}: lock {lock_id} released")
 
 
 def main() -> None:

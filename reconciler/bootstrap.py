@@ -1,0 +1,85 @@
+"""Bootstrapping: bring a pipeline's state from its committed program to the desired one.
+
+Follows Feldera's semantics on Spark + Delta: state of removed relations is
+discarded; modified tables are truncated and their input connectors reset; new
+tables are created empty; new and modified views are computed, in dependency
+order, from the existing state of unchanged relations and sent in full to their
+output connectors. No input is ingested. Unchanged views are neither recomputed
+nor re-emitted: their Delta versions stay the same.
+
+Nothing here commits: the caller writes the returned state into a new manifest,
+the only commit point. Until then the previous manifest pins the old versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.connectors import emit
+from reconciler.diff import ProgramDiff
+from reconciler.runtime import PipelineRuntime
+
+
+@dataclass
+class BootstrapResult:
+    relations: dict[str, dict[str, Any]]
+    connectors: dict[str, dict[str, Any]]
+    recomputed: list[str] = field(default_factory=list)
+    created_tables: list[str] = field(default_factory=list)
+    emitted: dict[str, int] = field(default_factory=dict)
+    discarded: list[str] = field(default_factory=list)
+
+
+def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
+                     previous: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Input connectors keep their checkpoint unless they or their table changed."""
+    states: dict[str, dict[str, Any]] = {}
+    for name, definition in diff.new["connectors"].items():
+        if definition["direction"] != "input":
+            states[name] = {"emitted_serial": previous.get(name, {}).get("emitted_serial")}
+            continue
+        before = previous.get(name)
+        reset = (before is None or diff.connectors[name] != "unchanged"
+                 or diff.tables.get(definition["relation"]) != "unchanged")
+        generation = (before["generation"] + (1 if reset else 0)) if before else 0
+        states[name] = {"generation": generation,
+                        "checkpoint": runtime.layout.checkpoint(name, generation)}
+    return states
+
+
+def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
+              previous_connectors: dict[str, dict[str, Any]], *, serial: int, base_dir: Path,
+              silent: bool = False) -> BootstrapResult:
+    """Compute the desired state; `runtime.relations` starts as the committed state."""
+    relations = runtime.relations
+    result = BootstrapResult(relations=relations, connectors={})
+    for section in ("tables", "views"):
+        for name, change in getattr(diff, section).items():
+            if change in ("removed", "modified") and name in relations:
+                result.discarded.append(name)
+            if change == "removed":
+                relations.pop(name, None)
+    for name, change in diff.tables.items():
+        if change in ("added", "modified"):
+            runtime.create_table(name)
+            result.created_tables.append(name)
+    result.connectors = connector_states(runtime, diff, previous_connectors)
+    outputs: dict[str, list[str]] = {}
+    for name, definition in diff.new["connectors"].items():
+        if definition["direction"] == "output":
+            outputs.setdefault(definition["relation"], []).append(name)
+    for name in diff.new["order"]:
+        if diff.views.get(name) not in ("added", "modified"):
+            continue
+        runtime.write_view(name, runtime.evaluate(name))
+        result.recomputed.append(name)
+        if silent:
+            continue
+        contents = runtime.frame(name)
+        for connector in outputs.get(name, []):
+            result.emitted[connector] = emit(runtime, connector,
+                                             diff.new["connectors"][connector], contents,
+                                             serial, base_dir, snapshot=True)
+    return result

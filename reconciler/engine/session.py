@@ -1,0 +1,193 @@
+"""The one way the reconciler gets a Spark session: embedded, a cluster, or Spark Connect.
+
+Why a wrapper around ``SparkSession.builder``:
+
+* A laptop run must be quiet and leave nothing behind: no banner or WARN lines
+  on stderr (they would drown the plan output), no ``spark-warehouse/`` or
+  ``metastore_db/`` in the user's project, no web UI port.
+* Local runs are small: a couple of cores and 2 shuffle partitions instead of
+  200 keep a bootstrap of a small pipeline fast.
+* Timestamps are written to Delta by both storage writers; a fixed UTC session
+  timezone makes the bytes independent of the machine that ran ``apply``.
+
+Those embedded-only tunings are not applied to a cluster (``spark.master`` not
+``local...``) or to Spark Connect, where the cluster's own defaults should win.
+User ``conf`` from ``reconcile.yaml`` always wins over every default here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from reconciler.errors import ReconcileError
+from reconciler.java_check import require_java
+from reconciler.specs import SparkSettings
+
+MAX_LOCAL_CORES = 4
+"""Upper bound on ``local[N]``: more threads only add scheduling overhead for small state."""
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+# Quiet, but errors still reach stderr. The extra loggers at ERROR stop Spark's
+# "Setting default log level to WARN" notice: Spark prints it when the logger of
+# the class that initialises logging has no level of its own equal to the root's.
+_LOG4J2_PROPERTIES = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+logger.context.name = org.apache.spark.SparkContext
+logger.context.level = error
+logger.submit.name = org.apache.spark.deploy.SparkSubmit
+logger.submit.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+# pyspark 4.x warns on every import of its pandas helpers while pandas is 3.x;
+# the reconciler only moves data through Arrow, so the warning is noise.
+warnings.filterwarnings(
+    "ignore", message=r"PySpark does not yet fully support pandas", category=FutureWarning
+)
+
+_scratch_lock = threading.Lock()
+_scratch_dir: Path | None = None
+
+
+def _scratch() -> Path:
+    """A per-process temp folder for the warehouse and the log4j2 file, removed at exit."""
+    global _scratch_dir
+    with _scratch_lock:
+        if _scratch_dir is None:
+            _scratch_dir = Path(tempfile.mkdtemp(prefix="reconciler-spark-"))
+            (_scratch_dir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
+            atexit.register(shutil.rmtree, _scratch_dir, ignore_errors=True)
+        return _scratch_dir
+
+
+def default_master() -> str:
+    """``local[N]`` with N = usable CPUs, capped at ``MAX_LOCAL_CORES``."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return f"local[{max(1, min(cores, MAX_LOCAL_CORES))}]"
+
+
+def _conf_value(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _merged_java_options(ours: str, user: str | None) -> str:
+    """Ours first, so a user ``-D`` of the same name (later on the line) wins."""
+    return f"{ours} {user or ''}".strip()
+
+
+def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool]) -> dict[str, str]:
+    """The conf a classic (non-Connect) session is built with; exposed for tests and docs."""
+    user = {key: _conf_value(value) for key, value in user_conf.items()}
+    conf: dict[str, str] = {
+        "spark.master": master,
+        "spark.app.name": "pipeline-reconciler",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "ERROR",
+    }
+    if master.startswith("local"):
+        scratch = _scratch()
+        conf |= {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.warehouse.dir": str(scratch / "warehouse"),
+            "spark.sql.catalogImplementation": "in-memory",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.extraJavaOptions": (
+                f"-Dlog4j2.configurationFile=file:{scratch / 'log4j2.properties'} "
+                f"-Dderby.system.home={scratch / 'derby'}"
+            ),
+        }
+    user_java_options = user.pop("spark.driver.extraJavaOptions", None)
+    if user_java_options or "spark.driver.extraJavaOptions" in conf:
+        conf["spark.driver.extraJavaOptions"] = _merged_java_options(
+            conf.get("spark.driver.extraJavaOptions", ""), user_java_options
+        )
+    return conf | user
+
+
+def get_spark(
+    settings: SparkSettings | None = None,
+    *,
+    master: str | None = None,
+    remote: str | None = None,
+) -> SparkSession:
+    """The reconciler's Spark session; reuses the active one when there is one.
+
+    ``master``/``remote`` override ``settings``. With ``remote`` (``sc://host:port``)
+    this is a Spark Connect client and no local Java is needed; otherwise Java is
+    checked first so a missing JDK is one clear line, not a Py4J traceback.
+    An existing session keeps its static settings (master, warehouse); only
+    runtime SQL conf from ``settings.conf`` is applied to it, as Spark does.
+    """
+    settings = settings or SparkSettings()
+    master = master or settings.master
+    remote = remote or settings.remote
+    if master and remote:
+        raise ReconcileError("set either spark.master or spark.remote, not both")
+    user_conf = {key: _conf_value(value) for key, value in settings.conf.items()}
+
+    if remote:
+        if not remote.startswith("sc://"):
+            raise ReconcileError(f"spark.remote must be a Spark Connect URL sc://host:port: {remote}")
+        builder = SparkSession.builder.remote(remote)
+        for key, value in ({"spark.sql.session.timeZone": "UTC"} | user_conf).items():
+            builder = builder.config(key, value)
+        try:
+            return builder.getOrCreate()
+        except Exception as error:  # grpc/connection errors carry multi-line details
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise ReconcileError(
+                f"cannot connect to Spark Connect at {remote}: {type(error).__name__}: {first_line}"
+            ) from error
+
+    require_java()
+    builder = SparkSession.builder
+    for key, value in spark_conf(master or default_master(), user_conf).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client (no JVM on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def has_delta_extension(spark: SparkSession) -> bool:
+    """Whether the session was started with Delta's SQL extension (so delta-spark can write).
+
+    On Spark Connect the conf may not be readable; then it is False unless the
+    conf says otherwise, and the delta-rs writer is used.
+    """
+    try:
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    except Exception:  # Spark Connect: server refused or no such conf exposed
+        return False
+    return DELTA_EXTENSION in [item.strip() for item in extensions.split(",")]

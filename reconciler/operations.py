@@ -1,0 +1,324 @@
+"""What the commands do to one pipeline: apply, approve, run a step, execute, query.
+
+Each operation holds the pipeline's lock, reads the committed manifest, works
+on Delta state that no manifest points to yet, and ends by writing one new
+manifest with compare-and-swap: the only commit point. A crash anywhere before
+that write leaves the previous manifest in force; running the command again
+converges to the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from reconciler.bootstrap import bootstrap
+from reconciler.diff import diff_programs
+from reconciler.errors import ReconcileError
+from reconciler.layout import Layout
+from reconciler.manifest import Manifest
+from reconciler.plan import PipelinePlan, plan_pipeline
+from reconciler.program import Program
+from reconciler.specs import Project
+from reconciler.state import read_manifest
+from reconciler.step import StepResult, run_step
+from state_backends import StateBackend
+
+POLICIES = ("await_approval", "allow", "reject")
+
+
+@dataclass
+class Engine:
+    """Spark and Delta storage, started only when an operation needs them."""
+
+    project: Project
+    master: str | None = None
+    remote: str | None = None
+
+    @cached_property
+    def spark(self) -> Any:
+        from reconciler.engine.session import get_spark
+
+        return get_spark(self.project.settings.spark, master=self.master, remote=self.remote)
+
+    @cached_property
+    def storage(self) -> Any:
+        from reconciler.engine.storage import DeltaStorage
+
+        return DeltaStorage(self.spark)
+
+    def runtime(self, pipeline: str, program: dict[str, Any],
+                relations: dict[str, dict[str, Any]]) -> Any:
+        from reconciler.runtime import PipelineRuntime
+
+        layout = Layout(self.project.resolve(self.project.settings.storage), pipeline)
+        return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations))
+
+
+@dataclass
+class Outcome:
+    """What an operation did, for the CLI and the GitHub Action to report."""
+
+    pipeline: str
+    result: str  # no-changes | deployed | awaiting-approval | bootstrapped | stepped | idle
+    message: str
+    serial: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _commit(backend: StateBackend, manifest: Manifest, etag: str | None) -> str:
+    return backend.write_manifest(manifest.pipeline, manifest.to_document(), etag)
+
+
+def _changes_summary(plan: PipelinePlan) -> str:
+    details = plan.diff.status_details()
+    parts = [f"{key}: {', '.join(value)}" for key, value in details["program_diff"].items()
+             if value]
+    parts += [f"{key}: {', '.join(value)}" for key, value in details.items()
+              if key.endswith("_connectors") and value]
+    return "; ".join(parts)
+
+
+def apply_pipeline(project: Project, program: Program, backend: StateBackend, engine: Engine, *,
+                   policy: str, auto_approve: bool = False, silent: bool = False,
+                   saved_plan: dict[str, Any] | None = None,
+                   confirm: Callable[[PipelinePlan], bool] | None = None,
+                   git_sha: str | None = None, approving: bool = False) -> Outcome:
+    """Reconcile one pipeline with its specs, bootstrapping what changed."""
+    name = program.pipeline
+    with backend.locked(name, "apply"):
+        manifest, etag = read_manifest(backend, name)
+        plan = plan_pipeline(program, manifest, etag)
+        if saved_plan is not None:
+            _check_saved_plan(saved_plan, plan)
+        if plan.refusals:
+            raise ReconcileError(f"pipeline '{name}': " + "; ".join(plan.refusals))
+        if manifest is None:
+            return _deploy(project, program, backend, engine, git_sha)
+        resuming = (manifest.status in ("Bootstrapping", "Failed", "AwaitingApproval")
+                    and (manifest.status_details or {}).get("desired_fingerprint")
+                    == plan.desired_fingerprint)
+        if not plan.has_changes and manifest.status == "Running":
+            return Outcome(name, "no-changes", f"{name}: no changes", manifest.serial)
+        approved = (auto_approve or policy == "allow" or saved_plan is not None or approving
+                    or (resuming and manifest.status != "AwaitingApproval"))
+        if not approved and policy == "reject":
+            raise ReconcileError(f"pipeline '{name}' was modified and bootstrap_policy is "
+                                 f"'reject': {_changes_summary(plan)}")
+        if not approved and confirm is not None:
+            approved = confirm(plan)
+            if not approved:
+                return Outcome(name, "cancelled", f"{name}: apply cancelled", manifest.serial)
+        pending = {**plan.diff.status_details(), "desired_fingerprint": plan.desired_fingerprint}
+        if not approved:
+            if manifest.status == "AwaitingApproval" and resuming:
+                return Outcome(name, "awaiting-approval", _awaiting_message(name),
+                               manifest.serial, pending)
+            waiting = manifest.next(status="AwaitingApproval", status_details=pending)
+            _commit(backend, waiting, etag)
+            return Outcome(name, "awaiting-approval", _awaiting_message(name), waiting.serial,
+                           pending)
+        return _bootstrap(project, program, plan, manifest, etag, backend, engine,
+                          pending=pending, silent=silent, git_sha=git_sha)
+
+
+def _awaiting_message(name: str) -> str:
+    return (f"{name}: changes are awaiting approval; review with `reconcile status --pipeline "
+            f"{name}` and run `reconcile approve --pipeline {name}`")
+
+
+def approve_pipeline(project: Project, program: Program, backend: StateBackend, engine: Engine,
+                     *, silent: bool = False, git_sha: str | None = None) -> Outcome:
+    """Approve the changes an `await_approval` apply recorded, if the specs still match."""
+    manifest, _ = read_manifest(backend, program.pipeline)
+    if manifest is None or manifest.status != "AwaitingApproval":
+        status = manifest.status if manifest else "not deployed"
+        raise ReconcileError(f"pipeline '{program.pipeline}' is not awaiting approval "
+                             f"(status: {status})")
+    recorded = (manifest.status_details or {}).get("desired_fingerprint")
+    if recorded != program.fingerprint:
+        raise ReconcileError(f"pipeline '{program.pipeline}': the specs changed since the "
+                             "changes were recorded for approval; run `reconcile apply` again")
+    return apply_pipeline(project, program, backend, engine, policy="allow", silent=silent,
+                          git_sha=git_sha, approving=True)
+
+
+def _check_saved_plan(saved: dict[str, Any], plan: PipelinePlan) -> None:
+    entry = next((p for p in saved["pipelines"] if p["name"] == plan.name), None)
+    if entry is None:
+        raise ReconcileError(f"the saved plan has no pipeline '{plan.name}'")
+    base = plan.base.document() if plan.base else None
+    recorded = entry["base"]
+    if (recorded or {}).get("lineage") != (base or {}).get("lineage") or \
+            (recorded or {}).get("serial") != (base or {}).get("serial"):
+        raise ReconcileError(f"stale plan for '{plan.name}': it was made against serial "
+                             f"{(recorded or {}).get('serial')}, the backend is at "
+                             f"{(base or {}).get('serial')}; plan again")
+    if entry["desired_fingerprint"] != plan.desired_fingerprint:
+        raise ReconcileError(f"stale plan for '{plan.name}': the specs changed since it was "
+                             "made; plan again")
+
+
+def _deploy(project: Project, program: Program, backend: StateBackend, engine: Engine,
+            git_sha: str | None) -> Outcome:
+    """First deployment: every table created empty, every view computed (empty)."""
+    document = program.document()
+    runtime = engine.runtime(program.pipeline, document, {})
+    diff = diff_programs(None, document)
+    result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=False)
+    manifest = Manifest.first(program.pipeline, document, relations=result.relations,
+                              connectors=result.connectors, git_sha=git_sha)
+    _commit(backend, manifest, None)
+    return Outcome(program.pipeline, "deployed",
+                   f"{program.pipeline}: deployed {len(program.tables)} tables and "
+                   f"{len(program.views)} views (serial 1)", 1)
+
+
+def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest: Manifest,
+               etag: str | None, backend: StateBackend, engine: Engine, *,
+               pending: dict[str, Any], silent: bool, git_sha: str | None) -> Outcome:
+    name = program.pipeline
+    started = manifest.next(status="Bootstrapping", status_details=pending)
+    etag = _commit(backend, started, etag)
+    document = program.document()
+    runtime = engine.runtime(name, document, manifest.relations)
+    try:
+        result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,
+                           base_dir=project.root, silent=silent)
+    except Exception as error:
+        failed = started.next(status="Failed", status_details={
+            **pending, "error": f"{type(error).__name__}: {error}".splitlines()[0]})
+        _commit(backend, failed, etag)
+        raise
+    done = started.next(status="Running", status_details=None, program=document,
+                        relations=result.relations, connectors=result.connectors,
+                        git_sha=git_sha or manifest.git_sha)
+    _commit(backend, done, etag)
+    _discard_unused(engine, manifest, done)
+    recomputed = ", ".join(result.recomputed) or "nothing"
+    return Outcome(name, "bootstrapped",
+                   f"{name}: bootstrapped (serial {done.serial}); recomputed {recomputed}",
+                   done.serial, {"recomputed": result.recomputed,
+                                 "created_tables": result.created_tables,
+                                 "emitted": result.emitted})
+
+
+def _discard_unused(engine: Engine, before: Manifest, after: Manifest) -> None:
+    """After the commit, delete the Delta folders no manifest points to any more."""
+    live = {state["path"] for state in after.relations.values()}
+    for state in before.relations.values():
+        if state["path"] not in live:
+            engine.storage.delete(state["path"])
+
+
+def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: str, *,
+                 after_write: Callable[[Any], None] | None = None) -> tuple[Outcome, StepResult]:
+    """One step; `after_write` (used by `execute`) writes into a table under the same lock."""
+    with backend.locked(name, "run"):
+        manifest, etag = read_manifest(backend, name)
+        if manifest is None:
+            raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
+        if manifest.status != "Running":
+            raise ReconcileError(f"pipeline '{name}' is {manifest.status}, not Running: "
+                                 "finish it with `reconcile apply` or `reconcile approve`")
+        runtime = engine.runtime(name, manifest.program, manifest.relations)
+        if after_write is not None:
+            after_write(runtime)
+        step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,
+                        base_dir=project.root)
+        if not step.has_changes:
+            return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
+        committed = manifest.next(relations=runtime.relations, last_step={
+            "ingested": step.ingested, "changed_tables": step.changed_tables,
+            "refreshed": step.refreshed, "emitted": step.emitted})
+        _commit(backend, committed, etag)
+        return Outcome(name, "stepped",
+                       f"{name}: step committed (serial {committed.serial}); refreshed "
+                       f"{', '.join(step.refreshed) or 'no views'}", committed.serial), step
+
+
+def _parse_single(sql: str, expected: type, what: str) -> Any:
+    import sqlglot
+    from sqlglot.errors import ParseError
+
+    from reconciler.sql_parser import DIALECT
+
+    try:
+        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
+    except ParseError as error:
+        raise ReconcileError(f"SQL syntax error: {str(error).splitlines()[0]}") from None
+    if len(statements) != 1 or not isinstance(statements[0], expected):
+        raise ReconcileError(f"expected exactly one {what} statement")
+    return statements[0]
+
+
+def execute_insert(project: Project, backend: StateBackend, engine: Engine, name: str,
+                   sql: str) -> tuple[Outcome, StepResult]:
+    """`INSERT INTO table VALUES ...` or `... SELECT ...`, then one step so views reflect it."""
+    from sqlglot import exp
+
+    from reconciler.sql_parser import DIALECT
+
+    insert = _parse_single(sql, exp.Insert, "INSERT INTO <table>")
+    target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
+    table = target.name.lower()
+    columns = ([c.name.lower() for c in insert.this.expressions]
+               if isinstance(insert.this, exp.Schema) else None)
+    source_sql = insert.expression.sql(dialect=DIALECT)
+
+    def write(runtime: Any) -> None:
+        from pyspark.sql import functions as F
+
+        from reconciler.runtime import table_schema
+
+        if table not in runtime.program["tables"]:
+            raise ReconcileError(f"'{table}' is not a table of pipeline '{name}' "
+                                 "(only tables accept INSERT)")
+        _register_queryable(runtime)
+        source = runtime.spark.sql(source_sql)
+        schema = table_schema(runtime.program["tables"][table])
+        names = columns or [f.name for f in schema]
+        if len(source.columns) != len(names):
+            raise ReconcileError(f"INSERT INTO {table}: {len(source.columns)} values for "
+                                 f"{len(names)} columns")
+        renamed = source.toDF(*names)
+        rows = renamed.select(*(
+            (F.col(f.name) if f.name in names else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in schema))
+        runtime.storage.append(runtime.relations[table]["path"], rows)
+
+    return run_pipeline(project, backend, engine, name, after_write=write)
+
+
+def _register_queryable(runtime: Any) -> None:
+    for relation in runtime.relations:
+        runtime.frame(relation).createOrReplaceTempView(relation)
+
+
+def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -> Any:
+    """Run a SELECT over the committed state of materialized tables and views."""
+    from sqlglot import exp
+
+    select = _parse_single(sql, exp.Query, "SELECT")
+    manifest, _ = read_manifest(backend, name)
+    if manifest is None:
+        raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
+    program = manifest.program
+    ctes = {cte.alias_or_name.lower() for cte in select.find_all(exp.CTE)}
+    for table in select.find_all(exp.Table):
+        relation = table.name.lower()
+        if relation in ctes:
+            continue
+        if relation in program["views"] and not program["views"][relation]["materialized"]:
+            raise ReconcileError(f"view '{relation}' is not materialized: declare it "
+                                 "CREATE MATERIALIZED VIEW to query it")
+        if relation in program["tables"] and not program["tables"][relation]["materialized"]:
+            raise ReconcileError(f"table '{relation}' has 'materialized'='false' and cannot be "
+                                 "queried")
+        if relation not in program["views"] and relation not in program["tables"]:
+            raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
+    runtime = engine.runtime(name, program, manifest.relations)
+    _register_queryable(runtime)
+    return runtime.spark.sql(sql)

@@ -1,0 +1,88 @@
+"""One pipeline's Delta state on Spark, read at the versions a manifest pins.
+
+Every read goes through `frame()`, which pins the Delta version recorded for
+the relation, so a reader never sees a write that no manifest has committed.
+Views are evaluated by registering their inputs as temporary views under their
+own names and running the view's query with Spark SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from types import SimpleNamespace
+from typing import Any
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from reconciler.engine.schema import spark_schema, struct_from_json
+from reconciler.engine.storage import DeltaStorage
+from reconciler.layout import Layout
+from reconciler.sql_parser import DIALECT
+
+
+@cache
+def view_query(statement_sql: str) -> str:
+    """The executable query of a `CREATE [MATERIALIZED] VIEW v AS <query>` statement."""
+    return sqlglot.parse_one(statement_sql, dialect=DIALECT).expression.sql(dialect=DIALECT)
+
+
+def table_schema(table: dict[str, Any]) -> StructType:
+    """The Spark schema of a table from its program-document entry."""
+    return spark_schema(SimpleNamespace(**column) for column in table["columns"])
+
+
+@dataclass
+class PipelineRuntime:
+    """Reads, evaluates and writes the relations of one pipeline."""
+
+    spark: SparkSession
+    storage: DeltaStorage
+    layout: Layout
+    program: dict[str, Any]
+    relations: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def frame(self, name: str) -> DataFrame:
+        state = self.relations[name]
+        return self.storage.read(state["path"], state["version"],
+                                 struct_from_json(state["schema"]))
+
+    def evaluate(self, view: str) -> DataFrame:
+        """The contents of `view` computed from the pinned state of the relations it reads."""
+        definition = self.program["views"][view]
+        for read in definition["reads"]:
+            self.frame(read).createOrReplaceTempView(read)
+        return self.spark.sql(view_query(definition["sql"]))
+
+    def create_table(self, name: str) -> dict[str, Any]:
+        """Create (or empty, with the new schema) a table; returns its state entry."""
+        schema = table_schema(self.program["tables"][name])
+        path = self.layout.relation("table", name)
+        version = (self.storage.overwrite(path, self.spark.createDataFrame([], schema), schema)
+                   if self.storage.latest_version(path) is not None
+                   else self.storage.create(path, schema))
+        return self._record(name, "table", path, version, schema, rows=0)
+
+    def write_view(self, name: str, contents: DataFrame) -> dict[str, Any]:
+        """Replace a view's stored contents with `contents`; returns its state entry."""
+        path = self.layout.relation("view", name)
+        version = self.storage.overwrite(path, contents, contents.schema)
+        return self._record(name, "view", path, version, contents.schema,
+                            rows=self.storage.row_count(path, version))
+
+    def adopt_table_version(self, name: str, version: int) -> dict[str, Any]:
+        """Point a table's state at a newer Delta version written by ingestion or `execute`."""
+        state = dict(self.relations[name])
+        state["version"] = version
+        state["rows"] = self.storage.row_count(state["path"], version)
+        self.relations[name] = state
+        return state
+
+    def _record(self, name: str, kind: str, path: str, version: int, schema: StructType,
+                rows: int) -> dict[str, Any]:
+        state = {"kind": kind, "path": path, "version": version, "schema": schema.json(),
+                 "rows": rows}
+        self.relations[name] = state
+        return state
