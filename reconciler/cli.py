@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -392,6 +393,19 @@ def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
     backend = open_backend(load_project(obj.project_dir), backend_url)
     backend.force_unlock(pipeline, lock_id)
     click.echo(f"{pipeline}: lock {lock_id} released")
+
+
+@cli.command()
+@pass_cli
+def github(obj: CliContext) -> None:
+    """The GitHub Action's entry point: plan on pull requests, apply on `/reconcile apply`.
+
+    Reads the GITHUB_* variables of the run and the action's inputs as INPUT_* variables
+    (see action.yml); never takes text from the event on its command line.
+    """
+    from reconciler.github_action import run_action
+
+    sys.exit(run_action(obj.project_dir, os.environ))
 
 
 def main() -> None:

@@ -53,6 +53,8 @@ class Manifest:
     connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
     relations: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_step: dict[str, Any] | None = None
+    # The approved or awaiting change: {"desired_fingerprint": ...}; None when Running.
+    pending: dict[str, Any] | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any], where: str) -> Manifest:
@@ -72,6 +74,7 @@ class Manifest:
                 connectors=dict(document.get("connectors") or {}),
                 relations=dict(document.get("relations") or {}),
                 last_step=document.get("last_step"),
+                pending=document.get("pending"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReconcileError(f"manifest is missing or has a bad field: {error}",
@@ -95,6 +98,7 @@ class Manifest:
             "connectors": self.connectors,
             "relations": self.relations,
             "last_step": self.last_step,
+            "pending": self.pending,
         }
 
     def next(self, **changes: Any) -> Manifest:

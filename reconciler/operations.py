@@ -98,7 +98,7 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
         if manifest is None:
             return _deploy(project, program, backend, engine, git_sha)
         resuming = (manifest.status in ("Bootstrapping", "Failed", "AwaitingApproval")
-                    and (manifest.status_details or {}).get("desired_fingerprint")
+                    and (manifest.pending or {}).get("desired_fingerprint")
                     == plan.desired_fingerprint)
         if not plan.has_changes and manifest.status == "Running":
             return Outcome(name, "no-changes", f"{name}: no changes", manifest.serial)
@@ -111,17 +111,19 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
             approved = confirm(plan)
             if not approved:
                 return Outcome(name, "cancelled", f"{name}: apply cancelled", manifest.serial)
-        pending = {**plan.diff.status_details(), "desired_fingerprint": plan.desired_fingerprint}
+        details = plan.diff.status_details()
+        pending = {"desired_fingerprint": plan.desired_fingerprint}
         if not approved:
             if manifest.status == "AwaitingApproval" and resuming:
                 return Outcome(name, "awaiting-approval", _awaiting_message(name),
-                               manifest.serial, pending)
-            waiting = manifest.next(status="AwaitingApproval", status_details=pending)
+                               manifest.serial, details)
+            waiting = manifest.next(status="AwaitingApproval", status_details=details,
+                                    pending=pending)
             _commit(backend, waiting, etag)
             return Outcome(name, "awaiting-approval", _awaiting_message(name), waiting.serial,
-                           pending)
+                           details)
         return _bootstrap(project, program, plan, manifest, etag, backend, engine,
-                          pending=pending, silent=silent, git_sha=git_sha)
+                          details=details, pending=pending, silent=silent, git_sha=git_sha)
 
 
 def _awaiting_message(name: str) -> str:
@@ -137,7 +139,7 @@ def approve_pipeline(project: Project, program: Program, backend: StateBackend, 
         status = manifest.status if manifest else "not deployed"
         raise ReconcileError(f"pipeline '{program.pipeline}' is not awaiting approval "
                              f"(status: {status})")
-    recorded = (manifest.status_details or {}).get("desired_fingerprint")
+    recorded = (manifest.pending or {}).get("desired_fingerprint")
     if recorded != program.fingerprint:
         raise ReconcileError(f"pipeline '{program.pipeline}': the specs changed since the "
                              "changes were recorded for approval; run `reconcile apply` again")
@@ -178,9 +180,10 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
 
 def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest: Manifest,
                etag: str | None, backend: StateBackend, engine: Engine, *,
-               pending: dict[str, Any], silent: bool, git_sha: str | None) -> Outcome:
+               details: dict[str, Any], pending: dict[str, Any], silent: bool,
+               git_sha: str | None) -> Outcome:
     name = program.pipeline
-    started = manifest.next(status="Bootstrapping", status_details=pending)
+    started = manifest.next(status="Bootstrapping", status_details=details, pending=pending)
     etag = _commit(backend, started, etag)
     document = program.document()
     runtime = engine.runtime(name, document, manifest.relations)
@@ -189,10 +192,10 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
                            base_dir=project.root, silent=silent)
     except Exception as error:
         failed = started.next(status="Failed", status_details={
-            **pending, "error": f"{type(error).__name__}: {error}".splitlines()[0]})
+            **details, "error": f"{type(error).__name__}: {error}".splitlines()[0]})
         _commit(backend, failed, etag)
         raise
-    done = started.next(status="Running", status_details=None, program=document,
+    done = started.next(status="Running", status_details=None, pending=None, program=document,
                         relations=result.relations, connectors=result.connectors,
                         git_sha=git_sha or manifest.git_sha)
     _commit(backend, done, etag)

@@ -1,0 +1,540 @@
+"""Delta tables for pipeline state: one interface, two writers.
+
+Every table and every view of a pipeline is a Delta table, and the checkpoint
+manifest pins each one to a Delta *version*. ``DeltaStorage`` is the only code
+that writes or reads them, and it returns the version each write produced so
+the caller can put it in the manifest.
+
+Two writers, chosen once at construction:
+
+* **delta-spark** when the session has Delta's SQL extension (a real cluster):
+  Spark writes ``format("delta")`` itself, in parallel, with Delta's own app
+  transactions for idempotent appends.
+* **delta-rs** (``deltalake``) otherwise (a laptop, CI): Delta's Spark jars are
+  not always obtainable, so the DataFrame is collected to Arrow
+  (``DataFrame.toArrow()``) and committed by delta-rs. Reads ask delta-rs for
+  the data files of the pinned version and let Spark scan those parquet files
+  with the declared schema, so reads stay lazy and parallel.
+
+Both produce ordinary Delta tables (``_delta_log`` + parquet) that either
+writer, and any other Delta reader, can open.
+
+Each committing write tags its commit (``reconciler.commit`` in delta-rs commit
+info, ``userMetadata`` in delta-spark) and looks that tag up in the history, so
+the version returned is the version of *this* write even if something else
+committed right after it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reconciler.engine.schema import arrow_schema, same_schema, struct_from_json
+from reconciler.engine.session import has_delta_extension
+from reconciler.errors import ReconcileError
+
+Writer = Literal["delta-spark", "delta-rs"]
+PathLike = str | os.PathLike[str]
+
+COMMIT_TAG = "reconciler.commit"
+"""Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
+
+_HISTORY_SCAN = 32
+"""How far back in the history to look for our own commit tag before falling back."""
+
+_TXN_SCHEMA = T.StructType(
+    [
+        T.StructField(
+            "txn",
+            T.StructType(
+                [
+                    T.StructField("appId", T.StringType()),
+                    T.StructField("version", T.LongType()),
+                ]
+            ),
+        )
+    ]
+)
+
+
+def table_uri(path: PathLike) -> str:
+    """Normalise a table location: local paths become absolute, ``file://`` becomes a path.
+
+    Other URIs (``s3://``, ``s3a://``, ``abfss://``...) are kept as given.
+    """
+    text = os.fspath(path)
+    parsed = urlparse(text)
+    if parsed.scheme == "file":
+        return str(Path(parsed.path).resolve())
+    if len(parsed.scheme) > 1 and "://" in text:
+        return text.rstrip("/")
+    return str(Path(text).expanduser().resolve())
+
+
+def is_local(uri: str) -> bool:
+    """Whether a normalised location is a local folder."""
+    return "://" not in uri
+
+
+def default_storage_options(uri: str) -> dict[str, str]:
+    """delta-rs storage options for ``uri`` taken from the usual AWS variables.
+
+    delta-rs reads credentials from the environment itself; what it needs spelt
+    out is a custom endpoint (``AWS_ENDPOINT_URL``, e.g. MinIO or moto), plain
+    HTTP for such an endpoint, and a region when only ``AWS_DEFAULT_REGION`` is set.
+    """
+    if urlparse(uri).scheme not in ("s3", "s3a"):
+        return {}
+    options: dict[str, str] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        options["AWS_REGION"] = region
+    return options
+
+
+def conform(df: DataFrame, schema: T.StructType, *, where: str) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns, in its order, cast where the type differs.
+
+    A missing column is a one-line error naming the table; extra columns are dropped.
+    """
+    present = {name.lower(): name for name in df.columns}
+    missing = [field.name for field in schema.fields if field.name.lower() not in present]
+    if missing:
+        raise ReconcileError(f"{where}: data has no column(s) {', '.join(missing)}")
+    types = {field.name.lower(): field.dataType for field in df.schema.fields}
+    columns = []
+    for field in schema.fields:
+        quoted = present[field.name.lower()].replace("`", "``")
+        source = F.col(f"`{quoted}`")
+        if types[field.name.lower()] != field.dataType:
+            source = source.cast(field.dataType)
+        columns.append(source.alias(field.name))
+    return df.select(*columns)
+
+
+class DeltaStorage:
+    """Create, write, truncate, read (pinned) and delete the Delta tables of a pipeline.
+
+    ``writer`` is normally chosen from the session (``has_delta_extension``);
+    pass ``"delta-rs"`` or ``"delta-spark"`` to force one. ``storage_options``
+    go to delta-rs (and to ``pyarrow.fs`` for deleting remote tables); by
+    default they come from the AWS environment variables (see
+    ``default_storage_options``).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        writer: Writer | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ):
+        self.spark = spark
+        self.writer: Writer = writer or (
+            "delta-spark" if has_delta_extension(spark) else "delta-rs"
+        )
+        self._storage_options = dict(storage_options) if storage_options is not None else None
+
+    def __repr__(self) -> str:
+        return f"DeltaStorage(writer={self.writer!r})"
+
+    # -- shared helpers --------------------------------------------------------------
+    def storage_options(self, uri: str) -> dict[str, str]:
+        """Options for delta-rs for this location (explicit ones win over the environment)."""
+        return default_storage_options(uri) | (self._storage_options or {})
+
+    def _delta_rs(self, uri: str, version: int | None = None) -> DeltaTable | None:
+        """The delta-rs handle of a table (at ``version``), or None when there is no table."""
+        try:
+            return DeltaTable(uri, version=version, storage_options=self.storage_options(uri))
+        except TableNotFoundError:
+            return None
+
+    def _require(self, uri: str, version: int | None = None) -> DeltaTable:
+        table = self._delta_rs(uri, version)
+        if table is None:
+            raise ReconcileError(f"{uri}: no Delta table there")
+        return table
+
+    def _at_version(self, uri: str, version: int) -> DeltaTable:
+        try:
+            return self._require(uri, version)
+        except ReconcileError:
+            raise
+        except Exception as error:  # delta-rs: version missing or vacuumed
+            raise ReconcileError(f"{uri}: cannot load Delta version {version}: {error}") from None
+
+    # -- public API -------------------------------------------------------------------
+    def latest_version(self, path: PathLike) -> int | None:
+        """The newest committed version, or None when there is no Delta table at ``path``."""
+        uri = table_uri(path)
+        if self.writer == "delta-spark":
+            return self._spark_latest_version(uri)
+        table = self._delta_rs(uri)
+        return None if table is None else table.version()
+
+    def table_schema(self, path: PathLike) -> T.StructType | None:
+        """The table's current schema as recorded in its log, or None when there is no table."""
+        uri = table_uri(path)
+        if self.writer == "delta-spark":
+            if self._spark_latest_version(uri) is None:
+                return None
+            return self.spark.read.format("delta").load(uri).schema
+        table = self._delta_rs(uri)
+        return None if table is None else struct_from_json(table.schema().to_json())
+
+    def create(self, path: PathLike, schema: T.StructType) -> int:
+        """Create an empty table; if one exists with the same schema, return its latest version.
+
+        An existing table with another schema is an error: replacing state is the
+        caller's decision (``delete`` first, or ``overwrite``).
+        """
+        uri = table_uri(path)
+        tag = uuid.uuid4().hex
+        current = self.latest_version(uri)
+        if current is not None:
+            existing = self.table_schema(uri)
+            if existing is not None and not same_schema(existing, schema):
+                raise ReconcileError(
+                    f"{uri}: a Delta table with another schema exists "
+                    f"({existing.simpleString()} instead of {schema.simpleString()})"
+                )
+            return current
+        if self.writer == "delta-spark":
+            # A path-based write needs only the extension, not the DeltaCatalog
+            # that DeltaTable.createIfNotExists(...).location(...) relies on.
+            empty = self.spark.createDataFrame([], schema)
+            empty.write.format("delta").mode("append").option("userMetadata", tag).save(uri)
+            return self._spark_commit_version(uri, tag)
+        created = DeltaTable.create(
+            uri,
+            schema=arrow_schema(schema),
+            mode="ignore",
+            storage_options=self.storage_options(uri),
+        )
+        return created.version()
+
+    def overwrite(self, path: PathLike, df: DataFrame, schema: T.StructType) -> int:
+        """Replace the contents (and schema) with ``df``; creates the table when missing.
+
+        Used to recompute a view: older versions stay readable until vacuumed.
+        """
+        uri = table_uri(path)
+        data = conform(df, schema, where=uri)
+        tag = uuid.uuid4().hex
+        if self.writer == "delta-spark":
+            (
+                data.write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .option("userMetadata", tag)
+                .save(uri)
+            )
+            return self._spark_commit_version(uri, tag)
+        self._write(
+            uri,
+            self._to_arrow(data, schema),
+            mode="overwrite",
+            schema_mode="overwrite",
+            storage_options=self.storage_options(uri),
+            commit_properties=CommitProperties(custom_metadata={COMMIT_TAG: tag}),
+        )
+        return self._rs_commit_version(uri, tag)
+
+    def append(
+        self,
+        path: PathLike,
+        df: DataFrame,
+        *,
+        app_id: str | None = None,
+        txn_version: int | None = None,
+    ) -> int:
+        """Append ``df`` (conformed to the table's schema); returns the resulting version.
+
+        With ``app_id`` and ``txn_version`` the append is idempotent like Delta's
+        app transactions: if the table already records ``txn_version`` (or a later
+        one) for ``app_id``, nothing is written and the current version is
+        returned. Otherwise the commit records ``(app_id, txn_version)`` with the
+        data, atomically, so a crash between the two cannot happen. An empty
+        ``df`` still commits, so the transaction version advances.
+        """
+        if (app_id is None) != (txn_version is None):
+            raise ValueError("app_id and txn_version go together")
+        uri = table_uri(path)
+        tag = uuid.uuid4().hex
+        if self.writer == "delta-spark":
+            # Delta itself skips a write whose (txnAppId, txnVersion) it has seen,
+            # atomically with the commit; no need to read the log first.
+            schema = self.table_schema(uri)
+            if schema is None:
+                raise ReconcileError(f"{uri}: no Delta table there to append to")
+            writer = (
+                conform(df, schema, where=uri)
+                .write.format("delta")
+                .mode("append")
+                .option("userMetadata", tag)
+            )
+            if app_id is not None:
+                writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
+            writer.save(uri)
+            return self._spark_commit_version(uri, tag)
+
+        table = self._delta_rs(uri)
+        if table is None:
+            raise ReconcileError(f"{uri}: no Delta table there to append to")
+        transactions = None
+        if app_id is not None and txn_version is not None:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= txn_version:
+                return table.version()
+            transactions = [Transaction(app_id, txn_version)]
+        schema = struct_from_json(table.schema().to_json())
+        self._write(
+            uri,
+            self._to_arrow(conform(df, schema, where=uri), schema),
+            table=table,
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata={COMMIT_TAG: tag}, app_transactions=transactions
+            ),
+        )
+        return self._rs_commit_version(uri, tag)
+
+    def transaction_version(self, path: PathLike, app_id: str) -> int | None:
+        """The last app-transaction version recorded for ``app_id``; None if none (or no table)."""
+        uri = table_uri(path)
+        if self.writer == "delta-spark":
+            return self._spark_transaction_version(uri, app_id)
+        table = self._delta_rs(uri)
+        return None if table is None else table.transaction_version(app_id)
+
+    def truncate(self, path: PathLike) -> int:
+        """Remove every row in a new version; the table, its schema and its history stay.
+
+        Implemented as an overwrite with no rows on both writers: unlike a DELETE,
+        it always makes a commit, even when the table is already empty.
+        """
+        uri = table_uri(path)
+        schema = self.table_schema(uri)
+        if schema is None:
+            raise ReconcileError(f"{uri}: no Delta table there to truncate")
+        tag = uuid.uuid4().hex
+        if self.writer == "delta-spark":
+            empty = self.spark.createDataFrame([], schema)
+            empty.write.format("delta").mode("overwrite").option("userMetadata", tag).save(uri)
+            return self._spark_commit_version(uri, tag)
+        self._write(
+            uri,
+            arrow_schema(schema).empty_table(),
+            mode="overwrite",
+            storage_options=self.storage_options(uri),
+            commit_properties=CommitProperties(custom_metadata={COMMIT_TAG: tag}),
+        )
+        return self._rs_commit_version(uri, tag)
+
+    def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
+        """A DataFrame of the table exactly as of ``version`` (later writes are invisible).
+
+        delta-spark: ``versionAsOf``. delta-rs: the data files of that version from
+        its log, scanned by Spark with ``schema``. Like every Spark file source,
+        the result's columns are nullable; the declared NOT NULL lives in the
+        Delta schema and is enforced on write. Tables whose files are not plain
+        parquet-by-name (column mapping, deletion vectors, partition values in
+        paths) and locations Spark cannot read are loaded through delta-rs and
+        Arrow instead.
+        """
+        uri = table_uri(path)
+        if self.writer == "delta-spark":
+            df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
+            return conform(df, schema, where=uri)
+        table = self._at_version(uri, version)
+        if _needs_delta_reader(table):
+            return self._read_via_arrow(table, schema)
+        files = table.file_uris()
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        if all(is_local(file) or file.startswith("file:") for file in files):
+            return self.spark.read.schema(schema).parquet(*files)
+        try:
+            return self.spark.read.schema(schema).parquet(*[_hadoop_uri(f) for f in files])
+        except Exception:  # no Hadoop filesystem for the scheme (e.g. s3 without hadoop-aws)
+            return self._read_via_arrow(table, schema)
+
+    def row_count(self, path: PathLike, version: int) -> int:
+        """Rows in the table at ``version``: from the log's per-file stats when all files have
+        them (no data read), else by counting a pinned read."""
+        uri = table_uri(path)
+        if self.writer == "delta-rs":
+            table = self._at_version(uri, version)
+            if not _needs_delta_reader(table):
+                counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+                if counts.null_count == 0:
+                    return int(sum(counts.to_pylist()))
+            schema = struct_from_json(table.schema().to_json())
+        else:
+            schema = self.spark.read.format("delta").option("versionAsOf", version).load(uri).schema
+        return self.read(uri, version, schema).count()
+
+    def delete(self, path: PathLike) -> None:
+        """Remove the whole table folder (data and log). Missing is fine.
+
+        Only for a view or table the manifest no longer points at; callers decide when.
+        """
+        uri = table_uri(path)
+        if is_local(uri):
+            if os.path.isdir(uri):
+                shutil.rmtree(uri)
+            elif os.path.exists(uri):
+                raise ReconcileError(f"{uri}: not a table folder, refusing to delete it")
+            return
+        _delete_remote(uri, self.storage_options(uri))
+
+    # -- delta-rs specifics --------------------------------------------------------
+    def _to_arrow(self, df: DataFrame, schema: T.StructType) -> pa.Table:
+        """Collect ``df`` as Arrow with exactly the table's Arrow schema (types, nullability)."""
+        table = df.toArrow()
+        target = arrow_schema(schema)
+        try:
+            return table.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            raise ReconcileError(f"data does not fit the table schema: {error}") from None
+
+    @staticmethod
+    def _write(uri: str, data: pa.Table, *, table: DeltaTable | None = None, **options: Any) -> None:
+        """``write_deltalake`` with its (multi-line) errors turned into one ReconcileError line."""
+        try:
+            write_deltalake(table if table is not None else uri, data, **options)
+        except DeltaError as error:
+            lines = [line for line in str(error).splitlines() if line.strip()]
+            raise ReconcileError(
+                f"{uri}: Delta write failed: {lines[0] if lines else type(error).__name__}"
+            ) from error
+
+    def _rs_commit_version(self, uri: str, tag: str) -> int:
+        table = self._require(uri)
+        for entry in table.history(_HISTORY_SCAN):
+            if entry.get(COMMIT_TAG) == tag:
+                return int(entry["version"])
+        return table.version()
+
+    def _read_via_arrow(self, table: DeltaTable, schema: T.StructType) -> DataFrame:
+        """Load the pinned version through delta-rs into the driver, then into Spark."""
+        data = table.to_pyarrow_table()
+        if data.num_rows == 0:
+            return self.spark.createDataFrame([], schema)
+        data = data.select(schema.names).cast(arrow_schema(schema))
+        return self.spark.createDataFrame(data, schema=schema)
+
+    # -- delta-spark specifics -----------------------------------------------------
+    def _spark_latest_version(self, uri: str) -> int | None:
+        from delta.tables import DeltaTable as SparkDeltaTable
+
+        if not SparkDeltaTable.isDeltaTable(self.spark, uri):
+            return None
+        row = SparkDeltaTable.forPath(self.spark, uri).history(1).select("version").first()
+        return None if row is None else int(row[0])
+
+    def _spark_commit_version(self, uri: str, tag: str) -> int:
+        from delta.tables import DeltaTable as SparkDeltaTable
+
+        history = SparkDeltaTable.forPath(self.spark, uri).history(_HISTORY_SCAN)
+        row = history.where(F.col("userMetadata") == tag).select("version").first()
+        if row is not None:
+            return int(row[0])
+        latest = self._spark_latest_version(uri)
+        assert latest is not None
+        return latest
+
+    def _spark_transaction_version(self, uri: str, app_id: str) -> int | None:
+        return spark_transaction_version(self.spark, uri, app_id)
+
+
+def spark_transaction_version(spark: SparkSession, uri: str, app_id: str) -> int | None:
+    """The app-transaction version of ``app_id`` read from the Delta log with Spark only.
+
+    delta-spark has no public API for it, and on a cluster (or Spark Connect)
+    the driver's Python may not reach the storage, so Spark reads the log
+    itself: the ``txn`` actions of the commit files plus the checkpoint(s),
+    which carry every live transaction forward when old commits are cleaned up.
+    """
+    log = f"{uri.rstrip('/')}/_delta_log"
+    frames: list[DataFrame] = []
+    for reader in (
+        lambda: spark.read.schema(_TXN_SCHEMA).json(f"{log}/*.json"),
+        lambda: spark.read.schema(_TXN_SCHEMA).parquet(f"{log}/*.checkpoint*.parquet"),
+    ):
+        try:
+            frames.append(reader())
+        except Exception as error:  # no such files (AnalysisException PATH_NOT_FOUND)
+            if "PATH_NOT_FOUND" not in str(error) and "does not exist" not in str(error):
+                raise
+    if not frames:
+        return None
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    row = (
+        union.where(F.col("txn.appId") == app_id)
+        .agg(F.max("txn.version").alias("version"))
+        .first()
+    )
+    return None if row is None or row["version"] is None else int(row["version"])
+
+
+def _needs_delta_reader(table: DeltaTable) -> bool:
+    """Whether raw parquet scanning would be wrong for this table version."""
+    metadata = table.metadata()
+    if metadata.partition_columns:
+        return True
+    if (metadata.configuration or {}).get("delta.columnMapping.mode", "none") not in ("none", None):
+        return True
+    features = table.protocol().reader_features or []
+    return "deletionVectors" in features or "columnMapping" in features
+
+
+def _hadoop_uri(uri: str) -> str:
+    """Spark's Hadoop S3 connector is ``s3a://``; delta-rs reports ``s3://``."""
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+
+def _delete_remote(uri: str, options: Mapping[str, str]) -> None:
+    """Delete a table folder on object storage through ``pyarrow.fs``."""
+    from pyarrow import fs as pafs
+
+    parsed = urlparse(uri)
+    filesystem: Any
+    if parsed.scheme in ("s3", "s3a"):
+        endpoint = options.get("AWS_ENDPOINT_URL")
+        kwargs: dict[str, Any] = {}
+        if endpoint:
+            endpoint_parts = urlparse(endpoint)
+            kwargs["endpoint_override"] = endpoint_parts.netloc or endpoint
+            kwargs["scheme"] = endpoint_parts.scheme or "https"
+        if options.get("AWS_REGION"):
+            kwargs["region"] = options["AWS_REGION"]
+        filesystem = pafs.S3FileSystem(**kwargs)
+        folder = f"{parsed.netloc}{parsed.path}"
+    else:
+        filesystem, folder = pafs.FileSystem.from_uri(uri)
+    info = filesystem.get_file_info(folder)
+    if info.type == pafs.FileType.NotFound:
+        return
+    filesystem.delete_dir(folder)

@@ -1,0 +1,70 @@
+"""Shared fixtures: one real Spark session and one real S3 endpoint for the whole run.
+
+Starting a JVM costs seconds, so every test that needs Spark shares the
+session from ``reconciler.engine.session.get_spark`` (code under test calling
+``get_spark()`` itself gets the same one, as it reuses the active session).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from reconciler.engine.session import get_spark
+from reconciler.specs import SparkSettings
+
+try:
+    from tests.s3_server import moto_s3_server
+except ImportError:  # bare `pytest` with tests/ not a package: tests/ itself is on sys.path
+    from s3_server import moto_s3_server  # type: ignore[no-redef]
+
+DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+REAL_AWS_ENV = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pyspark 4.x warns about pandas 3 on each use of its pandas helpers; pytest
+    # resets warning filters per test, so the filter in session.py is not enough.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"
+    )
+
+
+# Test-only JVM flags: tests run many tiny jobs, where C1-only JIT (no C2 warm-up)
+# and the serial GC start and finish them faster; production keeps the defaults.
+TEST_SPARK_CONF = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The single embedded Spark session of the test run, stopped at the end."""
+    session = get_spark(SparkSettings(conf=TEST_SPARK_CONF))
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server on loopback, e.g. ``http://127.0.0.1:41234``.
+
+    Dummy credentials and region are set for the rest of the run (and real
+    profile/session variables removed), so nothing can reach a real account.
+    The endpoint itself is not exported: tests pass it (or set
+    ``AWS_ENDPOINT_URL`` with monkeypatch) where they need it.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in DUMMY_AWS_ENV.items():
+            patch.setenv(name, value)
+        for name in REAL_AWS_ENV:
+            patch.delenv(name, raising=False)
+        with moto_s3_server() as endpoint:
+            yield endpoint

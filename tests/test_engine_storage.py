@@ -1,0 +1,265 @@
+"""DeltaStorage on real parts: the shared local Spark session and real Delta tables.
+
+The session has no Delta extension here (Delta's Spark jars are not
+downloadable in this environment), so these tests exercise the delta-rs
+writer and the pinned parquet reads; every table is checked with
+``deltalake.DeltaTable`` as an independent Delta reader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reconciler.engine.schema import (
+    CHAR_VARCHAR_METADATA_KEY,
+    TypeParseError,
+    arrow_schema,
+    parse_type,
+    same_schema,
+    spark_schema,
+    struct_from_json,
+)
+from reconciler.engine.session import get_spark, has_delta_extension, spark_conf
+from reconciler.engine.storage import DeltaStorage, spark_transaction_version, table_uri
+from reconciler.errors import ReconcileError
+from reconciler.sql_parser import ColumnDef
+
+SIMPLE = spark_schema(
+    [ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)]
+)
+RICH = spark_schema(
+    [
+        ColumnDef("id", "BIGINT", False),
+        ColumnDef("price", "DECIMAL(5,2)", True),
+        ColumnDef("day", "DATE", True),
+        ColumnDef("at", "TIMESTAMP", True),
+        ColumnDef("local_at", "TIMESTAMP_NTZ", True),
+        ColumnDef("tags", "ARRAY<STRUCT<k: STRING NOT NULL, v: INT>>", True),
+        ColumnDef("attrs", "MAP<STRING,DECIMAL(4,1)>", True),
+        ColumnDef("code", "VARCHAR(3)", True),
+    ]
+)
+
+
+def rows_of(frame: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted(tuple(row) for row in frame.collect())
+
+
+@pytest.fixture
+def storage(spark: SparkSession) -> DeltaStorage:
+    return DeltaStorage(spark)
+
+
+# -- schema: pure Python, no JVM ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("BIGINT", T.LongType()),
+        ("decimal(5, 2)", T.DecimalType(5, 2)),
+        ("DECIMAL", T.DecimalType(10, 0)),
+        ("DATE", T.DateType()),
+        ("TIMESTAMP", T.TimestampType()),
+        ("TIMESTAMP_NTZ", T.TimestampNTZType()),
+        ("ARRAY<INT>", T.ArrayType(T.IntegerType())),
+        ("MAP<STRING,ARRAY<DECIMAL(4,1)>>", T.MapType(T.StringType(),
+                                                      T.ArrayType(T.DecimalType(4, 1)))),
+        (
+            "STRUCT<a: INT NOT NULL,`b c`: STRING>",
+            T.StructType([T.StructField("a", T.IntegerType(), False),
+                          T.StructField("b c", T.StringType())]),
+        ),
+        ("VARCHAR(10)", T.VarcharType(10)),
+        ("INTERVAL DAY TO SECOND", T.DayTimeIntervalType(0, 3)),
+    ],
+)
+def test_parse_type(text: str, expected: T.DataType) -> None:
+    assert parse_type(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["BLOB", "DECIMAL(39,0)", "DECIMAL(3,4)", "ARRAY<INT", "INT INT"])
+def test_parse_type_rejects(bad: str) -> None:
+    with pytest.raises(TypeParseError):
+        parse_type(bad)
+
+
+def test_spark_schema_names_the_bad_column() -> None:
+    with pytest.raises(ReconcileError, match="column 'z': unsupported type 'BLOB'"):
+        spark_schema([ColumnDef("z", "BLOB", True)])
+
+
+def test_varchar_is_stored_like_spark_does() -> None:
+    field = RICH["code"]
+    assert field.dataType == T.StringType()
+    assert field.metadata == {CHAR_VARCHAR_METADATA_KEY: "varchar(3)"}
+    arrow_field = arrow_schema(RICH).field("code")
+    assert arrow_field.metadata == {CHAR_VARCHAR_METADATA_KEY.encode(): b"varchar(3)"}
+    assert struct_from_json(RICH.json()) == RICH
+
+
+def test_local_conf_is_quiet_small_and_overridable() -> None:
+    conf = spark_conf("local[2]", {"spark.sql.shuffle.partitions": 8,
+                                   "spark.driver.extraJavaOptions": "-Dx=1"})
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert "log4j2.configurationFile" in conf["spark.driver.extraJavaOptions"]
+    assert conf["spark.driver.extraJavaOptions"].endswith("-Dx=1")
+    cluster = spark_conf("spark://head:7077", {})
+    assert "spark.sql.shuffle.partitions" not in cluster
+    assert "spark.sql.warehouse.dir" not in cluster
+
+
+# -- session -----------------------------------------------------------------------------------
+
+
+def test_session_is_shared_and_leaves_no_warehouse(spark: SparkSession) -> None:
+    assert get_spark() is spark
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert not has_delta_extension(spark)
+    assert DeltaStorage(spark).writer == "delta-rs"
+    assert not (Path.cwd() / "spark-warehouse").exists()
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+
+def test_versions_and_pinned_reads(spark: SparkSession, storage: DeltaStorage,
+                                   tmp_path: Path) -> None:
+    path = tmp_path / "views" / "v"
+    assert storage.latest_version(path) is None
+    assert storage.create(path, SIMPLE) == 0
+    assert storage.create(path, SIMPLE) == 0  # idempotent
+    first = [(1, "a"), (2, "b")]
+    assert storage.append(path, spark.createDataFrame(first, SIMPLE)) == 1
+    assert storage.append(path, spark.createDataFrame([(3, "c")], SIMPLE)) == 2
+    # columns are matched by name and cast, whatever order the data has
+    replacement = spark.createDataFrame([("z", 9)], "name string, id int")
+    assert storage.overwrite(path, replacement, SIMPLE) == 3
+    assert storage.truncate(path) == 4
+    assert storage.latest_version(path) == 4
+
+    old = storage.read(path, 1, SIMPLE)  # lazily pinned before any later read
+    assert rows_of(old) == first
+    assert rows_of(storage.read(path, 2, SIMPLE)) == [*first, (3, "c")]
+    assert rows_of(storage.read(path, 3, SIMPLE)) == [(9, "z")]
+    assert rows_of(storage.read(path, 4, SIMPLE)) == []
+    assert [storage.row_count(path, v) for v in range(5)] == [0, 2, 3, 1, 0]
+
+    history = DeltaTable(str(path)).history()
+    assert [entry["operation"] for entry in reversed(history)] == [
+        "CREATE TABLE", "WRITE", "WRITE", "WRITE", "WRITE"]
+    assert [entry["operationParameters"].get("mode") for entry in reversed(history)][1:] == [
+        "Append", "Append", "Overwrite", "Overwrite"]
+    assert DeltaTable(str(path), version=2).to_pyarrow_table().num_rows == 3
+
+    with pytest.raises(ReconcileError, match="another schema"):
+        storage.create(path, spark_schema([ColumnDef("id", "INT", False)]))
+
+
+def test_idempotent_append(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
+    path = table_uri(tmp_path / "t")
+    storage.create(path, SIMPLE)
+    batch = spark.createDataFrame([(1, "a")], SIMPLE)
+    assert storage.transaction_version(path, "conn") is None
+    assert storage.append(path, batch, app_id="conn", txn_version=0) == 1
+    assert storage.append(path, batch, app_id="conn", txn_version=0) == 1  # replayed batch
+    assert storage.append(path, spark.createDataFrame([], SIMPLE), app_id="conn",
+                          txn_version=1) == 2  # an empty batch still advances
+    assert storage.append(path, batch, app_id="other", txn_version=0) == 3
+    assert storage.transaction_version(path, "conn") == 1
+    assert storage.row_count(path, 3) == 2
+    assert DeltaTable(path).transaction_version("conn") == 1
+
+    # The Spark-only reader of app transactions (used with delta-spark) agrees,
+    # also once a checkpoint carries the transactions.
+    DeltaTable(path).create_checkpoint()
+    storage.append(path, batch, app_id="conn", txn_version=5)
+    assert spark_transaction_version(spark, path, "conn") == 5
+    assert spark_transaction_version(spark, path, "other") == 0
+    assert spark_transaction_version(spark, path, "nobody") is None
+    assert storage.transaction_version(tmp_path / "missing", "conn") is None
+
+
+def test_types_round_trip(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
+    path = tmp_path / "rich"
+    rows = [
+        (1, Decimal("123.45"), dt.date(2024, 2, 29), dt.datetime(2024, 3, 1, 12, 30, 15, 123456),
+         dt.datetime(1999, 12, 31, 23, 59, 59), [("a", 1), ("b", None)],
+         {"x": Decimal("1.5")}, "abc"),
+        (2, None, dt.date(1500, 1, 1), None, None, None, None, None),
+    ]
+    source = spark.createDataFrame(rows, RICH)
+    storage.create(path, RICH)
+    version = storage.append(path, source)
+
+    back = storage.read(path, version, RICH)
+    # Spark file sources read every column as nullable; types are exact
+    assert back.schema.simpleString() == RICH.simpleString()
+    assert rows_of(back) == rows_of(source)
+
+    logged = struct_from_json(DeltaTable(str(path)).schema().to_json())
+    assert same_schema(logged, RICH)  # NOT NULL (also nested), decimal(5,2), varchar(3)...
+    assert logged["id"].nullable is False
+    assert logged["price"].dataType == T.DecimalType(5, 2)
+    assert logged["code"].metadata[CHAR_VARCHAR_METADATA_KEY] == "varchar(3)"
+
+    nulls = source.limit(1).withColumn("id", F.lit(None).cast("bigint"))
+    with pytest.raises(ReconcileError, match="Delta write failed"):
+        storage.append(path, nulls)
+    assert storage.latest_version(path) == version
+
+
+def test_empty_table_read(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
+    path = tmp_path / "empty"
+    version = storage.create(path, RICH)
+    frame = storage.read(path, version, RICH)
+    assert frame.schema == RICH
+    assert frame.count() == 0
+    assert storage.row_count(path, version) == 0
+
+
+def test_delete_and_errors(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
+    path = tmp_path / "gone"
+    storage.create(path, SIMPLE)
+    storage.delete(path)
+    assert not path.exists()
+    assert storage.latest_version(path) is None
+    storage.delete(path)  # already gone: fine
+    with pytest.raises(ReconcileError, match="no Delta table"):
+        storage.append(path, spark.createDataFrame([(1, "a")], SIMPLE))
+    storage.create(path, SIMPLE)
+    with pytest.raises(ReconcileError, match="cannot load Delta version 7"):
+        storage.read(path, 7, SIMPLE)
+    with pytest.raises(ReconcileError, match="no column"):
+        storage.overwrite(path, spark.createDataFrame([(1,)], "id bigint"), SIMPLE)
+
+
+def test_s3_table_through_moto(spark: SparkSession, s3_endpoint: str,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    bucket = f"data-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
+    storage = DeltaStorage(spark)
+    path = f"s3://{bucket}/grades/views/v"
+    assert storage.create(path, SIMPLE) == 0
+    assert storage.append(path, spark.createDataFrame([(1, "a"), (2, "b")], SIMPLE),
+                          app_id="c", txn_version=0) == 1
+    assert storage.truncate(path) == 2
+    # no Hadoop S3 connector in local Spark: the pinned read goes through Arrow
+    assert rows_of(storage.read(path, 1, SIMPLE)) == [(1, "a"), (2, "b")]
+    assert storage.row_count(path, 2) == 0
+    storage.delete(path)
+    assert storage.latest_version(path) is None
