@@ -1,0 +1,44 @@
+"""Run the real CLI in-process (sharing the test run's Spark session) and read its output."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+
+
+def reconcile(project: Path, *args: str, expect: int = 0) -> str:
+    """`reconcile -C project ARGS...`; fails the test on an unexpected exit code."""
+    result = CliRunner().invoke(cli, ["-C", str(project), *args], catch_exceptions=False)
+    assert result.exit_code == expect, f"exit {result.exit_code}: {result.output}"
+    return result.output
+
+
+def query(project: Path, pipeline: str, sql: str) -> list[dict[str, Any]]:
+    """Rows of a `reconcile query --format json`, numbers compared as Decimals."""
+    rows = json.loads(reconcile(project, "query", "-p", pipeline, sql, "--format", "json"))
+    return [{k: Decimal(v) if isinstance(v, str) and _is_number(v) else v for k, v in row.items()}
+            for row in rows]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text)
+    except ArithmeticError:
+        return False
+    return True
+
+
+def manifest(project: Path, pipeline: str) -> dict[str, Any]:
+    return json.loads(reconcile(project, "state", "show", "-p", pipeline))
+
+
+def versions(project: Path, pipeline: str) -> dict[str, int]:
+    """The Delta version the committed manifest pins for each relation."""
+    return {name: state["version"]
+            for name, state in manifest(project, pipeline)["relations"].items()}

@@ -1,0 +1,65 @@
+"""Feldera's bootstrapping example, end to end on Spark + Delta through the CLI."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from tests.cli_helpers import manifest, query, reconcile, versions
+from tests.projects import apply_seed_modification, copy_example
+
+STUDENTS = "INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')"
+GRADES = """INSERT INTO grades VALUES
+(1, 'algebra', 97, '2025-09-15'), (1, 'physics', 89, '2025-11-15'),
+(2, 'algebra', 85, '2025-10-22'), (2, 'physics', 93, '2025-12-05'),
+(1, 'algebra', 95, '2026-01-15'), (1, 'physics', 87, '2026-03-15'),
+(2, 'algebra', 98, '2026-04-22'), (2, 'physics', 91, '2026-05-05')"""
+ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
+
+
+def enriched(project: Path) -> list[tuple[str, str, Decimal]]:
+    return [(r["student_name"], r["class"], r["class_avg"])
+            for r in query(project, "grades", ENRICHED)]
+
+
+def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    assert "deployed" in reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "execute", "-p", "grades", STUDENTS)
+    reconcile(project, "execute", "-p", "grades", GRADES)
+    assert enriched(project) == [("Alice", "algebra", 97), ("Alice", "physics", 89),
+                                 ("Bob", "algebra", 85), ("Bob", "physics", 93)]
+    before = versions(project, "grades")
+
+    apply_seed_modification(project)
+    reconcile(project, "apply")  # not a terminal: await_approval records the change
+    status = json.loads(reconcile(project, "status", "-p", "grades", "--json"))
+    assert status["status"] == "AwaitingApproval"
+    assert status["status_details"] == {
+        "added_input_connectors": [], "added_output_connectors": [],
+        "modified_input_connectors": [], "modified_output_connectors": [],
+        "program_diff": {"added_tables": [], "added_views": ["avg_grade_all_courses"],
+                         "modified_tables": [], "modified_views": ["avg_grade",
+                                                                   "avg_grade_enriched"],
+                         "removed_tables": [], "removed_views": []},
+        "program_diff_error": None,
+        "removed_input_connectors": [], "removed_output_connectors": []}
+    assert enriched(project) == [("Alice", "algebra", 97), ("Alice", "physics", 89),
+                                 ("Bob", "algebra", 85), ("Bob", "physics", 93)]
+
+    assert "recomputed avg_grade, avg_grade_all_courses, avg_grade_enriched" in reconcile(
+        project, "approve")
+    assert enriched(project) == [("Alice", "algebra", 96), ("Alice", "physics", 88),
+                                 ("Bob", "algebra", Decimal("91.5")), ("Bob", "physics", 92)]
+    overall = query(project, "grades", "SELECT * FROM avg_grade_all_courses ORDER BY student_id")
+    assert [(r["student_id"], r["avg"]) for r in overall] == [(1, 92), (2, Decimal("91.75"))]
+
+    after = versions(project, "grades")
+    assert {t: after[t] for t in ("students", "grades")} == \
+        {t: before[t] for t in ("students", "grades")}, "input tables were rewritten"
+    committed = manifest(project, "grades")
+    assert committed["status"] == "Running" and committed["pending"] is None
+    assert "no changes" in reconcile(project, "apply", "--auto-approve")
