@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.connectors import emit
 from reconciler.diff import ProgramDiff
+from reconciler.faults import crash_point
 from reconciler.runtime import PipelineRuntime
 
 
@@ -75,6 +76,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             continue
         runtime.write_view(name, runtime.evaluate(name))
         result.recomputed.append(name)
+        crash_point(f"bootstrap-after-view:{name}")
         if silent:
             continue
         contents = runtime.frame(name)

@@ -17,6 +17,7 @@ from typing import Any
 from reconciler.bootstrap import bootstrap
 from reconciler.diff import diff_programs
 from reconciler.errors import ReconcileError
+from reconciler.faults import crash_point
 from reconciler.layout import Layout
 from reconciler.manifest import Manifest
 from reconciler.plan import PipelinePlan, plan_pipeline
@@ -185,6 +186,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     name = program.pipeline
     started = manifest.next(status="Bootstrapping", status_details=details, pending=pending)
     etag = _commit(backend, started, etag)
+    crash_point("bootstrap-started")
     document = program.document()
     runtime = engine.runtime(name, document, manifest.relations)
     try:
@@ -195,6 +197,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
             **details, "error": f"{type(error).__name__}: {error}".splitlines()[0]})
         _commit(backend, failed, etag)
         raise
+    crash_point("bootstrap-before-commit")
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                         relations=result.relations, connectors=result.connectors,
                         git_sha=git_sha or manifest.git_sha)
@@ -233,6 +236,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                         base_dir=project.root)
         if not step.has_changes:
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
+        crash_point("step-before-commit")
         committed = manifest.next(relations=runtime.relations, last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted})

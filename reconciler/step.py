@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.connectors import changes_between, emit, ingest
+from reconciler.faults import crash_point
 from reconciler.runtime import PipelineRuntime
 
 
@@ -44,6 +45,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
                 ingested = ingest(runtime, name, definition, connectors[name], base_dir)
                 if ingested is not None:
                     result.ingested[name] = ingested.batches
+        crash_point("step-after-ingest")
     table_before = {}
     for table in program["tables"]:
         state = runtime.relations[table]
