@@ -180,13 +180,19 @@ def _report(outcome: Outcome) -> None:
 @click.option("--auto-approve", is_flag=True, help="Approve without asking.")
 @click.option("--silent", is_flag=True,
               help="Do not send recomputed views' contents to output connectors.")
+@click.option("--full-refresh", is_flag=True,
+              help="Drop all state, reset every connector and rebuild from the sources.")
 @click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
 @_engine_options
 @pass_cli
 def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
-          bootstrap_policy: str | None, auto_approve: bool, silent: bool,
+          bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
           backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Deploy new pipelines and bootstrap changed ones (asks first, like terraform apply)."""
+    if full_refresh and not auto_approve and not (sys.stdin.isatty() and click.confirm(
+            "Drop all state and re-ingest every input?", default=False)):
+        raise ReconcileError("--full-refresh drops all state: confirm on a terminal or add "
+                             "--auto-approve")
     saved = load_plan_file(plan_file) if plan_file else None
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url)
@@ -198,6 +204,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
         outcome = apply_pipeline(
             project, program, backend, engine, policy=source_policy, auto_approve=auto_approve,
             silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
+            full_refresh=full_refresh,
             confirm=_confirm if interactive and source_policy == "await_approval" else None)
         _report(outcome)
 

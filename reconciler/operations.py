@@ -86,11 +86,14 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
                    policy: str, auto_approve: bool = False, silent: bool = False,
                    saved_plan: dict[str, Any] | None = None,
                    confirm: Callable[[PipelinePlan], bool] | None = None,
-                   git_sha: str | None = None, approving: bool = False) -> Outcome:
+                   git_sha: str | None = None, approving: bool = False,
+                   full_refresh: bool = False) -> Outcome:
     """Reconcile one pipeline with its specs, bootstrapping what changed."""
     name = program.pipeline
     with backend.locked(name, "apply"):
         manifest, etag = read_manifest(backend, name)
+        if full_refresh and manifest is not None:
+            return _full_refresh(project, program, manifest, etag, backend, engine, git_sha)
         plan = plan_pipeline(program, manifest, etag)
         if saved_plan is not None:
             _check_saved_plan(saved_plan, plan)
@@ -209,6 +212,31 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
                    done.serial, {"recomputed": result.recomputed,
                                  "created_tables": result.created_tables,
                                  "emitted": result.emitted})
+
+
+def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: str | None,
+                  backend: StateBackend, engine: Engine, git_sha: str | None) -> Outcome:
+    """Rebuild everything from the sources: what one would do without bootstrapping.
+
+    Every table is emptied, every input connector starts a new checkpoint generation
+    and re-ingests all of its input, and every view is recomputed; one manifest commit
+    at the end, so a crash leaves the previous state in force.
+    """
+    document = program.document()
+    runtime = engine.runtime(program.pipeline, document, {})
+    serial = manifest.serial + 1
+    result = bootstrap(runtime, diff_programs(None, document), manifest.connectors,
+                       serial=serial, base_dir=project.root, silent=True)
+    step = run_step(runtime, result.connectors, serial=serial, base_dir=project.root)
+    done = manifest.next(status="Running", status_details=None, pending=None, program=document,
+                         relations=runtime.relations, connectors=result.connectors,
+                         git_sha=git_sha or manifest.git_sha, last_step={
+                             "ingested": step.ingested, "refreshed": step.refreshed})
+    _commit(backend, done, etag)
+    _discard_unused(engine, manifest, done)
+    return Outcome(program.pipeline, "refreshed",
+                   f"{program.pipeline}: full refresh (serial {done.serial}); re-ingested "
+                   f"{', '.join(step.ingested) or 'no connector'}", done.serial)
 
 
 def _discard_unused(engine: Engine, before: Manifest, after: Manifest) -> None:
