@@ -351,6 +351,10 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
     for report in reports:
         click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
                    f"updated {report['updated_at']})")
+        details = report["status_details"] or {}
+        for key, names in (details.get("program_diff") or {}).items():
+            if names:
+                click.echo(f"  {key.replace('_', ' ')}: {', '.join(names)}")
         for relation, rows in sorted(report["rows"].items()):
             click.echo(f"  {relation}: {rows} rows")
         if report["lock"]:
