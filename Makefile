@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint demo bench clean check-java
+.PHONY: test lint demo demo-orders bench clean check-java
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,3 +30,6 @@ bench: $(STAMP) check-java
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache examples/*/.reconcile
+
+demo-orders: $(STAMP) check-java
+	$(BIN)/python examples/orders/demo.py

@@ -173,7 +173,8 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     document = program.document()
     runtime = engine.runtime(program.pipeline, document, {})
     diff = diff_programs(None, document)
-    result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=False)
+    # A new pipeline has empty views: there are no contents to send to its outputs yet.
+    result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=True)
     manifest = Manifest.first(program.pipeline, document, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha)
     _commit(backend, manifest, None)

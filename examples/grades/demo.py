@@ -11,18 +11,13 @@ be run any number of times and leaves the repository untouched.
 
 from __future__ import annotations
 
-import shlex
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from rich.console import Console
-
-from reconciler.cli import cli
-
 HERE = Path(__file__).resolve().parent
-console = Console(highlight=False)
+sys.path.insert(0, str(HERE.parent))
+
+from demo_support import project_copy, reconcile, stage  # noqa: E402
 
 STUDENTS = "INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')"
 GRADES = """INSERT INTO grades VALUES
@@ -39,26 +34,8 @@ group by student_id;
 """
 
 
-def stage(title: str) -> None:
-    console.rule(f"[bold cyan]{title}")
-
-
-def reconcile(project: Path, *args: str) -> None:
-    """Run one CLI command as a user would type it, and echo it."""
-    first_lines = [a if "\n" not in a else a.splitlines()[0] + " ..." for a in args]
-    console.print(f"[bold]$ reconcile {shlex.join(first_lines)}[/bold]", soft_wrap=True)
-    try:
-        cli(["-C", str(project), *args], standalone_mode=False)
-    except SystemExit as exit_:
-        if exit_.code not in (0, None):
-            raise
-
-
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="grades-demo-") as folder:
-        project = Path(folder) / "grades"
-        shutil.copytree(HERE, project, ignore=shutil.ignore_patterns(".reconcile", "demo.py"))
-
+    with project_copy(HERE) as project:
         stage("1. Deploy the pipeline (tables and views are created in Delta)")
         reconcile(project, "plan")
         reconcile(project, "apply", "--auto-approve")
