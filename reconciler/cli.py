@@ -133,7 +133,7 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
 @cli.command()
 @click.argument("plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "output_format", type=click.Choice(["terminal", "markdown", "json"]),
-              default="terminal", show_default=True)
+              default="terminal", show_default=True, help="How to render the plan.")
 def show(plan_file: Path, output_format: str) -> None:
     """Render a saved plan artifact."""
     document = load_plan_file(plan_file)
@@ -283,7 +283,8 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
 @click.option("--pipeline", "-p", required=True, help="The pipeline to query.")
 @click.argument("sql")
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
-              default="table", show_default=True)
+              default="table", show_default=True,
+              help="json: an array of row objects (decimals as strings, dates in ISO 8601).")
 @click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
 @_engine_options
 @pass_cli
@@ -368,7 +369,7 @@ def state() -> None:
 
 
 @state.command("show")
-@click.option("--pipeline", "-p", required=True)
+@click.option("--pipeline", "-p", required=True, help="The pipeline.")
 @click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
 @pass_cli
 def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
@@ -381,7 +382,7 @@ def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
 
 
 @state.command("history")
-@click.option("--pipeline", "-p", required=True)
+@click.option("--pipeline", "-p", required=True, help="The pipeline.")
 @click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
 @pass_cli
 def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
@@ -395,7 +396,7 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
 
 @state.command("force-unlock")
 @click.argument("lock_id")
-@click.option("--pipeline", "-p", required=True)
+@click.option("--pipeline", "-p", required=True, help="The locked pipeline.")
 @click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
 @pass_cli
 def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
