@@ -23,15 +23,6 @@ from rich.table import Table
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
-from reconciler.operations import (
-    Engine,
-    Outcome,
-    apply_pipeline,
-    approve_pipeline,
-    execute_insert,
-    query_pipeline,
-    run_pipeline,
-)
 from reconciler.plan import PipelinePlan, git_info, plan_document, plan_pipeline, verify_plan_id
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
@@ -167,8 +158,18 @@ def _engine_options(function: Any) -> Any:
         function)
 
 
-def _report(outcome: Outcome) -> None:
+def _report(outcome: Any) -> None:
     click.echo(outcome.message)
+
+
+def _operations() -> Any:
+    """The engine layer, imported only by the commands that run Spark.
+
+    It imports PySpark (~0.5 s); `plan`, `validate`, `show` and `status` never pay for it.
+    """
+    from reconciler import operations
+
+    return operations
 
 
 @cli.command()
@@ -196,12 +197,13 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
     saved = load_plan_file(plan_file) if plan_file else None
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url)
-    engine = Engine(project, master=spark_master, remote=spark_remote)
+    ops = _operations()
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve
     for program in programs:
         source_policy = bootstrap_policy or _pipeline_policy(project, program.pipeline)
-        outcome = apply_pipeline(
+        outcome = ops.apply_pipeline(
             project, program, backend, engine, policy=source_policy, auto_approve=auto_approve,
             silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
             full_refresh=full_refresh,
@@ -230,12 +232,13 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: st
     """Approve changes recorded as AwaitingApproval, then bootstrap them."""
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url)
-    engine = Engine(project, master=spark_master, remote=spark_remote)
+    ops = _operations()
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
     for program in programs:
         manifest, _ = read_manifest(backend, program.pipeline)
         if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
             continue
-        _report(approve_pipeline(project, program, backend, engine, silent=silent))
+        _report(ops.approve_pipeline(project, program, backend, engine, silent=silent))
 
 
 @cli.command()
@@ -251,11 +254,12 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     """Run a step: ingest new input, refresh affected views, emit changes, commit."""
     project = load_project(obj.project_dir)
     backend = open_backend(project, backend_url)
-    engine = Engine(project, master=spark_master, remote=spark_remote)
+    ops = _operations()
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
     names = select_pipelines(project, pipeline)
     while True:
         for name in names:
-            outcome, _ = run_pipeline(project, backend, engine, name)
+            outcome, _ = ops.run_pipeline(project, backend, engine, name)
             _report(outcome)
         if not continuous:
             return
@@ -274,8 +278,9 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
-    engine = Engine(project, master=spark_master, remote=spark_remote)
-    outcome, _ = execute_insert(project, backend, engine, pipeline, sql)
+    ops = _operations()
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    outcome, _ = ops.execute_insert(project, backend, engine, pipeline, sql)
     _report(outcome)
 
 
@@ -294,8 +299,9 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
-    engine = Engine(project, master=spark_master, remote=spark_remote)
-    frame = query_pipeline(backend, engine, pipeline, sql)
+    ops = _operations()
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    frame = ops.query_pipeline(backend, engine, pipeline, sql)
     columns = frame.columns
     rows = [{name: _plain(value) for name, value in zip(columns, row, strict=True)}
             for row in frame.collect()]

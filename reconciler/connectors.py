@@ -13,6 +13,7 @@ the same file instead of emitting it twice.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from dataclasses import dataclass
@@ -72,21 +73,91 @@ def _seen_files(checkpoint: str) -> set[str]:
     return seen
 
 
-def has_new_files(path: str, checkpoint: str) -> bool:
-    """Whether a files source has input its checkpoint has not seen, without a Spark job.
+def _pending_batch(checkpoint: str) -> bool:
+    """Whether the stream planned a batch it never committed (a failed or killed run).
 
-    Only local folders can be listed here; for other file systems Spark decides.
+    Spark writes `offsets/N` before running batch N and `commits/N` after it; the
+    files of such a batch are already in the source log, so only this tells that a
+    restart has work to redo.
     """
-    folder = _local(path)
+    def batch_ids(kind: str) -> set[str]:
+        folder = Path(checkpoint) / kind
+        if not folder.is_dir():
+            return set()
+        return {entry.name for entry in folder.iterdir() if entry.name.isdigit()}
+
+    return bool(batch_ids("offsets") - batch_ids("commits"))
+
+
+def _hidden(name: str) -> bool:
+    """Names Spark's file index skips: `.x`, `_x` (but not `_k=v` partitions), `x._COPYING_`."""
+    return (name.startswith(".") or (name.startswith("_") and "=" not in name)
+            or name.endswith("._COPYING_"))
+
+
+def _input_files(path: str) -> set[str]:
+    """The files Spark's file index would list for a local `path`.
+
+    Like Spark, `path` may be a glob, and folders are listed recursively (partition
+    folders such as `day=2025-01-01/`), skipping hidden names.
+    """
+    roots = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    files: set[str] = set()
+    for root in roots:
+        if os.path.isfile(root):
+            files.add(os.path.realpath(root))
+            continue
+        for folder, subfolders, names in os.walk(root):
+            subfolders[:] = [name for name in subfolders if not _hidden(name)]
+            files.update(os.path.realpath(os.path.join(folder, name)) for name in names
+                         if not _hidden(name))
+    return files
+
+
+def has_new_files(path: str, checkpoint: str) -> bool:
+    """Whether a files source has input its checkpoint has not taken, without a Spark job.
+
+    Only local paths can be listed here; for other file systems Spark decides.
+    """
+    local_path = _local(path)
     local_checkpoint = _local(checkpoint)
-    if folder is None or local_checkpoint is None:
+    if local_path is None or local_checkpoint is None:
         return True
-    if not os.path.isdir(folder):
-        return False
-    present = {os.path.realpath(os.path.join(folder, name)) for name in os.listdir(folder)
-               if not name.startswith((".", "_"))
-               and os.path.isfile(os.path.join(folder, name))}
-    return bool(present - _seen_files(local_checkpoint))
+    if _pending_batch(local_checkpoint):
+        return True
+    return bool(_input_files(local_path) - _seen_files(local_checkpoint))
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _source(runtime: PipelineRuntime, definition: dict[str, Any], schema: StructType,
+            path: str) -> DataFrame:
+    """The streaming read of a files connector; json and csv keep malformed rows aside.
+
+    Throughput options (maxFilesPerTrigger, ...) do not count as a modification,
+    so the program keeps them apart, but Spark must still get them.
+    """
+    fmt = definition["format"]
+    options = {**definition["options"], **definition.get("throughput_options", {})}
+    reader = runtime.spark.readStream.format(fmt).options(**{
+        k: _option(v) for k, v in options.items()})
+    if fmt not in ("json", "csv"):
+        return reader.schema(schema).load(path)
+    permissive = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
+                             StructField(CORRUPT_COLUMN, StringType(), True)])
+    return (reader.option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+            .schema(permissive).load(path))
+
+
+def _option(value: Any) -> str:
+    """YAML booleans as Spark spells them (`true`, not Python's `True`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
@@ -100,47 +171,61 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
         return None
     table = definition["relation"]
     schema = table_schema(runtime.program["tables"][table])
-    fmt = definition["format"]
-    reader = runtime.spark.readStream.format(fmt).options(**{
-        k: str(v) for k, v in definition["options"].items()})
-    reader_schema = schema
-    if fmt in ("json", "csv"):
-        reader_schema = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
-                                    StructField(CORRUPT_COLUMN, StringType(), True)])
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord",
-                                                            CORRUPT_COLUMN)
     table_path = runtime.relations[table]["path"]
     transaction = app_id(runtime.layout.pipeline, name, state["generation"])
+    quarantine = definition["on_error"] == "quarantine"
     batches: list[int] = []
+    # Why a batch failed, kept here rather than fished out of the
+    # StreamingQueryException text (which also holds a Python traceback).
+    failures: list[str] = []
 
     def write_batch(frame: DataFrame, batch_id: int) -> None:
-        frame = frame.cache()
-        if CORRUPT_COLUMN in frame.columns:
-            bad = frame.filter(F.col(CORRUPT_COLUMN).isNotNull())
-            bad_rows = bad.count()
-            if bad_rows and definition["on_error"] != "quarantine":
-                raise ValueError(f"RECONCILE: {bad_rows} malformed row(s) in batch {batch_id}; "
-                                 "fix the input or set on_error: quarantine")
-            if bad_rows:
-                bad.select(CORRUPT_COLUMN).write.mode("append").text(
-                    runtime.layout.quarantine(name) + f"/batch-{state['generation']}-{batch_id}")
-            frame = frame.filter(F.col(CORRUPT_COLUMN).isNull())
-        rows = frame.select(*(F.col(f.name).cast(f.dataType) for f in schema))
-        runtime.storage.append(table_path, rows, app_id=transaction, txn_version=batch_id)
-        frame.unpersist()
+        try:
+            _write_batch(runtime, name, frame, batch_id, schema=schema, table_path=table_path,
+                         transaction=transaction, quarantine=quarantine,
+                         generation=state["generation"])
+        except Exception as error:
+            failures.append(_first_line(str(error)) or type(error).__name__)
+            raise
         batches.append(batch_id)
 
-    query = (reader.schema(reader_schema).load(path).writeStream.foreachBatch(write_batch)
+    query = (_source(runtime, definition, schema, path).writeStream.foreachBatch(write_batch)
              .option("checkpointLocation", state["checkpoint"])
              .trigger(availableNow=True).start())
     try:
         query.awaitTermination()
     except StreamingQueryException as error:
-        message = str(error)
-        detail = message.split("RECONCILE: ", 1)[1].split("\n", 1)[0] if "RECONCILE: " in message \
-            else message.splitlines()[0]
+        detail = failures[-1] if failures else _first_line(str(error))
         raise ReconcileError(f"input connector '{name}' ({path}): {detail}") from None
     return IngestResult(connector=name, table=table, batches=len(batches))
+
+
+def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,
+                 schema: StructType, table_path: str, transaction: str, quarantine: bool,
+                 generation: int) -> None:
+    """Append one micro-batch to its table as app transaction `batch_id` (idempotent).
+
+    Malformed rows fail the batch, so Spark neither commits it nor moves on, or
+    go to the quarantine folder of this batch, overwritten when a batch is
+    replayed after a crash so that they are never kept twice.
+    """
+    cached = frame.cache()
+    try:
+        good = cached
+        if CORRUPT_COLUMN in cached.columns:
+            bad = cached.filter(F.col(CORRUPT_COLUMN).isNotNull())
+            bad_rows = bad.count()
+            if bad_rows and not quarantine:
+                raise ReconcileError(f"{bad_rows} malformed row(s) in batch {batch_id}; "
+                                     "fix the input or set on_error: quarantine")
+            if bad_rows:
+                bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
+                    f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
+            good = cached.filter(F.col(CORRUPT_COLUMN).isNull())
+        rows = good.select(*(F.col(f.name).cast(f.dataType) for f in schema))
+        runtime.storage.append(table_path, rows, app_id=transaction, txn_version=batch_id)
+    finally:
+        cached.unpersist()
 
 
 def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], changes: DataFrame,

@@ -26,7 +26,7 @@ import re
 import tempfile
 import traceback
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -117,7 +117,7 @@ class Inputs:
         if policy is not None and policy not in POLICIES:
             raise ReconcileError(f"input 'bootstrap-policy' must be one of {', '.join(POLICIES)}")
         pipeline = _input(env, "pipeline") or None
-        if pipeline is not None and not _PIPELINE_RE.match(pipeline):
+        if pipeline is not None and not _PIPELINE_RE.fullmatch(pipeline):
             raise ReconcileError(f"input 'pipeline' is not a pipeline name: '{pipeline}'")
         apply_command = " ".join(_input(env, "apply-command").split()) or cls.apply_command
         return cls(
@@ -160,7 +160,7 @@ class Context:
             raise ReconcileError(f"cannot read the event payload: {error}",
                                  file=event_path) from None
         repository = env.get("GITHUB_REPOSITORY", "")
-        if not _REPO_RE.match(repository):
+        if not _REPO_RE.fullmatch(repository):
             raise ReconcileError(f"GITHUB_REPOSITORY must be owner/name, not '{repository}'")
         return cls(
             event_name=env.get("GITHUB_EVENT_NAME", ""),
@@ -354,13 +354,12 @@ class PlanView:
         return [p["name"] for p in self.document["pipelines"] if p["has_changes"]]
 
     def head(self) -> str:
-        return "\n".join([
+        markers = "\n".join([
             sticky_marker(self.key),
             f"<!-- reconcile-plan-id:{self.document['plan_id']} -->",
             f"<!-- reconcile-head-sha:{self.head_sha} -->",
-            "",
-            *([self.notice, ""] if self.notice else []),
-        ])
+        ]) + "\n"
+        return markers + (f"\n{self.notice}\n\n" if self.notice else "")
 
     def tail(self) -> str:
         plan_id, sha = self.document["plan_id"], self.head_sha
@@ -523,7 +522,7 @@ def parse_command(body: str, apply_command: str) -> ApplyRequest | None:
     rest = words[len(command):]
     if not rest:
         return ApplyRequest(None)
-    if len(rest) == 1 and _PIPELINE_RE.match(rest[0]):
+    if len(rest) == 1 and _PIPELINE_RE.fullmatch(rest[0]):
         return ApplyRequest(rest[0])
     raise Refused(f"the text after `{apply_command}` is not a pipeline name (one word of "
                   "letters, digits and underscores, not starting with a digit); nothing was "
@@ -540,7 +539,6 @@ class CommentRun:
     comment_id: int
     login: str
     outputs: Outputs
-    reply_lines: list[str] = field(default_factory=list)
 
     def react(self, content: str) -> None:
         """Reactions are feedback only: a failure to add one is logged, not fatal."""
@@ -597,7 +595,8 @@ def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
         outcomes, document = approve_and_apply(project_dir, inputs, run, request)
     except Refused as refusal:
         return _finish(run, "refused", str(refusal),
-                       f"### Not applied\n\n@{_safe_login(run.login)}: {refusal}\n")
+                       f"### Not applied\n\n{refusal}\n\n<sub>`{inputs.apply_command}` "
+                       f"by @{_safe_login(run.login)}</sub>\n")
     except ApplyFailed as failure:
         return _finish(run, "failed", str(failure), failure_reply(run.login, failure))
     except (ReconcileError, StateBackendError) as error:
@@ -606,10 +605,10 @@ def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     run.outputs.set("plan-id", document["plan_id"])
     run.outputs.set("has-changes", bool(outcomes))
     result = "applied" if outcomes else "no-changes"
+    run.outputs.set("result", result)  # before replying: the apply is done whatever happens
+    log(f"{result}: " + "; ".join(o.message for o in outcomes))
     run.reply(success_reply(run.login, document, outcomes))
     run.react("rocket")
-    run.outputs.set("result", result)
-    log(f"{result}: " + "; ".join(o.message for o in outcomes))
     return 0
 
 
@@ -625,7 +624,7 @@ def _finish(run: CommentRun, result: str, reason: str, reply: str) -> int:
 
 
 def _safe_login(login: str) -> str:
-    return login if _LOGIN_RE.match(login) else "someone"
+    return login if _LOGIN_RE.fullmatch(login) else "someone"
 
 
 def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
@@ -663,7 +662,7 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
 def check_approver(client: GitHubClient, repo: str, login: str,
                    approvers: frozenset[str]) -> str:
     """Write, maintain or admin on the repository, or listed in the `approvers` input."""
-    if not _LOGIN_RE.match(login):
+    if not _LOGIN_RE.fullmatch(login):
         raise Refused("the comment's author could not be identified")
     if login.casefold() in approvers:
         return "listed in approvers"
@@ -693,7 +692,7 @@ def check_pull_request(pull: dict[str, Any], allow_fork_prs: bool) -> str:
         raise Refused("this pull request comes from a fork; applying it is refused (the "
                       "workflow owner can set the action's `allow-fork-prs: true`)")
     sha = str(head.get("sha") or "")
-    if not _SHA_RE.match(sha):
+    if not _SHA_RE.fullmatch(sha):
         raise Refused("the pull request's head commit could not be read")
     return sha
 
@@ -820,15 +819,16 @@ def _refresh_after_apply(run: CommentRun, project_dir: Path, inputs: Inputs, key
 
 
 def _outcome_line(outcome: Outcome) -> str:
+    """`grades`: **bootstrapped** (serial 3): recomputed `a`, `b`; created tables `t`."""
     details = outcome.details or {}
-    extra = []
-    for label, name in (("created tables", "created_tables"), ("recomputed", "recomputed"),
-                        ("sent to outputs", "emitted")):
-        values = details.get(name)
-        if values:
-            extra.append(f"{label}: {', '.join(f'`{v}`' for v in _names(values))}")
-    suffix = f" ({'; '.join(extra)})" if extra else ""
-    return f"- `{outcome.pipeline}`: **{outcome.result}**: {outcome.message}{suffix}"
+    extra = [f"{label} {', '.join(f'`{v}`' for v in _names(details[name]))}"
+             for label, name in (("created tables", "created_tables"),
+                                 ("recomputed", "recomputed"), ("sent to outputs", "emitted"))
+             if details.get(name)]
+    message = outcome.message.removeprefix(f"{outcome.pipeline}: ")
+    text = "; ".join(extra) if extra else message
+    serial = f" (serial {outcome.serial})" if extra and outcome.serial is not None else ""
+    return f"- `{outcome.pipeline}`: **{outcome.result}**{serial}: {text}"
 
 
 def _names(values: Iterable[Any] | Mapping[str, Any]) -> list[str]:

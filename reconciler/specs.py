@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from reconciler.errors import ReconcileError
@@ -206,7 +207,9 @@ def load_pipeline(directory: Path) -> PipelineSource:
                 file=shown, line=document.line_of(("connectors", index)))
         seen[connector.name] = document.line_of(("connectors", index))
     sql_paths = _sql_files(spec, directory, document, shown)
-    environment = jinja2.Environment(
+    # Sandboxed: templates come from pull requests, and a template must not be able to
+    # reach Python internals (and through them the Action's secrets).
+    environment = SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

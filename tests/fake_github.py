@@ -61,7 +61,8 @@ class FakeGitHub:
         self._lock = threading.Lock()
         handler = _handler(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        daemon=True)
 
     @property
     def url(self) -> str:

@@ -35,9 +35,7 @@ from reconciler.engine.storage import DeltaStorage, spark_transaction_version, t
 from reconciler.errors import ReconcileError
 from reconciler.sql_parser import ColumnDef
 
-SIMPLE = spark_schema(
-    [ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)]
-)
+SIMPLE = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)])
 RICH = spark_schema(
     [
         ColumnDef("id", "BIGINT", False),
@@ -74,12 +72,15 @@ def storage(spark: SparkSession) -> DeltaStorage:
         ("TIMESTAMP", T.TimestampType()),
         ("TIMESTAMP_NTZ", T.TimestampNTZType()),
         ("ARRAY<INT>", T.ArrayType(T.IntegerType())),
-        ("MAP<STRING,ARRAY<DECIMAL(4,1)>>", T.MapType(T.StringType(),
-                                                      T.ArrayType(T.DecimalType(4, 1)))),
+        (
+            "MAP<STRING,ARRAY<DECIMAL(4,1)>>",
+            T.MapType(T.StringType(), T.ArrayType(T.DecimalType(4, 1))),
+        ),
         (
             "STRUCT<a: INT NOT NULL,`b c`: STRING>",
-            T.StructType([T.StructField("a", T.IntegerType(), False),
-                          T.StructField("b c", T.StringType())]),
+            T.StructType(
+                [T.StructField("a", T.IntegerType(), False), T.StructField("b c", T.StringType())]
+            ),
         ),
         ("VARCHAR(10)", T.VarcharType(10)),
         ("INTERVAL DAY TO SECOND", T.DayTimeIntervalType(0, 3)),
@@ -110,8 +111,9 @@ def test_varchar_is_stored_like_spark_does() -> None:
 
 
 def test_local_conf_is_quiet_small_and_overridable() -> None:
-    conf = spark_conf("local[2]", {"spark.sql.shuffle.partitions": 8,
-                                   "spark.driver.extraJavaOptions": "-Dx=1"})
+    conf = spark_conf(
+        "local[2]", {"spark.sql.shuffle.partitions": 8, "spark.driver.extraJavaOptions": "-Dx=1"}
+    )
     assert conf["spark.sql.shuffle.partitions"] == "8"
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.sql.session.timeZone"] == "UTC"
@@ -120,6 +122,12 @@ def test_local_conf_is_quiet_small_and_overridable() -> None:
     cluster = spark_conf("spark://head:7077", {})
     assert "spark.sql.shuffle.partitions" not in cluster
     assert "spark.sql.warehouse.dir" not in cluster
+
+
+def test_missing_java_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(ReconcileError, match="Java not found"):
+        get_spark(master="local[1]")
 
 
 # -- session -----------------------------------------------------------------------------------
@@ -136,8 +144,9 @@ def test_session_is_shared_and_leaves_no_warehouse(spark: SparkSession) -> None:
 # -- storage -----------------------------------------------------------------------------------
 
 
-def test_versions_and_pinned_reads(spark: SparkSession, storage: DeltaStorage,
-                                   tmp_path: Path) -> None:
+def test_versions_and_pinned_reads(
+    spark: SparkSession, storage: DeltaStorage, tmp_path: Path
+) -> None:
     path = tmp_path / "views" / "v"
     assert storage.latest_version(path) is None
     assert storage.create(path, SIMPLE) == 0
@@ -160,9 +169,18 @@ def test_versions_and_pinned_reads(spark: SparkSession, storage: DeltaStorage,
 
     history = DeltaTable(str(path)).history()
     assert [entry["operation"] for entry in reversed(history)] == [
-        "CREATE TABLE", "WRITE", "WRITE", "WRITE", "WRITE"]
+        "CREATE TABLE",
+        "WRITE",
+        "WRITE",
+        "WRITE",
+        "WRITE",
+    ]
     assert [entry["operationParameters"].get("mode") for entry in reversed(history)][1:] == [
-        "Append", "Append", "Overwrite", "Overwrite"]
+        "Append",
+        "Append",
+        "Overwrite",
+        "Overwrite",
+    ]
     assert DeltaTable(str(path), version=2).to_pyarrow_table().num_rows == 3
 
     with pytest.raises(ReconcileError, match="another schema"):
@@ -176,15 +194,17 @@ def test_idempotent_append(spark: SparkSession, storage: DeltaStorage, tmp_path:
     assert storage.transaction_version(path, "conn") is None
     assert storage.append(path, batch, app_id="conn", txn_version=0) == 1
     assert storage.append(path, batch, app_id="conn", txn_version=0) == 1  # replayed batch
-    assert storage.append(path, spark.createDataFrame([], SIMPLE), app_id="conn",
-                          txn_version=1) == 2  # an empty batch still advances
+    assert (
+        storage.append(path, spark.createDataFrame([], SIMPLE), app_id="conn", txn_version=1) == 2
+    )  # an empty batch still advances
     assert storage.append(path, batch, app_id="other", txn_version=0) == 3
     assert storage.transaction_version(path, "conn") == 1
     assert storage.row_count(path, 3) == 2
     assert DeltaTable(path).transaction_version("conn") == 1
 
     # The Spark-only reader of app transactions (used with delta-spark) agrees,
-    # also once a checkpoint carries the transactions.
+    # before and after a checkpoint carries the transactions.
+    assert spark_transaction_version(spark, path, "conn") == 1
     DeltaTable(path).create_checkpoint()
     storage.append(path, batch, app_id="conn", txn_version=5)
     assert spark_transaction_version(spark, path, "conn") == 5
@@ -196,9 +216,16 @@ def test_idempotent_append(spark: SparkSession, storage: DeltaStorage, tmp_path:
 def test_types_round_trip(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
     path = tmp_path / "rich"
     rows = [
-        (1, Decimal("123.45"), dt.date(2024, 2, 29), dt.datetime(2024, 3, 1, 12, 30, 15, 123456),
-         dt.datetime(1999, 12, 31, 23, 59, 59), [("a", 1), ("b", None)],
-         {"x": Decimal("1.5")}, "abc"),
+        (
+            1,
+            Decimal("123.45"),
+            dt.date(2024, 2, 29),
+            dt.datetime(2024, 3, 1, 12, 30, 15, 123456),
+            dt.datetime(1999, 12, 31, 23, 59, 59),
+            [("a", 1), ("b", None)],
+            {"x": Decimal("1.5")},
+            "abc",
+        ),
         (2, None, dt.date(1500, 1, 1), None, None, None, None, None),
     ]
     source = spark.createDataFrame(rows, RICH)
@@ -217,7 +244,7 @@ def test_types_round_trip(spark: SparkSession, storage: DeltaStorage, tmp_path: 
     assert logged["code"].metadata[CHAR_VARCHAR_METADATA_KEY] == "varchar(3)"
 
     nulls = source.limit(1).withColumn("id", F.lit(None).cast("bigint"))
-    with pytest.raises(ReconcileError, match="Delta write failed"):
+    with pytest.raises(ReconcileError, match="null values to non-nullable"):
         storage.append(path, nulls)
     assert storage.latest_version(path) == version
 
@@ -229,6 +256,16 @@ def test_empty_table_read(spark: SparkSession, storage: DeltaStorage, tmp_path: 
     assert frame.schema == RICH
     assert frame.count() == 0
     assert storage.row_count(path, version) == 0
+
+
+def test_awkward_local_paths(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
+    # delta-rs percent-encodes file paths; Hadoop would also glob {} * ?
+    path = tmp_path / "with space {a,b} *?" / "v"
+    storage.create(path, SIMPLE)
+    version = storage.append(path, spark.createDataFrame([(1, "a")], SIMPLE))
+    assert rows_of(storage.read(path, version, SIMPLE)) == [(1, "a")]
+    with pytest.raises(ReconcileError, match=r"delta-rs cannot use a local path containing \["):
+        storage.create(tmp_path / "x[1]", SIMPLE)
 
 
 def test_delete_and_errors(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
@@ -247,16 +284,21 @@ def test_delete_and_errors(spark: SparkSession, storage: DeltaStorage, tmp_path:
         storage.overwrite(path, spark.createDataFrame([(1,)], "id bigint"), SIMPLE)
 
 
-def test_s3_table_through_moto(spark: SparkSession, s3_endpoint: str,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_table_through_moto(
+    spark: SparkSession, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     bucket = f"data-{uuid.uuid4().hex[:10]}"
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
     storage = DeltaStorage(spark)
     path = f"s3://{bucket}/grades/views/v"
     assert storage.create(path, SIMPLE) == 0
-    assert storage.append(path, spark.createDataFrame([(1, "a"), (2, "b")], SIMPLE),
-                          app_id="c", txn_version=0) == 1
+    assert (
+        storage.append(
+            path, spark.createDataFrame([(1, "a"), (2, "b")], SIMPLE), app_id="c", txn_version=0
+        )
+        == 1
+    )
     assert storage.truncate(path) == 2
     # no Hadoop S3 connector in local Spark: the pinned read goes through Arrow
     assert rows_of(storage.read(path, 1, SIMPLE)) == [(1, "a"), (2, "b")]

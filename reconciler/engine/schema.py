@@ -53,7 +53,7 @@ class ColumnLike(Protocol):
 
 
 class TypeParseError(ValueError):
-    """A type string that is not a Spark SQL type; ``spark_schema`` turns it into a ReconcileError."""
+    """Not a Spark SQL type string; ``spark_schema`` turns it into a ``ReconcileError``."""
 
 
 _ATOMIC: dict[str, type[T.DataType]] = {
@@ -321,8 +321,9 @@ def _storage_type(data_type: T.DataType) -> T.DataType:
     if isinstance(data_type, T.StructType):
         return T.StructType(
             [
-                T.StructField(field.name, _storage_type(field.dataType), field.nullable,
-                              field.metadata)
+                T.StructField(
+                    field.name, _storage_type(field.dataType), field.nullable, field.metadata
+                )
                 for field in data_type.fields
             ]
         )

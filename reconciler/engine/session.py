@@ -10,9 +10,15 @@ Why a wrapper around ``SparkSession.builder``:
 * Timestamps are written to Delta by both storage writers; a fixed UTC session
   timezone makes the bytes independent of the machine that ran ``apply``.
 
-Those embedded-only tunings are not applied to a cluster (``spark.master`` not
-``local...``) or to Spark Connect, where the cluster's own defaults should win.
-User ``conf`` from ``reconcile.yaml`` always wins over every default here.
+The embedded-only tunings (cores, shuffle partitions, warehouse, UI, loopback
+driver, the log4j2 file) are not applied to a cluster (``spark.master`` not
+``local...``) or to Spark Connect, where the cluster's own defaults should win;
+there only the UTC timezone, no console progress bar and log level ERROR are
+set. User ``conf`` from ``reconcile.yaml`` always wins over every default here.
+
+One line stays on stderr at JVM start: ``WARNING: Using incubator modules:
+jdk.incubator.vector``. The JVM prints it itself for the ``--add-modules``
+flag Spark's launcher always passes; no logging setting reaches it.
 """
 
 from __future__ import annotations
@@ -156,7 +162,9 @@ def get_spark(
 
     if remote:
         if not remote.startswith("sc://"):
-            raise ReconcileError(f"spark.remote must be a Spark Connect URL sc://host:port: {remote}")
+            raise ReconcileError(
+                f"spark.remote must be a Spark Connect URL (sc://host:port): {remote}"
+            )
         builder = SparkSession.builder.remote(remote)
         for key, value in ({"spark.sql.session.timeZone": "UTC"} | user_conf).items():
             builder = builder.config(key, value)

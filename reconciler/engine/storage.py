@@ -28,12 +28,13 @@ committed right after it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -87,6 +88,20 @@ def table_uri(path: PathLike) -> str:
 def is_local(uri: str) -> bool:
     """Whether a normalised location is a local folder."""
     return "://" not in uri
+
+
+_DELTA_RS_BAD_CHARS = "[]^|"
+
+
+def _check_delta_rs_location(uri: str) -> None:
+    """delta-rs 1.x panics (not raises) on local paths with these characters; say so clearly."""
+    if is_local(uri):
+        bad = sorted({char for char in uri if char in _DELTA_RS_BAD_CHARS})
+        if bad:
+            raise ReconcileError(
+                f"{uri}: delta-rs cannot use a local path containing {' '.join(bad)}; "
+                "choose another storage folder"
+            )
 
 
 def default_storage_options(uri: str) -> dict[str, str]:
@@ -163,6 +178,7 @@ class DeltaStorage:
 
     def _delta_rs(self, uri: str, version: int | None = None) -> DeltaTable | None:
         """The delta-rs handle of a table (at ``version``), or None when there is no table."""
+        _check_delta_rs_location(uri)
         try:
             return DeltaTable(uri, version=version, storage_options=self.storage_options(uri))
         except TableNotFoundError:
@@ -224,6 +240,7 @@ class DeltaStorage:
             empty = self.spark.createDataFrame([], schema)
             empty.write.format("delta").mode("append").option("userMetadata", tag).save(uri)
             return self._spark_commit_version(uri, tag)
+        _check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,
             schema=arrow_schema(schema),
@@ -249,15 +266,17 @@ class DeltaStorage:
                 .save(uri)
             )
             return self._spark_commit_version(uri, tag)
+        before = self.latest_version(uri)
+        arrow = self._to_arrow(data, schema, where=uri)
         self._write(
             uri,
-            self._to_arrow(data, schema),
+            arrow,
             mode="overwrite",
             schema_mode="overwrite",
             storage_options=self.storage_options(uri),
             commit_properties=CommitProperties(custom_metadata={COMMIT_TAG: tag}),
         )
-        return self._rs_commit_version(uri, tag)
+        return self._rs_commit_version(uri, tag, before)
 
     def append(
         self,
@@ -307,16 +326,18 @@ class DeltaStorage:
                 return table.version()
             transactions = [Transaction(app_id, txn_version)]
         schema = struct_from_json(table.schema().to_json())
+        arrow = self._to_arrow(conform(df, schema, where=uri), schema, where=uri)
+        before = table.version()  # write_deltalake refreshes `table` in place
         self._write(
             uri,
-            self._to_arrow(conform(df, schema, where=uri), schema),
+            arrow,
             table=table,
             mode="append",
             commit_properties=CommitProperties(
                 custom_metadata={COMMIT_TAG: tag}, app_transactions=transactions
             ),
         )
-        return self._rs_commit_version(uri, tag)
+        return self._rs_commit_version(uri, tag, before)
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
         """The last app-transaction version recorded for ``app_id``; None if none (or no table)."""
@@ -333,22 +354,27 @@ class DeltaStorage:
         it always makes a commit, even when the table is already empty.
         """
         uri = table_uri(path)
-        schema = self.table_schema(uri)
-        if schema is None:
-            raise ReconcileError(f"{uri}: no Delta table there to truncate")
         tag = uuid.uuid4().hex
         if self.writer == "delta-spark":
+            schema = self.table_schema(uri)
+            if schema is None:
+                raise ReconcileError(f"{uri}: no Delta table there to truncate")
             empty = self.spark.createDataFrame([], schema)
             empty.write.format("delta").mode("overwrite").option("userMetadata", tag).save(uri)
             return self._spark_commit_version(uri, tag)
+        table = self._delta_rs(uri)
+        if table is None:
+            raise ReconcileError(f"{uri}: no Delta table there to truncate")
+        schema = struct_from_json(table.schema().to_json())
+        before = table.version()
         self._write(
             uri,
             arrow_schema(schema).empty_table(),
+            table=table,
             mode="overwrite",
-            storage_options=self.storage_options(uri),
             commit_properties=CommitProperties(custom_metadata={COMMIT_TAG: tag}),
         )
-        return self._rs_commit_version(uri, tag)
+        return self._rs_commit_version(uri, tag, before)
 
     def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
         """A DataFrame of the table exactly as of ``version`` (later writes are invisible).
@@ -371,10 +397,12 @@ class DeltaStorage:
         files = table.file_uris()
         if not files:
             return self.spark.createDataFrame([], schema)
-        if all(is_local(file) or file.startswith("file:") for file in files):
-            return self.spark.read.schema(schema).parquet(*files)
+        if all(is_local(file) for file in files):
+            return self.spark.read.schema(schema).parquet(*[_spark_local_path(f) for f in files])
         try:
-            return self.spark.read.schema(schema).parquet(*[_hadoop_uri(f) for f in files])
+            frame = self.spark.read.schema(schema).parquet(*[_hadoop_uri(f) for f in files])
+            _ = frame.schema  # Spark Connect analyses lazily: make a missing filesystem fail here
+            return frame
         except Exception:  # no Hadoop filesystem for the scheme (e.g. s3 without hadoop-aws)
             return self._read_via_arrow(table, schema)
 
@@ -408,17 +436,20 @@ class DeltaStorage:
         _delete_remote(uri, self.storage_options(uri))
 
     # -- delta-rs specifics --------------------------------------------------------
-    def _to_arrow(self, df: DataFrame, schema: T.StructType) -> pa.Table:
+    def _to_arrow(self, df: DataFrame, schema: T.StructType, *, where: str) -> pa.Table:
         """Collect ``df`` as Arrow with exactly the table's Arrow schema (types, nullability)."""
         table = df.toArrow()
         target = arrow_schema(schema)
         try:
             return table.cast(target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-            raise ReconcileError(f"data does not fit the table schema: {error}") from None
+        except (ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            # e.g. "Casting field 'id' with null values to non-nullable" (a NOT NULL column)
+            raise ReconcileError(f"{where}: data does not fit the table schema: {error}") from None
 
     @staticmethod
-    def _write(uri: str, data: pa.Table, *, table: DeltaTable | None = None, **options: Any) -> None:
+    def _write(
+        uri: str, data: pa.Table, *, table: DeltaTable | None = None, **options: Any
+    ) -> None:
         """``write_deltalake`` with its (multi-line) errors turned into one ReconcileError line."""
         try:
             write_deltalake(table if table is not None else uri, data, **options)
@@ -428,12 +459,21 @@ class DeltaStorage:
                 f"{uri}: Delta write failed: {lines[0] if lines else type(error).__name__}"
             ) from error
 
-    def _rs_commit_version(self, uri: str, tag: str) -> int:
+    def _rs_commit_version(self, uri: str, tag: str, before: int | None) -> int:
+        """The version our tagged commit got.
+
+        Normally the one right after ``before``; only if another writer got in
+        between is the history searched for the tag (``DeltaTable.history`` holds
+        the GIL during its I/O, so it is kept off the common path).
+        """
         table = self._require(uri)
+        latest = table.version()
+        if latest == (0 if before is None else before + 1):
+            return latest
         for entry in table.history(_HISTORY_SCAN):
             if entry.get(COMMIT_TAG) == tag:
                 return int(entry["version"])
-        return table.version()
+        return latest
 
     def _read_via_arrow(self, table: DeltaTable, schema: T.StructType) -> DataFrame:
         """Load the pinned version through delta-rs into the driver, then into Spark."""
@@ -492,9 +532,7 @@ def spark_transaction_version(spark: SparkSession, uri: str, app_id: str) -> int
     for frame in frames[1:]:
         union = union.unionByName(frame)
     row = (
-        union.where(F.col("txn.appId") == app_id)
-        .agg(F.max("txn.version").alias("version"))
-        .first()
+        union.where(F.col("txn.appId") == app_id).agg(F.max("txn.version").alias("version")).first()
     )
     return None if row is None or row["version"] is None else int(row["version"])
 
@@ -508,6 +546,18 @@ def _needs_delta_reader(table: DeltaTable) -> bool:
         return True
     features = table.protocol().reader_features or []
     return "deletionVectors" in features or "columnMapping" in features
+
+
+_HADOOP_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+
+
+def _spark_local_path(file: str) -> str:
+    """A local data file as delta-rs reports it (percent-encoded) made safe for Spark.
+
+    delta-rs encodes the path (``with%20space``); Hadoop wants the real name, and
+    treats ``[]{}*?`` as glob patterns unless escaped.
+    """
+    return _HADOOP_GLOB_CHARS.sub(r"\\\1", unquote(file))
 
 
 def _hadoop_uri(uri: str) -> str:

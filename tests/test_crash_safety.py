@@ -1,0 +1,121 @@
+"""A step killed with SIGKILL leaves the previous manifest in force; running again converges.
+
+`reconcile run` runs in a subprocess (its own JVM) with `RECONCILE_CRASH_AT`
+set, so it kills itself at a named point (see reconciler/faults.py): after the
+input connectors have appended their batches to Delta, and after the views and
+outputs are written but before the manifest is. The test process reads the
+same local folders through the CLI in-process, on the shared Spark session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from reconciler.faults import CRASH_ENV
+from tests.cli_helpers import manifest, query, reconcile
+from tests.projects import write_files
+
+# The subprocess's JVM gets the flags the shared test session uses: tiny jobs start faster.
+PROJECT_FILES = {
+    "reconcile.yaml": """
+        spark:
+          master: local[2]
+          conf:
+            spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+        """,
+    "pipelines/p/pipeline.yaml": """
+        name: p
+        bootstrap_policy: allow
+        connectors:
+          - name: grades_in
+            table: grades
+            type: files
+            format: json
+            path: input/grades
+          - name: averages_out
+            view: avg_grade
+            type: files
+            format: json
+            path: output/averages
+        """,
+    "pipelines/p/program.sql": """
+        create table grades (student_id bigint, class string, grade decimal(5,2));
+
+        create materialized view avg_grade as
+        select student_id, class, avg(grade) as class_avg
+        from grades
+        group by student_id, class;
+        """,
+}
+GRADES = "SELECT student_id, class, grade FROM grades ORDER BY student_id, class, grade"
+AVERAGES = "SELECT student_id, class, class_avg FROM avg_grade ORDER BY student_id, class"
+RECOMPUTED = """SELECT student_id, class, avg(grade) AS class_avg FROM grades
+GROUP BY student_id, class ORDER BY student_id, class"""
+
+
+def add_grades(project: Path, file: str, rows: list[tuple[int, str, int]]) -> None:
+    inbox = project / "input/grades"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / file).write_text("".join(
+        json.dumps({"student_id": s, "class": c, "grade": g}) + "\n" for s, c, g in rows))
+
+
+def grade_rows(project: Path) -> list[tuple[int, str, Decimal]]:
+    return [(r["student_id"], r["class"], r["grade"]) for r in query(project, "p", GRADES)]
+
+
+def killed_run(project: Path, point: str) -> None:
+    """`reconcile run` in its own process, SIGKILLed by itself at `point`."""
+    env = {**os.environ, CRASH_ENV: point}
+    process = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run"],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == -signal.SIGKILL, \
+        f"exit {process.returncode}, not killed at {point}: {process.stdout}{process.stderr}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["step-after-ingest", "step-before-commit"])
+def test_killed_step_converges(spark: SparkSession, tmp_path: Path, point: str) -> None:
+    project = write_files(tmp_path, PROJECT_FILES)
+    reconcile(project, "apply", "--auto-approve")
+    add_grades(project, "part-1.json", [(1, "algebra", 90), (2, "algebra", 80)])
+    reconcile(project, "run")
+    committed = manifest(project, "p")
+    averages = query(project, "p", AVERAGES)
+    add_grades(project, "part-2.json", [(1, "algebra", 94), (3, "physics", 70)])
+
+    killed_run(project, point)
+
+    assert manifest(project, "p")["serial"] == committed["serial"]
+    assert manifest(project, "p")["relations"] == committed["relations"]
+    assert grade_rows(project) == [(1, "algebra", 90), (2, "algebra", 80)]
+    assert query(project, "p", AVERAGES) == averages
+
+    refused = reconcile(project, "run", expect=1)
+    assert "is locked by" in refused and "operation 'run'" in refused, refused
+    lock_id = re.search(r"lock id ([0-9a-f-]{36})", refused)
+    assert lock_id, refused
+    assert "released" in reconcile(project, "state", "force-unlock", lock_id[1], "-p", "p")
+
+    assert "step committed" in reconcile(project, "run")
+    assert grade_rows(project) == [(1, "algebra", 90), (1, "algebra", 94), (2, "algebra", 80),
+                                   (3, "physics", 70)]
+    assert query(project, "p", AVERAGES) == query(project, "p", RECOMPUTED)
+    step = manifest(project, "p")
+    assert step["serial"] == committed["serial"] + 1
+    emitted = project / f"output/averages/{step['serial']:010d}-changes.json"
+    changes = sorted((r["_op"], r["student_id"], r["class"], Decimal(r["class_avg"]))
+                     for r in map(json.loads, emitted.read_text().splitlines()))
+    assert changes == [("delete", 1, "algebra", 90), ("insert", 1, "algebra", 92),
+                       ("insert", 3, "physics", 70)]
+    assert "no new input" in reconcile(project, "run")
