@@ -26,7 +26,8 @@ from reconciler.errors import ReconcileError
 from reconciler.plan import PipelinePlan, git_info, plan_document, plan_pipeline, verify_plan_id
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
-from reconciler.specs import Project, load_project
+from reconciler.scaffold import scaffold
+from reconciler.specs import Project, display, load_project
 from reconciler.state import open_backend, read_manifest
 from reconciler.workspace import load_programs, load_source, select_pipelines
 from state_backends import StateBackendError
@@ -63,6 +64,19 @@ class ReconcileGroup(click.Group):
 def cli(ctx: click.Context, project_dir: Path, debug: bool) -> None:
     """Plan and apply changes to continuous Spark SQL pipelines, bootstrapping only what changed."""
     ctx.obj = CliContext(project_dir=project_dir, debug=debug)
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--pipeline-name", default="events", show_default=True,
+              help="Name of the first pipeline.")
+@pass_cli
+def init(obj: CliContext, directory: Path | None, pipeline_name: str) -> None:
+    """Create a new project: reconcile.yaml, one pipeline, and the GitHub workflow."""
+    target = directory or obj.project_dir
+    for path in scaffold(target, pipeline_name):
+        click.echo(f"created {display(path)}")
+    click.echo(f"next: reconcile -C {display(target)} plan")
 
 
 @cli.command()
