@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,19 +188,67 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
                          transaction=transaction, quarantine=quarantine,
                          generation=state["generation"])
         except Exception as error:
-            failures.append(_first_line(str(error)) or type(error).__name__)
+            failures.append(_describe(error))
             raise
         batches.append(batch_id)
 
-    query = (_source(runtime, definition, schema, path).writeStream.foreachBatch(write_batch)
-             .option("checkpointLocation", state["checkpoint"])
-             .trigger(availableNow=True).start())
-    try:
-        query.awaitTermination()
-    except StreamingQueryException as error:
-        detail = failures[-1] if failures else _first_line(str(error))
-        raise ReconcileError(f"input connector '{name}' ({path}): {detail}") from None
+    with _quiet_stream_failure(runtime.spark):
+        query = (_source(runtime, definition, schema, path).writeStream
+                 .foreachBatch(write_batch)
+                 .option("checkpointLocation", state["checkpoint"])
+                 .trigger(availableNow=True).start())
+        try:
+            query.awaitTermination()
+        except StreamingQueryException as error:
+            detail = failures[-1] if failures else _first_line(str(error))
+            raise ReconcileError(f"input connector '{name}' ({path}): {detail}") from error
     return IngestResult(connector=name, table=table, batches=len(batches))
+
+
+def _describe(error: Exception) -> str:
+    """One line for a batch's failure: our own errors as they are, others with their type."""
+    if isinstance(error, ReconcileError):
+        return str(error)
+    return f"{type(error).__name__}: {_first_line(str(error))}"
+
+
+STREAM_LOGGER = "org.apache.spark.sql.execution.streaming"
+PY4J_LOGGER = "py4j.clientserver"
+
+
+@contextmanager
+def _quiet_stream_failure(spark: Any) -> Iterator[None]:
+    """Silence the two tracebacks a failing batch logs, for the span of one query.
+
+    Spark logs the terminated query at ERROR with the Java stack, and py4j logs
+    the Python callback's exception; on a terminal that is dozens of lines before
+    the one-line error the CLI prints. The failure is not lost: it is raised as a
+    ReconcileError, chained to Spark's exception (shown with `--debug`).
+    """
+    py4j_logger = logging.getLogger(PY4J_LOGGER)
+    py4j_level = py4j_logger.level
+    py4j_logger.setLevel(logging.CRITICAL)
+    restore = _mute_jvm_logger(spark, STREAM_LOGGER)
+    try:
+        yield
+    finally:
+        py4j_logger.setLevel(py4j_level)
+        restore()
+
+
+def _mute_jvm_logger(spark: Any, name: str) -> Callable[[], None]:
+    """Turn a log4j2 logger off in the driver's JVM; returns how to restore it.
+
+    No-op where there is no driver JVM here (Spark Connect) or no log4j2 core.
+    """
+    try:
+        log4j = spark._jvm.org.apache.logging.log4j
+        configurator = log4j.core.config.Configurator
+        previous = log4j.LogManager.getLogger(name).getLevel()
+        configurator.setLevel(name, log4j.Level.OFF)
+    except Exception:  # no JVM (Connect), or another logging backend
+        return lambda: None
+    return lambda: configurator.setLevel(name, previous)
 
 
 def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,

@@ -119,12 +119,15 @@ def test_malformed_rows_fail_the_step(spark: SparkSession, tmp_path: Path) -> No
         "this is not json",
         {"student_id": "two", "class": "algebra", "grade": 80}])
     committed = serial(project)
+    table = str(project / ".reconcile/data/p/tables/grades")
+    table_version = DeltaTable(table).version()
 
     output = reconcile(project, "run", expect=1)
     assert output.count("\n") == 1, output
     assert output.startswith("error: input connector 'grades_in'"), output
     assert "2 malformed row(s)" in output and "on_error: quarantine" in output, output
     assert serial(project) == committed
+    assert DeltaTable(table).version() == table_version, "the failed batch wrote to the table"
     assert grade_rows(project) == []
     assert reconcile(project, "status", "-p", "p").startswith("p: Running")
 

@@ -22,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from reconciler.faults import CRASH_ENV
+from state_backends.base import default_who
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import write_files
 
@@ -102,7 +103,8 @@ def test_killed_step_converges(spark: SparkSession, tmp_path: Path, point: str) 
     assert query(project, "p", AVERAGES) == averages
 
     refused = reconcile(project, "run", expect=1)
-    assert "is locked by" in refused and "operation 'run'" in refused, refused
+    assert f"is locked by {default_who()} (lock id" in refused, refused
+    assert "operation 'run'" in refused and "reconcile state force-unlock" in refused, refused
     lock_id = re.search(r"lock id ([0-9a-f-]{36})", refused)
     assert lock_id, refused
     assert "released" in reconcile(project, "state", "force-unlock", lock_id[1], "-p", "p")
