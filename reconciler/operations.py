@@ -24,7 +24,7 @@ from reconciler.plan import PipelinePlan, plan_pipeline
 from reconciler.program import Program
 from reconciler.specs import Project
 from reconciler.state import read_manifest
-from reconciler.step import StepResult, run_step
+from reconciler.step import StepResult, has_pending_input, insert_app_id, run_step
 from state_backends import StateBackend
 
 POLICIES = ("await_approval", "allow", "reject")
@@ -249,8 +249,13 @@ def _discard_unused(engine: Engine, before: Manifest, after: Manifest) -> None:
 
 
 def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: str, *,
-                 after_write: Callable[[Any], None] | None = None) -> tuple[Outcome, StepResult]:
-    """One step; `after_write` (used by `execute`) writes into a table under the same lock."""
+                 insert: Callable[[Any], None] | None = None) -> tuple[Outcome, StepResult]:
+    """One step, under the pipeline's lock; starts Spark only when there is work.
+
+    `insert` (used by `execute`) writes into a table; that step then refreshes views
+    without ingesting, so an uncommitted insert is never mixed with ingested batches
+    (see `discard_uncommitted_inserts`).
+    """
     with backend.locked(name, "run"):
         manifest, etag = read_manifest(backend, name)
         if manifest is None:
@@ -258,11 +263,13 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if manifest.status != "Running":
             raise ReconcileError(f"pipeline '{name}' is {manifest.status}, not Running: "
                                  "finish it with `reconcile apply` or `reconcile approve`")
+        if insert is None and not has_pending_input(manifest.program, manifest.relations,
+                                                    manifest.connectors, project.root):
+            return Outcome(name, "idle", f"{name}: no new input", manifest.serial), StepResult()
         runtime = engine.runtime(name, manifest.program, manifest.relations)
-        if after_write is not None:
-            after_write(runtime)
         step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,
-                        base_dir=project.root)
+                        base_dir=project.root, ingest_inputs=insert is None,
+                        after_discard=insert)
         if not step.has_changes:
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
         crash_point("step-before-commit")
@@ -323,9 +330,13 @@ def execute_insert(project: Project, backend: StateBackend, engine: Engine, name
         rows = renamed.select(*(
             (F.col(f.name) if f.name in names else F.lit(None)).cast(f.dataType).alias(f.name)
             for f in schema))
-        runtime.storage.append(runtime.relations[table]["path"], rows)
+        state = runtime.relations[table]
+        # Above every insert ever tagged, committed or discarded: a retry is never skipped.
+        txn = 1 + max(s.get("insert_txn", 0) for s in runtime.relations.values())
+        runtime.storage.append(state["path"], rows, app_id=insert_app_id(name), txn_version=txn)
+        runtime.relations[table] = {**state, "insert_txn": txn}
 
-    return run_pipeline(project, backend, engine, name, after_write=write)
+    return run_pipeline(project, backend, engine, name, insert=write)
 
 
 def _register_queryable(runtime: Any) -> None:

@@ -13,11 +13,12 @@ exactly once (app transactions), so the next step adopts them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.connectors import changes_between, emit, ingest
+from reconciler.connectors import changes_between, emit, has_new_files, ingest, resolve_path
 from reconciler.faults import crash_point
 from reconciler.runtime import PipelineRuntime
 
@@ -28,17 +29,73 @@ class StepResult:
     changed_tables: list[str] = field(default_factory=list)
     refreshed: list[str] = field(default_factory=list)
     emitted: dict[str, int] = field(default_factory=dict)
+    discarded_inserts: list[str] = field(default_factory=list)
 
     @property
     def has_changes(self) -> bool:
-        return bool(self.changed_tables)
+        return bool(self.changed_tables or self.discarded_inserts)
+
+
+def insert_app_id(pipeline: str) -> str:
+    """The Delta app-transaction id of `reconcile execute` writes to a pipeline's tables."""
+    return f"reconcile:{pipeline}:execute"
+
+
+def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
+    """Undo `execute` writes whose manifest commit never happened.
+
+    An insert is tagged with an app-transaction version one above the last committed
+    one (`insert_txn` in the table's state). A higher version in the table means an
+    `execute` wrote and then crashed before its commit: the table is restored to the
+    committed version, so re-running that INSERT does not add the rows twice.
+    Ingested batches are different: they are adopted, because their connector's
+    checkpoint has already moved past them.
+    """
+    discarded = []
+    app = insert_app_id(runtime.layout.pipeline)
+    for table in runtime.program["tables"]:
+        state = runtime.relations[table]
+        written = runtime.storage.transaction_version(state["path"], app) or 0
+        if written <= state.get("insert_txn", 0):
+            continue
+        restored = runtime.storage.restore(state["path"], state["version"])
+        runtime.relations[table] = {**state, "version": restored, "insert_txn": written}
+        discarded.append(table)
+    return discarded
+
+
+def has_pending_input(program: dict[str, Any], relations: dict[str, dict[str, Any]],
+                      connectors: dict[str, dict[str, Any]], base_dir: Path) -> bool:
+    """Whether a step could find anything to do, decided without Spark.
+
+    New files in an input folder, or a table version newer than the manifest's (an
+    ingestion or insert that crashed before its commit), mean yes. Sources that
+    cannot be listed from here count as yes, and Spark decides.
+    """
+    from reconciler.engine.storage import probe_latest_version
+
+    for name, definition in program["connectors"].items():
+        if definition["direction"] != "input":
+            continue
+        if definition["type"] != "files" or has_new_files(
+                resolve_path(definition["path"], base_dir), connectors[name]["checkpoint"]):
+            return True
+    return any(probe_latest_version(relations[table]["path"]) != relations[table]["version"]
+               for table in program["tables"])
 
 
 def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *, serial: int,
-             base_dir: Path, ingest_inputs: bool = True) -> StepResult:
-    """Advance the pipeline by one step; `runtime.relations` is updated in place."""
+             base_dir: Path, ingest_inputs: bool = True,
+             after_discard: Callable[[PipelineRuntime], None] | None = None) -> StepResult:
+    """Advance the pipeline by one step; `runtime.relations` is updated in place.
+
+    `after_discard` (used by `execute`) writes into tables once uncommitted inserts
+    are gone and before the step looks for changed tables.
+    """
     program = runtime.program
-    result = StepResult()
+    result = StepResult(discarded_inserts=discard_uncommitted_inserts(runtime))
+    if after_discard is not None:
+        after_discard(runtime)
     if ingest_inputs:
         for name, definition in program["connectors"].items():
             if definition["direction"] == "input":

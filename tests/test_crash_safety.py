@@ -121,3 +121,30 @@ def test_killed_step_converges(spark: SparkSession, tmp_path: Path, point: str) 
     assert changes == [("delete", 1, "algebra", 90), ("insert", 1, "algebra", 92),
                        ("insert", 3, "physics", 70)]
     assert "no new input" in reconcile(project, "run")
+
+
+INSERT = "INSERT INTO grades VALUES (4, 'art', 60), (4, 'art', 70)"
+
+
+def test_killed_execute_is_discarded_and_retry_inserts_once(spark: SparkSession,
+                                                             tmp_path: Path) -> None:
+    project = write_files(tmp_path, PROJECT_FILES)
+    reconcile(project, "apply", "--auto-approve")
+    committed = manifest(project, "p")
+    env = {**os.environ, CRASH_ENV: "step-before-commit"}
+    process = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project),
+                              "execute", "-p", "p", INSERT],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == -signal.SIGKILL, process.stderr
+    assert manifest(project, "p")["relations"] == committed["relations"]
+    assert grade_rows(project) == []
+
+    refused = reconcile(project, "execute", "-p", "p", INSERT, expect=1)
+    lock_id = re.search(r"lock id ([0-9a-f-]{36})", refused)
+    assert lock_id, refused
+    reconcile(project, "state", "force-unlock", lock_id[1], "-p", "p")
+
+    assert "step committed" in reconcile(project, "execute", "-p", "p", INSERT)
+    assert grade_rows(project) == [(4, "art", 60), (4, "art", 70)]
+    assert query(project, "p", AVERAGES) == [{"student_id": 4, "class": "art", "class_avg": 65}]
+    assert "no new input" in reconcile(project, "run")

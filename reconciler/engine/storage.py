@@ -125,6 +125,27 @@ def default_storage_options(uri: str) -> dict[str, str]:
     return options
 
 
+def open_delta_rs(uri: str, version: int | None = None,
+                  storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
+    """The delta-rs handle of a table (at ``version``), or None when there is no table."""
+    _check_delta_rs_location(uri)
+    options = default_storage_options(uri) | dict(storage_options or {})
+    try:
+        return DeltaTable(uri, version=version, storage_options=options)
+    except TableNotFoundError:
+        return None
+
+
+def probe_latest_version(path: PathLike) -> int | None:
+    """A table's newest version read from its Delta log by delta-rs, without Spark.
+
+    Lets a step find out that there is nothing to do before starting a JVM.
+    """
+    uri = table_uri(path)
+    table = open_delta_rs(uri.replace("s3a://", "s3://", 1))
+    return None if table is None else table.version()
+
+
 def conform(df: DataFrame, schema: T.StructType, *, where: str) -> DataFrame:
     """``df`` with exactly ``schema``'s columns, in its order, cast where the type differs.
 
@@ -178,11 +199,7 @@ class DeltaStorage:
 
     def _delta_rs(self, uri: str, version: int | None = None) -> DeltaTable | None:
         """The delta-rs handle of a table (at ``version``), or None when there is no table."""
-        _check_delta_rs_location(uri)
-        try:
-            return DeltaTable(uri, version=version, storage_options=self.storage_options(uri))
-        except TableNotFoundError:
-            return None
+        return open_delta_rs(uri, version, self._storage_options)
 
     def _require(self, uri: str, version: int | None = None) -> DeltaTable:
         table = self._delta_rs(uri, version)
@@ -346,6 +363,23 @@ class DeltaStorage:
             return self._spark_transaction_version(uri, app_id)
         table = self._delta_rs(uri)
         return None if table is None else table.transaction_version(app_id)
+
+    def restore(self, path: PathLike, version: int) -> int:
+        """Make the table's contents those of ``version`` again, in a new version.
+
+        Used to discard a write that no manifest committed (an `execute` that crashed);
+        app-transaction versions are not rolled back, which is what callers rely on.
+        """
+        uri = table_uri(path)
+        if self.writer == "delta-spark":
+            self.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
+            latest = self._spark_latest_version(uri)
+            if latest is None:
+                raise ReconcileError(f"{uri}: no Delta table there to restore")
+            return latest
+        table = self._require(uri)
+        table.restore(version)
+        return table.version()
 
     def truncate(self, path: PathLike) -> int:
         """Remove every row in a new version; the table, its schema and its history stay.
