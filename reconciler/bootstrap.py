@@ -44,7 +44,10 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
         before = previous.get(name)
         reset = (before is None or diff.connectors[name] != "unchanged"
                  or diff.tables.get(definition["relation"]) != "unchanged")
-        generation = (before["generation"] + (1 if reset else 0)) if before else 0
+        if before is not None and not reset:
+            states[name] = dict(before)  # offsets (checkpoint, source_version) carry over
+            continue
+        generation = before["generation"] + 1 if before else 0
         states[name] = {"generation": generation,
                         "checkpoint": runtime.layout.checkpoint(name, generation)}
     return states

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from reconciler.delta_source import ingest_delta
 from reconciler.errors import ReconcileError
 from reconciler.runtime import PipelineRuntime, table_schema
 
@@ -165,17 +166,20 @@ def _option(value: Any) -> str:
 
 def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
            state: dict[str, Any], base_dir: Path) -> IngestResult | None:
-    """Run one input connector to the end of its available input; None if nothing new."""
-    if definition["type"] != "files":
-        raise ReconcileError(f"input connector '{name}': type '{definition['type']}' is not "
-                             "supported by this engine yet (use 'files')")
+    """Run one input connector to the end of its available input; None if nothing new.
+
+    `state` is the connector's state for the next manifest (updated in place).
+    """
+    transaction = app_id(runtime.layout.pipeline, name, state["generation"])
+    if definition["type"] == "delta":
+        version = ingest_delta(runtime, name, definition, state, base_dir, transaction)
+        return None if version is None else IngestResult(name, definition["relation"], 1)
     path = resolve_path(definition["path"], base_dir)
     if not has_new_files(path, state["checkpoint"]):
         return None
     table = definition["relation"]
     schema = table_schema(runtime.program["tables"][table])
     table_path = runtime.relations[table]["path"]
-    transaction = app_id(runtime.layout.pipeline, name, state["generation"])
     quarantine = definition["on_error"] == "quarantine"
     batches: list[int] = []
     # Why a batch failed, kept here rather than fished out of the

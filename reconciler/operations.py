@@ -230,7 +230,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
                        serial=serial, base_dir=project.root, silent=True)
     step = run_step(runtime, result.connectors, serial=serial, base_dir=project.root)
     done = manifest.next(status="Running", status_details=None, pending=None, program=document,
-                         relations=runtime.relations, connectors=result.connectors,
+                         relations=runtime.relations, connectors=step.connectors,
                          git_sha=git_sha or manifest.git_sha, last_step={
                              "ingested": step.ingested, "refreshed": step.refreshed})
     _commit(backend, done, etag)
@@ -273,7 +273,8 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if not step.has_changes:
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
         crash_point("step-before-commit")
-        committed = manifest.next(relations=runtime.relations, last_step={
+        committed = manifest.next(relations=runtime.relations, connectors=step.connectors,
+                                  last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted})
         _commit(backend, committed, etag)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.connectors import changes_between, emit, has_new_files, ingest, resolve_path
+from reconciler.delta_source import has_new_versions
 from reconciler.faults import crash_point
 from reconciler.runtime import PipelineRuntime
 
@@ -30,6 +31,7 @@ class StepResult:
     refreshed: list[str] = field(default_factory=list)
     emitted: dict[str, int] = field(default_factory=dict)
     discarded_inserts: list[str] = field(default_factory=list)
+    connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def has_changes(self) -> bool:
@@ -77,8 +79,11 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, dict[str, An
     for name, definition in program["connectors"].items():
         if definition["direction"] != "input":
             continue
-        if definition["type"] != "files" or has_new_files(
-                resolve_path(definition["path"], base_dir), connectors[name]["checkpoint"]):
+        if definition["type"] == "delta":
+            if has_new_versions(definition, connectors[name], base_dir):
+                return True
+        elif has_new_files(resolve_path(definition["path"], base_dir),
+                           connectors[name]["checkpoint"]):
             return True
     return any(probe_latest_version(relations[table]["path"]) != relations[table]["version"]
                for table in program["tables"])
@@ -93,13 +98,14 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     are gone and before the step looks for changed tables.
     """
     program = runtime.program
-    result = StepResult(discarded_inserts=discard_uncommitted_inserts(runtime))
+    result = StepResult(discarded_inserts=discard_uncommitted_inserts(runtime),
+                        connectors={name: dict(state) for name, state in connectors.items()})
     if after_discard is not None:
         after_discard(runtime)
     if ingest_inputs:
         for name, definition in program["connectors"].items():
             if definition["direction"] == "input":
-                ingested = ingest(runtime, name, definition, connectors[name], base_dir)
+                ingested = ingest(runtime, name, definition, result.connectors[name], base_dir)
                 if ingested is not None:
                     result.ingested[name] = ingested.batches
         crash_point("step-after-ingest")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile
@@ -227,3 +227,41 @@ def test_output_connectors(spark: SparkSession, tmp_path: Path) -> None:
     assert sorted((r["student_id"], r["class"], r["class_avg"]) for r in mirror) == \
         [(r["student_id"], r["class"], r["class_avg"]) for r in query(project, "p", AVERAGES)]
     assert len(mirror) == 2
+
+
+DELTA_FILES = {
+    "pipelines/d/pipeline.yaml": """
+        name: d
+        connectors:
+          - {name: upstream, table: events, type: delta, path: upstream/events}
+        """,
+    "pipelines/d/program.sql": """
+        create table events (id bigint, kind string, amount decimal(8,2));
+        create materialized view totals as
+          select kind, count(*) as n, sum(amount) as amount from events group by kind;
+        """,
+}
+
+
+def test_delta_input_ingests_new_versions_once(spark: SparkSession, tmp_path: Path) -> None:
+    project = write_files(tmp_path, DELTA_FILES)
+    upstream = str(project / "upstream/events")
+
+    def append(rows: list[tuple[int, str, str]]) -> None:
+        write_deltalake(upstream, pa.table({
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "kind": [r[1] for r in rows],
+            "amount": pa.array([Decimal(r[2]) for r in rows], pa.decimal128(8, 2))}),
+            mode="append")
+
+    append([(1, "a", "1.50"), (2, "b", "2.00")])
+    reconcile(project, "apply", "--auto-approve")
+    assert "step committed" in reconcile(project, "run")
+    append([(3, "a", "3.00")])
+    append([(4, "b", "4.00")])
+    assert "step committed" in reconcile(project, "run")
+    assert "no new input" in reconcile(project, "run")
+    rows = query(project, "d", "SELECT kind, n, amount FROM totals ORDER BY kind")
+    assert [(r["kind"], r["n"], r["amount"]) for r in rows] == [("a", 2, Decimal("4.50")),
+                                                               ("b", 2, Decimal("6.00"))]
+    assert manifest(project, "d")["connectors"]["upstream"]["source_version"] == 2

@@ -428,7 +428,36 @@ class DeltaStorage:
         table = self._at_version(uri, version)
         if _needs_delta_reader(table):
             return self._read_via_arrow(table, schema)
-        files = table.file_uris()
+        return self._scan(table.file_uris(), schema, whole_table=table)
+
+    def read_appended(self, path: PathLike, since: int | None,
+                      schema: T.StructType) -> tuple[DataFrame, int]:
+        """Rows an append-only table gained after version ``since`` (all rows when None),
+        and the version they go up to.
+
+        The data files of the latest version that were not in ``since``'s. A table
+        that also lost files (a delete, an overwrite) is not append-only: refused.
+        """
+        uri = table_uri(path)
+        table = self._require(uri)
+        latest = table.version()
+        before = set() if since is None else set(self._at_version(uri, since).file_uris())
+        now = table.file_uris()
+        if before - set(now):
+            raise ReconcileError(f"{uri}: files were removed between versions {since} and "
+                                 f"{latest}; the delta connector reads append-only tables")
+        if _needs_delta_reader(table):
+            raise ReconcileError(f"{uri}: partitioned or column-mapped tables are not supported "
+                                 "by the delta connector yet")
+        return self._scan([f for f in now if f not in before], schema, whole_table=None), latest
+
+    def _scan(self, files: list[str], schema: T.StructType, *,
+              whole_table: DeltaTable | None) -> DataFrame:
+        """Spark reading these parquet files with ``schema``.
+
+        When Spark has no filesystem for their scheme and ``files`` are all of
+        ``whole_table``'s, that table is loaded through delta-rs and Arrow instead.
+        """
         if not files:
             return self.spark.createDataFrame([], schema)
         if all(is_local(file) for file in files):
@@ -437,8 +466,11 @@ class DeltaStorage:
             frame = self.spark.read.schema(schema).parquet(*[_hadoop_uri(f) for f in files])
             _ = frame.schema  # Spark Connect analyses lazily: make a missing filesystem fail here
             return frame
-        except Exception:  # no Hadoop filesystem for the scheme (e.g. s3 without hadoop-aws)
-            return self._read_via_arrow(table, schema)
+        except Exception as error:  # no Hadoop filesystem for the scheme (e.g. s3, no hadoop-aws)
+            if whole_table is None:
+                raise ReconcileError(f"Spark cannot read {files[0]}: {_first_line(error)}; "
+                                     "add the filesystem's jars (e.g. hadoop-aws)") from None
+            return self._read_via_arrow(whole_table, schema)
 
     def row_count(self, path: PathLike, version: int) -> int:
         """Rows in the table at ``version``: from the log's per-file stats when all files have
@@ -622,3 +654,8 @@ def _delete_remote(uri: str, options: Mapping[str, str]) -> None:
     if info.type == pafs.FileType.NotFound:
         return
     filesystem.delete_dir(folder)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(error).__name__

@@ -1,0 +1,48 @@
+"""The `delta` input connector: rows appended to an external Delta table.
+
+Its offset is the last source version ingested (`source_version` in the
+connector's state in the manifest, so it commits atomically with the table
+version it produced). Each step reads the data files added since that version
+and appends them as one Delta app transaction whose version is the source
+version: a step that crashed before its commit is repeated without duplicates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from reconciler.engine.storage import probe_latest_version
+from reconciler.errors import ReconcileError
+
+
+def has_new_versions(definition: dict[str, Any], state: dict[str, Any], base_dir: Path) -> bool:
+    """Whether the source has versions the connector has not ingested (no Spark)."""
+    from reconciler.connectors import resolve_path
+
+    latest = probe_latest_version(resolve_path(definition["path"], base_dir))
+    return latest is not None and latest != state.get("source_version")
+
+
+def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dict[str, Any],
+                 base_dir: Path, transaction: str) -> int | None:
+    """Append the source's new rows to the connector's table; returns the new source version.
+
+    `state` is updated in place with the new `source_version`; None when nothing is new.
+    """
+    from reconciler.connectors import resolve_path
+    from reconciler.runtime import table_schema
+
+    if not has_new_versions(definition, state, base_dir):
+        return None
+    source = resolve_path(definition["path"], base_dir)
+    table = definition["relation"]
+    schema = table_schema(runtime.program["tables"][table])
+    try:
+        rows, latest = runtime.storage.read_appended(source, state.get("source_version"), schema)
+    except ReconcileError as error:
+        raise ReconcileError(f"input connector '{name}': {error}") from None
+    runtime.storage.append(runtime.relations[table]["path"], rows, app_id=transaction,
+                           txn_version=latest)
+    state["source_version"] = latest
+    return latest
