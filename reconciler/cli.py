@@ -27,9 +27,9 @@ from reconciler.plan import PipelinePlan, git_info, plan_document, plan_pipeline
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
 from reconciler.scaffold import scaffold
-from reconciler.specs import Project, display, load_project
+from reconciler.specs import display, load_project
 from reconciler.state import open_backend, read_manifest
-from reconciler.workspace import load_programs, load_source, select_pipelines
+from reconciler.workspace import load_programs, select_pipelines
 from state_backends import StateBackendError
 
 
@@ -216,17 +216,13 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve
     for program in programs:
-        source_policy = bootstrap_policy or _pipeline_policy(project, program.pipeline)
+        source_policy = bootstrap_policy or program.bootstrap_policy
         outcome = ops.apply_pipeline(
             project, program, backend, engine, policy=source_policy, auto_approve=auto_approve,
             silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
             full_refresh=full_refresh,
             confirm=_confirm if interactive and source_policy == "await_approval" else None)
         _report(outcome)
-
-
-def _pipeline_policy(project: Project, name: str) -> str:
-    return load_source(project, name).spec.bootstrap_policy
 
 
 def _confirm(plan: PipelinePlan) -> bool:

@@ -118,6 +118,7 @@ class Program:
     views: dict[str, View]
     connectors: dict[str, Connector]
     order: tuple[str, ...] = field(default=())
+    bootstrap_policy: str = "await_approval"  # from pipeline.yaml; not part of the program
 
     @property
     def fingerprint(self) -> str:
@@ -199,7 +200,8 @@ def build_program(source: PipelineSource) -> Program:
             views[name] = replace(view, fingerprint=fingerprints[name])
     connectors = _connectors(source, tables, views)
     return Program(pipeline=source.spec.name, tables=tables, views=views,
-                   connectors=connectors, order=tuple(order))
+                   connectors=connectors, order=tuple(order),
+                   bootstrap_policy=source.spec.bootstrap_policy)
 
 
 def _dependency_order(graph: dict[str, tuple[str, ...]],
