@@ -104,7 +104,12 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
         resuming = (manifest.status in ("Bootstrapping", "Failed", "AwaitingApproval")
                     and (manifest.pending or {}).get("desired_fingerprint")
                     == plan.desired_fingerprint)
-        if not plan.has_changes and manifest.status == "Running":
+        if not plan.has_changes:
+            if manifest.status != "Running":
+                # The specs are back to the committed program (e.g. a change was reverted
+                # while awaiting approval): its committed state is valid as it is.
+                manifest = manifest.next(status="Running", status_details=None, pending=None)
+                _commit(backend, manifest, etag)
             return Outcome(name, "no-changes", f"{name}: no changes", manifest.serial)
         approved = (auto_approve or policy == "allow" or saved_plan is not None or approving
                     or (resuming and manifest.status != "AwaitingApproval"))

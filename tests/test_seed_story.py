@@ -63,3 +63,20 @@ def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
     committed = manifest(project, "grades")
     assert committed["status"] == "Running" and committed["pending"] is None
     assert "no changes" in reconcile(project, "apply", "--auto-approve")
+
+
+def test_reverting_a_change_awaiting_approval_returns_to_running(spark: SparkSession,
+                                                                 tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    reconcile(project, "apply", "--auto-approve")
+    original = (project / "pipelines/grades/program.sql").read_text()
+    spec = (project / "pipelines/grades/pipeline.yaml").read_text()
+    apply_seed_modification(project)
+    reconcile(project, "apply")
+    assert manifest(project, "grades")["status"] == "AwaitingApproval"
+    (project / "pipelines/grades/program.sql").write_text(original)
+    (project / "pipelines/grades/pipeline.yaml").write_text(spec)
+    assert "no changes" in reconcile(project, "apply")
+    committed = manifest(project, "grades")
+    assert (committed["status"], committed["pending"]) == ("Running", None)
+    reconcile(project, "approve", "-p", "grades", expect=1)
