@@ -67,6 +67,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
                 relations.pop(name, None)
     for name, change in diff.tables.items():
         if change in ("added", "modified"):
+            runtime.report("create table", name)
             runtime.create_table(name)
             result.created_tables.append(name)
     result.connectors = connector_states(runtime, diff, previous_connectors)
@@ -77,6 +78,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     for name in diff.new["order"]:
         if diff.views.get(name) not in ("added", "modified"):
             continue
+        runtime.report("compute view", name)
         runtime.write_view(name, runtime.evaluate(name))
         result.recomputed.append(name)
         crash_point(f"bootstrap-after-view:{name}")

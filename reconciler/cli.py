@@ -24,6 +24,7 @@ from rich.table import Table
 from reconciler import __version__
 from reconciler.errors import ReconcileError
 from reconciler.plan import PipelinePlan, git_info, plan_document, plan_pipeline, verify_plan_id
+from reconciler.progress import terminal_progress
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
 from reconciler.scaffold import scaffold
@@ -37,6 +38,11 @@ from state_backends import StateBackendError
 class CliContext:
     project_dir: Path
     debug: bool
+    context: click.Context
+
+    def enter(self, manager: Any) -> Any:
+        """Enter a context manager for the rest of the command (closed when it ends)."""
+        return self.context.with_resource(manager)
 
 
 pass_cli = click.make_pass_decorator(CliContext)
@@ -63,7 +69,7 @@ class ReconcileGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, project_dir: Path, debug: bool) -> None:
     """Plan and apply changes to continuous Spark SQL pipelines, bootstrapping only what changed."""
-    ctx.obj = CliContext(project_dir=project_dir, debug=debug)
+    ctx.obj = CliContext(project_dir=project_dir, debug=debug, context=ctx)
 
 
 @cli.command()
@@ -212,7 +218,8 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url)
     ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
+                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve
     for program in programs:
@@ -243,7 +250,8 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: st
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url)
     ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
+                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
     for program in programs:
         manifest, _ = read_manifest(backend, program.pipeline)
         if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
@@ -265,7 +273,8 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     project = load_project(obj.project_dir)
     backend = open_backend(project, backend_url)
     ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
+                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
     names = select_pipelines(project, pipeline)
     while True:
         for name in names:
@@ -289,7 +298,8 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
     ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
+                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
     outcome, _ = ops.execute_insert(project, backend, engine, pipeline, sql)
     _report(outcome)
 
@@ -310,7 +320,8 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
     ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote)
+    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
+                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
     frame = ops.query_pipeline(backend, engine, pipeline, sql)
     columns = frame.columns
     rows = [{name: _plain(value) for name, value in zip(columns, row, strict=True)}

@@ -22,6 +22,7 @@ from reconciler.layout import Layout
 from reconciler.manifest import Manifest
 from reconciler.plan import PipelinePlan, plan_pipeline
 from reconciler.program import Program
+from reconciler.progress import Reporter, no_progress
 from reconciler.specs import Project
 from reconciler.state import read_manifest
 from reconciler.step import StepResult, has_pending_input, insert_app_id, run_step
@@ -37,6 +38,7 @@ class Engine:
     project: Project
     master: str | None = None
     remote: str | None = None
+    report: Reporter = no_progress
 
     @cached_property
     def spark(self) -> Any:
@@ -54,8 +56,10 @@ class Engine:
                 relations: dict[str, dict[str, Any]]) -> Any:
         from reconciler.runtime import PipelineRuntime
 
+        self.report("start", "Spark session")
         layout = Layout(self.project.resolve(self.project.settings.storage), pipeline)
-        return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations))
+        return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations),
+                               report=self.report)
 
 
 @dataclass

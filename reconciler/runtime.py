@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from reconciler.engine.schema import spark_schema, struct_from_json
 from reconciler.engine.storage import DeltaStorage
 from reconciler.layout import Layout
+from reconciler.progress import Reporter, no_progress
 from reconciler.sql_parser import DIALECT
 
 
@@ -43,6 +44,7 @@ class PipelineRuntime:
     layout: Layout
     program: dict[str, Any]
     relations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    report: Reporter = no_progress
 
     def frame(self, name: str) -> DataFrame:
         state = self.relations[name]

@@ -105,6 +105,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     if ingest_inputs:
         for name, definition in program["connectors"].items():
             if definition["direction"] == "input":
+                runtime.report("ingest", name)
                 ingested = ingest(runtime, name, definition, result.connectors[name], base_dir)
                 if ingested is not None:
                     result.ingested[name] = ingested.batches
@@ -133,6 +134,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
         definition = program["views"].get(view)
         if definition is None or not changed.intersection(definition["reads"]):
             continue
+        runtime.report("refresh", view)
         before = runtime.frame(view)
         runtime.write_view(view, runtime.evaluate(view))
         changed.add(view)
