@@ -13,11 +13,12 @@ the only commit point. Until then the previous manifest pins the old versions.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.connectors import emit
+from reconciler.connectors import emit, outputs_by_relation
 from reconciler.diff import ProgramDiff
 from reconciler.faults import crash_point
 from reconciler.runtime import PipelineRuntime
@@ -30,7 +31,6 @@ class BootstrapResult:
     recomputed: list[str] = field(default_factory=list)
     created_tables: list[str] = field(default_factory=list)
     emitted: dict[str, int] = field(default_factory=dict)
-    discarded: list[str] = field(default_factory=list)
 
 
 def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
@@ -39,7 +39,7 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
     states: dict[str, dict[str, Any]] = {}
     for name, definition in diff.new["connectors"].items():
         if definition["direction"] != "input":
-            states[name] = {"emitted_serial": previous.get(name, {}).get("emitted_serial")}
+            states[name] = {}
             continue
         before = previous.get(name)
         reset = (before is None or diff.connectors[name] != "unchanged"
@@ -47,7 +47,9 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
         if before is not None and not reset:
             states[name] = dict(before)  # offsets (checkpoint, source_version) carry over
             continue
-        generation = before["generation"] + 1 if before else 0
+        # A new id, never a counter: a retried bootstrap or a re-added connector must not
+        # find the checkpoint or the app transactions of an attempt that never committed.
+        generation = uuid.uuid4().hex[:12]
         states[name] = {"generation": generation,
                         "checkpoint": runtime.layout.checkpoint(name, generation)}
     return states
@@ -61,8 +63,6 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     result = BootstrapResult(relations=relations, connectors={})
     for section in ("tables", "views"):
         for name, change in getattr(diff, section).items():
-            if change in ("removed", "modified") and name in relations:
-                result.discarded.append(name)
             if change == "removed":
                 relations.pop(name, None)
     for name, change in diff.tables.items():
@@ -71,20 +71,18 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             runtime.create_table(name)
             result.created_tables.append(name)
     result.connectors = connector_states(runtime, diff, previous_connectors)
-    outputs: dict[str, list[str]] = {}
-    for name, definition in diff.new["connectors"].items():
-        if definition["direction"] == "output":
-            outputs.setdefault(definition["relation"], []).append(name)
+    outputs = outputs_by_relation(diff.new)
     for name in diff.new["order"]:
-        if diff.views.get(name) not in ("added", "modified"):
+        if diff.views.get(name) in ("added", "modified"):
+            runtime.report("compute view", name)
+            runtime.write_view(name, runtime.evaluate(name))
+            result.recomputed.append(name)
+            crash_point(f"bootstrap-after-view:{name}")
+        elif name not in result.created_tables:
             continue
-        runtime.report("compute view", name)
-        runtime.write_view(name, runtime.evaluate(name))
-        result.recomputed.append(name)
-        crash_point(f"bootstrap-after-view:{name}")
         if silent:
             continue
-        contents = runtime.frame(name)
+        contents = runtime.frame(name)  # a created table's contents: empty
         for connector in outputs.get(name, []):
             result.emitted[connector] = emit(runtime, connector,
                                              diff.new["connectors"][connector], contents,

@@ -31,6 +31,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.delta_source import ingest_delta
 from reconciler.errors import ReconcileError
+from reconciler.layout import resolve_path
 from reconciler.runtime import PipelineRuntime, table_schema
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -44,14 +45,16 @@ class IngestResult:
     batches: int
 
 
-def resolve_path(path: str, base_dir: Path) -> str:
-    """Connector paths are relative to the project folder unless absolute or a URI."""
-    if "://" in path or os.path.isabs(path):
-        return path
-    return str((base_dir / path).resolve())
+def outputs_by_relation(program: dict[str, Any]) -> dict[str, list[str]]:
+    """Output connector names grouped by the table or view they send."""
+    outputs: dict[str, list[str]] = {}
+    for name, definition in program["connectors"].items():
+        if definition["direction"] == "output":
+            outputs.setdefault(definition["relation"], []).append(name)
+    return outputs
 
 
-def app_id(pipeline: str, connector: str, generation: int) -> str:
+def app_id(pipeline: str, connector: str, generation: str) -> str:
     return f"reconcile:{pipeline}:{connector}:{generation}"
 
 
@@ -257,7 +260,7 @@ def _mute_jvm_logger(spark: Any, name: str) -> Callable[[], None]:
 
 def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,
                  schema: StructType, table_path: str, transaction: str, quarantine: bool,
-                 generation: int) -> None:
+                 generation: str) -> None:
     """Append one micro-batch to its table as app transaction `batch_id` (idempotent).
 
     Malformed rows fail the batch, so Spark neither commits it nor moves on, or

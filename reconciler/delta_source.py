@@ -14,12 +14,12 @@ from typing import Any
 
 from reconciler.engine.storage import probe_latest_version
 from reconciler.errors import ReconcileError
+from reconciler.layout import resolve_path
+from reconciler.runtime import table_schema
 
 
 def has_new_versions(definition: dict[str, Any], state: dict[str, Any], base_dir: Path) -> bool:
     """Whether the source has versions the connector has not ingested (no Spark)."""
-    from reconciler.connectors import resolve_path
-
     latest = probe_latest_version(resolve_path(definition["path"], base_dir))
     return latest is not None and latest != state.get("source_version")
 
@@ -30,19 +30,23 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
 
     `state` is updated in place with the new `source_version`; None when nothing is new.
     """
-    from reconciler.connectors import resolve_path
-    from reconciler.runtime import table_schema
-
     if not has_new_versions(definition, state, base_dir):
         return None
     source = resolve_path(definition["path"], base_dir)
     table = definition["relation"]
     schema = table_schema(runtime.program["tables"][table])
+    table_path = runtime.relations[table]["path"]
+    since = state.get("source_version")
+    # A step that crashed after its append but before its commit left the rows up to
+    # its source version in the table: continue after them, even if the source moved on.
+    appended = runtime.storage.transaction_version(table_path, transaction)
+    if appended is not None and (since is None or appended > since):
+        since = appended
     try:
-        rows, latest = runtime.storage.read_appended(source, state.get("source_version"), schema)
+        rows, latest = runtime.storage.read_appended(source, since, schema)
     except ReconcileError as error:
         raise ReconcileError(f"input connector '{name}': {error}") from None
-    runtime.storage.append(runtime.relations[table]["path"], rows, app_id=transaction,
-                           txn_version=latest)
+    if latest != since:
+        runtime.storage.append(table_path, rows, app_id=transaction, txn_version=latest)
     state["source_version"] = latest
     return latest

@@ -10,7 +10,7 @@ converges to the same result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -67,7 +67,9 @@ class Outcome:
     """What an operation did, for the CLI and the GitHub Action to report."""
 
     pipeline: str
-    result: str  # no-changes | deployed | awaiting-approval | bootstrapped | stepped | idle
+    # no-changes | deployed | awaiting-approval | cancelled | bootstrapped | refreshed |
+    # stepped | idle
+    result: str
     message: str
     serial: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
@@ -105,21 +107,23 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
             raise ReconcileError(f"pipeline '{name}': " + "; ".join(plan.refusals))
         if manifest is None:
             return _deploy(project, program, backend, engine, git_sha)
+        if manifest.status in ("Bootstrapping", "Failed"):
+            manifest = _undo_uncommitted_writes(engine, manifest)
         resuming = (manifest.status in ("Bootstrapping", "Failed", "AwaitingApproval")
                     and (manifest.pending or {}).get("desired_fingerprint")
                     == plan.desired_fingerprint)
         if not plan.has_changes:
             if manifest.status != "Running":
-                # The specs are back to the committed program (e.g. a change was reverted
-                # while awaiting approval): its committed state is valid as it is.
+                # The specs are the committed program again (a change was reverted, or an
+                # interrupted bootstrap is abandoned): its committed state is valid as it is.
                 manifest = manifest.next(status="Running", status_details=None, pending=None)
                 _commit(backend, manifest, etag)
             return Outcome(name, "no-changes", f"{name}: no changes", manifest.serial)
-        approved = (auto_approve or policy == "allow" or saved_plan is not None or approving
-                    or (resuming and manifest.status != "AwaitingApproval"))
-        if not approved and policy == "reject":
+        if policy == "reject" and plan.bootstrap_required:
             raise ReconcileError(f"pipeline '{name}' was modified and bootstrap_policy is "
                                  f"'reject': {_changes_summary(plan)}")
+        approved = (auto_approve or policy in ("allow", "reject") or saved_plan is not None
+                    or approving or (resuming and manifest.status != "AwaitingApproval"))
         if not approved and confirm is not None:
             approved = confirm(plan)
             if not approved:
@@ -136,7 +140,8 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
             return Outcome(name, "awaiting-approval", _awaiting_message(name), waiting.serial,
                            details)
         return _bootstrap(project, program, plan, manifest, etag, backend, engine,
-                          details=details, pending=pending, silent=silent, git_sha=git_sha)
+                          details=details, pending=pending, silent=silent, git_sha=git_sha,
+                          resuming=resuming and manifest.status == "Bootstrapping")
 
 
 def _awaiting_message(name: str) -> str:
@@ -195,10 +200,12 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
 def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest: Manifest,
                etag: str | None, backend: StateBackend, engine: Engine, *,
                details: dict[str, Any], pending: dict[str, Any], silent: bool,
-               git_sha: str | None) -> Outcome:
+               git_sha: str | None, resuming: bool) -> Outcome:
     name = program.pipeline
-    started = manifest.next(status="Bootstrapping", status_details=details, pending=pending)
-    etag = _commit(backend, started, etag)
+    started = manifest
+    if not resuming:  # a resumed bootstrap keeps its serial: outputs get the same file names
+        started = manifest.next(status="Bootstrapping", status_details=details, pending=pending)
+        etag = _commit(backend, started, etag)
     crash_point("bootstrap-started")
     document = program.document()
     runtime = engine.runtime(name, document, manifest.relations)
@@ -229,16 +236,25 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     """Rebuild everything from the sources: what one would do without bootstrapping.
 
     Every table is emptied, every input connector starts a new checkpoint generation
-    and re-ingests all of its input, and every view is recomputed; one manifest commit
-    at the end, so a crash leaves the previous state in force.
+    and re-ingests all of its input, and every view is recomputed. `Bootstrapping` is
+    committed first: after a crash the tables emptied in place are restored to their
+    committed versions by the next `apply` (see `_undo_uncommitted_writes`).
     """
+    if manifest.status in ("Bootstrapping", "Failed"):
+        manifest = _undo_uncommitted_writes(engine, manifest)
+    started = manifest.next(status="Bootstrapping", status_details=None,
+                            pending={"desired_fingerprint": program.fingerprint,
+                                     "full_refresh": True})
+    etag = _commit(backend, started, etag)
     document = program.document()
-    runtime = engine.runtime(program.pipeline, document, {})
-    serial = manifest.serial + 1
+    # Tables keep their state entries only for the `execute` marks their logs still hold.
+    runtime = engine.runtime(program.pipeline, document, {
+        name: state for name, state in manifest.relations.items() if name in program.tables})
+    serial = started.serial + 1
     result = bootstrap(runtime, diff_programs(None, document), manifest.connectors,
                        serial=serial, base_dir=project.root, silent=True)
     step = run_step(runtime, result.connectors, serial=serial, base_dir=project.root)
-    done = manifest.next(status="Running", status_details=None, pending=None, program=document,
+    done = started.next(status="Running", status_details=None, pending=None, program=document,
                          relations=runtime.relations, connectors=step.connectors,
                          git_sha=git_sha or manifest.git_sha, last_step={
                              "ingested": step.ingested, "refreshed": step.refreshed})
@@ -247,6 +263,26 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     return Outcome(program.pipeline, "refreshed",
                    f"{program.pipeline}: full refresh (serial {done.serial}); re-ingested "
                    f"{', '.join(step.ingested) or 'no connector'}", done.serial)
+
+
+def _undo_uncommitted_writes(engine: Engine, manifest: Manifest) -> Manifest:
+    """Restore tables that an interrupted bootstrap emptied in place to their committed version.
+
+    While a pipeline is not Running nothing but a bootstrap writes to its tables, so
+    any newer version comes from a bootstrap that never committed; left alone, the
+    next step would adopt it as ingested data. Returns the manifest with the new
+    (identical in content) versions, which the caller commits with its next manifest.
+    """
+    runtime = engine.runtime(manifest.pipeline, manifest.program, manifest.relations)
+    relations = dict(manifest.relations)
+    for name, state in manifest.relations.items():
+        if state["kind"] != "table":
+            continue
+        if runtime.storage.latest_version(state["path"]) not in (None, state["version"]):
+            relations[name] = {**state,
+                               "version": runtime.storage.restore(state["path"],
+                                                                  state["version"])}
+    return replace(manifest, relations=relations)
 
 
 def _discard_unused(engine: Engine, before: Manifest, after: Manifest) -> None:

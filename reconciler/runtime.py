@@ -65,7 +65,11 @@ class PipelineRuntime:
         version = (self.storage.overwrite(path, self.spark.createDataFrame([], schema), schema)
                    if self.storage.latest_version(path) is not None
                    else self.storage.create(path, schema))
-        return self._record(name, "table", path, version, schema, rows=0)
+        # The Delta log keeps `execute` app transactions across an overwrite: keep their mark.
+        inserts = self.relations.get(name, {}).get("insert_txn", 0)
+        state = self._record(name, "table", path, version, schema, rows=0)
+        state["insert_txn"] = inserts
+        return state
 
     def write_view(self, name: str, contents: DataFrame) -> dict[str, Any]:
         """Replace a view's stored contents with `contents`; returns its state entry."""

@@ -18,9 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.connectors import changes_between, emit, has_new_files, ingest, resolve_path
+from reconciler.connectors import (
+    changes_between,
+    emit,
+    has_new_files,
+    ingest,
+    outputs_by_relation,
+)
 from reconciler.delta_source import has_new_versions
 from reconciler.faults import crash_point
+from reconciler.layout import resolve_path
 from reconciler.runtime import PipelineRuntime
 
 
@@ -60,9 +67,12 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
         written = runtime.storage.transaction_version(state["path"], app) or 0
         if written <= state.get("insert_txn", 0):
             continue
-        restored = runtime.storage.restore(state["path"], state["version"])
-        runtime.relations[table] = {**state, "version": restored, "insert_txn": written}
-        discarded.append(table)
+        version = state["version"]
+        if runtime.storage.latest_version(state["path"]) != version:
+            version = runtime.storage.restore(state["path"], version)
+            discarded.append(table)
+        # Either way the next insert must use a higher transaction version than `written`.
+        runtime.relations[table] = {**state, "version": version, "insert_txn": written}
     return discarded
 
 
@@ -121,10 +131,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     if not result.changed_tables:
         return result
     changed = set(result.changed_tables)
-    outputs: dict[str, list[str]] = {}
-    for name, definition in program["connectors"].items():
-        if definition["direction"] == "output":
-            outputs.setdefault(definition["relation"], []).append(name)
+    outputs = outputs_by_relation(program)
     for table in result.changed_tables:
         for connector in outputs.get(table, []):
             changes = changes_between(table_before[table], runtime.frame(table))
