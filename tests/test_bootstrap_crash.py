@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.cli_helpers import manifest, reconcile
+from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import apply_seed_modification, copy_example
 from tests.test_seed_story import GRADES, STUDENTS, enriched
 
@@ -31,7 +31,6 @@ def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, tmp_pat
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "grades", STUDENTS)
     reconcile(project, "execute", "-p", "grades", GRADES)
-    before = manifest(project, "grades")
     apply_seed_modification(project)
 
     killed = subprocess.run(
@@ -40,15 +39,45 @@ def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, tmp_pat
         check=False, timeout=300)
     assert killed.returncode == -9, killed.stderr
 
-    during = manifest(project, "grades")
-    assert during["status"] == "Bootstrapping"
-    assert during["relations"] == before["relations"], "the crash leaked uncommitted state"
+    assert manifest(project, "grades")["status"] == "Bootstrapping"
     assert enriched(project) == OLD
 
     refused = reconcile(project, "apply", "--auto-approve", expect=1)
     lock_id = re.search(r"lock id (\S+),", refused)
     assert lock_id, refused
     reconcile(project, "state", "force-unlock", lock_id.group(1), "-p", "grades")
-    assert "bootstrapped" in reconcile(project, "apply", "--auto-approve")
+    # No --auto-approve: the change was approved before the crash, so apply resumes it.
+    assert "bootstrapped" in reconcile(project, "apply")
     assert enriched(project) == NEW
     assert manifest(project, "grades")["status"] == "Running"
+
+
+def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession,
+                                                             tmp_path: Path) -> None:
+    """A bootstrap killed after truncating a modified table, then the change reverted:
+    the table's committed rows must stay, not the uncommitted empty version."""
+    project = copy_example("grades", tmp_path)
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "execute", "-p", "grades", STUDENTS)
+    reconcile(project, "execute", "-p", "grades", GRADES)
+    sql = project / "pipelines/grades/program.sql"
+    original = sql.read_text()
+    sql.write_text(original.replace("name string", "name string, email string"))
+
+    killed = subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve"],
+        env={**os.environ, "RECONCILE_CRASH_AT": "bootstrap-after-view:avg_grade_enriched"},
+        capture_output=True, text=True, check=False, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert manifest(project, "grades")["status"] == "Bootstrapping"
+    lock_id = re.search(r", id (\S+)\)", reconcile(project, "status"))
+    assert lock_id, "status shows the stale lock's holder and id"
+    reconcile(project, "state", "force-unlock", lock_id.group(1), "-p", "grades")
+
+    sql.write_text(original)
+    assert "no changes" in reconcile(project, "apply")
+    assert manifest(project, "grades")["status"] == "Running"
+    assert "no new input" in reconcile(project, "run")
+    assert enriched(project) == OLD
+    rows = query(project, "grades", "SELECT count(*) AS n FROM students")
+    assert rows == [{"n": 2}]

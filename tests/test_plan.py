@@ -246,3 +246,29 @@ def test_plan_and_validate_start_no_jvm(tmp_path: Path, args: list[str]) -> None
     result = subprocess.run([sys.executable, "-c", script, "-C", str(project), *args],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_apply_refuses_a_stale_plan(tmp_path: Path) -> None:
+    """A saved plan is refused once the backend moved or the specs changed (no Spark needed:
+    the checks run before any work)."""
+    project = copy_example("grades", tmp_path)
+    commit(project, program_of(project))
+    apply_seed_modification(project)
+    out = tmp_path / "plan.json"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["-C", str(project), "plan", "--out", str(out)]).exit_code == 0
+
+    sql = project / "pipelines/grades/program.sql"
+    sql.write_text(sql.read_text() + "\ncreate view extra as select 1 as one;\n")
+    changed = runner.invoke(cli, ["-C", str(project), "apply", str(out)])
+    assert changed.exit_code == 1
+    assert "stale plan for 'grades': the specs changed since it was made" in changed.output
+
+    backend = LocalBackend(project / ".reconcile/state")
+    stored = backend.read_manifest("grades")
+    moved = Manifest.from_document(stored.document, "test").next()
+    backend.write_manifest("grades", moved.to_document(), stored.version)
+    result = runner.invoke(cli, ["-C", str(project), "apply", str(out)])
+    assert result.exit_code == 1
+    assert "stale plan for 'grades': it was made against serial 1, the backend is at 2" \
+        in result.output

@@ -1,0 +1,71 @@
+"""What output connectors receive when a pipeline is bootstrapped.
+
+A recomputed view sends its full contents (a snapshot) to its outputs, unless
+`--silent`; a new output on an unchanged view receives only later changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from tests.cli_helpers import manifest, reconcile
+from tests.projects import write_files
+
+SPEC = """
+name: p
+bootstrap_policy: allow
+connectors:
+  - {name: grades_in, table: grades, type: files, format: json, path: input}
+  - {name: avg_out, view: avg_grade, type: files, format: json, path: out/avg}
+"""
+SQL = """
+create table grades (student bigint, grade int);
+create materialized view avg_grade as
+  select student, avg(grade) as average from grades group by student;
+create materialized view counts as select count(*) as n from grades;
+"""
+
+
+def files_in(folder: Path) -> dict[str, list[dict]]:
+    """Each emitted file's rows, in a stable order."""
+    return {path.name: sorted((json.loads(line) for line in path.read_text().splitlines()),
+                              key=lambda row: json.dumps(row, sort_keys=True))
+            for path in sorted(folder.glob("*.json"))} if folder.exists() else {}
+
+
+def test_snapshots_silent_and_new_outputs(spark: SparkSession, tmp_path: Path) -> None:
+    project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": SPEC,
+                                     "pipelines/p/program.sql": SQL})
+    (project / "input").mkdir()
+    (project / "input/a.json").write_text('{"student": 1, "grade": 80}\n'
+                                          '{"student": 2, "grade": 60}\n')
+    reconcile(project, "apply")
+    reconcile(project, "run")
+    before = set(files_in(project / "out/avg"))
+
+    sql = project / "pipelines/p/program.sql"
+    sql.write_text(SQL.replace("avg(grade) as average", "max(grade) as average"))
+    spec = project / "pipelines/p/pipeline.yaml"
+    spec.write_text(SPEC + "  - {name: count_out, view: counts, type: files, format: json, "
+                           "path: out/counts}\n")
+    assert "recomputed avg_grade" in reconcile(project, "apply")
+    serial = manifest(project, "p")["serial"]
+    snapshots = {name: rows for name, rows in files_in(project / "out/avg").items()
+                 if name not in before}
+    # A snapshot is the view's full contents (no `_op`): it replaces what came before.
+    assert snapshots == {f"{serial:010d}-snapshot.json": [{"average": 60, "student": 2},
+                                                          {"average": 80, "student": 1}]}
+    assert files_in(project / "out/counts") == {}, "an unchanged view was re-emitted"
+
+    sql.write_text(SQL.replace("avg(grade) as average", "min(grade) as average"))
+    reconcile(project, "apply", "--silent")
+    assert set(files_in(project / "out/avg")) == before | set(snapshots), "--silent emitted"
+
+    (project / "input/b.json").write_text('{"student": 3, "grade": 90}\n')
+    reconcile(project, "run")
+    serial = manifest(project, "p")["serial"]
+    assert files_in(project / "out/counts") == {f"{serial:010d}-changes.json": [
+        {"n": 2, "_op": "delete"}, {"n": 3, "_op": "insert"}]}
