@@ -480,7 +480,9 @@ def test_unknown_pipeline_and_held_lock_are_reported(
 
 
 def test_apply_by_write_users_deploys_then_bootstraps(
-        workspace: Workspace, github: FakeGitHub, spark: Any) -> None:
+        workspace: Workspace, github: FakeGitHub, spark: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(workspace.root)  # where a shell would have created PWNED
     sha1 = workspace.head
     assert workspace.pull_request("opened", sha1).exit_code == 0
     plan_id = marker(only_sticky(github)["body"], "plan-id")
