@@ -23,7 +23,8 @@ from rich.table import Table
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
-from reconciler.plan import PipelinePlan, git_info, plan_document, plan_pipeline, verify_plan_id
+from reconciler.plan import PipelinePlan, git_info, plan_document, verify_plan_id
+from reconciler.planner import compute_plan
 from reconciler.progress import terminal_progress
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
@@ -96,18 +97,6 @@ def validate(obj: CliContext, pipeline: str | None) -> None:
         outputs = len(program.connectors) - inputs
         click.echo(f"{program.pipeline}: {len(program.tables)} tables, {len(program.views)} views, "
                    f"{inputs} input and {outputs} output connectors: ok")
-
-
-def compute_plan(project_dir: Path, pipeline: str | None,
-                 backend_url: str | None) -> dict[str, Any]:
-    """Plan every selected pipeline against its committed manifest; starts no JVM."""
-    project, programs = load_programs(project_dir, pipeline)
-    backend = open_backend(project, backend_url)
-    plans = []
-    for program in programs:
-        manifest, etag = read_manifest(backend, program.pipeline)
-        plans.append(plan_pipeline(program, manifest, etag))
-    return plan_document(plans, project.root)
 
 
 def _console() -> Console:

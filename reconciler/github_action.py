@@ -25,7 +25,8 @@ import json
 import re
 import tempfile
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,12 @@ from uuid import uuid4
 
 import click
 
-from reconciler.cli import compute_plan
 from reconciler.errors import ReconcileError
 from reconciler.github_client import DEFAULT_API_URL, GitHubClient, GitHubError
 from reconciler.manifest import utc_now
 from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan import git_info
+from reconciler.planner import compute_plan
 from reconciler.render_markdown import render_markdown
 from reconciler.specs import NAME_PATTERN, load_project
 from reconciler.state import open_backend
@@ -330,9 +331,14 @@ class StickyPlan:
 
 
 def read_sticky(body: str) -> StickyPlan | None:
-    """The plan_id and head SHA the sticky comment shows (None after a failed plan)."""
-    plan_id = _PLAN_ID_MARK.search(body)
-    head_sha = _HEAD_SHA_MARK.search(body)
+    """The plan_id and head SHA the sticky comment shows (None after a failed plan).
+
+    Only the comment's header lines count: the rest may quote text from the pull
+    request (an error message), which must not be able to supply markers.
+    """
+    header = "\n".join(body.splitlines()[:3])
+    plan_id = _PLAN_ID_MARK.search(header)
+    head_sha = _HEAD_SHA_MARK.search(header)
     if plan_id is None or head_sha is None:
         return None
     return StickyPlan(plan_id.group(1), head_sha.group(1))
@@ -762,17 +768,33 @@ def apply_selected(project_dir: Path, inputs: Inputs, document: dict[str, Any],
     backend = open_backend(project, inputs.backend)
     engine = Engine(project, master=inputs.spark_master, remote=inputs.spark_remote)
     outcomes: list[Outcome] = []
-    for position, name in enumerate(selected):
-        try:
-            outcomes.append(apply_pipeline(project, by_name[name], backend, engine,
-                                           policy="allow", saved_plan=document,
-                                           git_sha=head_sha))
-        except Exception as error:  # Spark errors too: reported on the PR, not swallowed
-            if not isinstance(error, (ReconcileError, StateBackendError)):
-                log_traceback()
-            raise ApplyFailed(name, _one_line(error), outcomes, selected[position + 1:]) \
-                from error
+    with _workflow_commands_off():
+        for position, name in enumerate(selected):
+            try:
+                outcomes.append(apply_pipeline(project, by_name[name], backend, engine,
+                                               policy="allow", saved_plan=document,
+                                               git_sha=head_sha))
+            except Exception as error:  # Spark errors too: reported on the PR, not swallowed
+                if not isinstance(error, (ReconcileError, StateBackendError)):
+                    log_traceback()
+                raise ApplyFailed(name, _one_line(error), outcomes, selected[position + 1:]) \
+                    from error
     return outcomes
+
+
+@contextmanager
+def _workflow_commands_off() -> Iterator[None]:
+    """Stop the runner from obeying `::command::` lines while Spark runs the PR's SQL.
+
+    Spark, the JVM and py4j write to the job log directly, and what they print can
+    quote SQL from the pull request; a quoted `::set-output` must stay just text.
+    """
+    token = uuid4().hex
+    print(f"::stop-commands::{token}", flush=True)
+    try:
+        yield
+    finally:
+        print(f"::{token}::", flush=True)
 
 
 def _one_line(error: BaseException) -> str:

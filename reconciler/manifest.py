@@ -55,6 +55,8 @@ class Manifest:
     last_step: dict[str, Any] | None = None
     # The approved or awaiting change: {"desired_fingerprint": ...}; None when Running.
     pending: dict[str, Any] | None = None
+    # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_digest).
+    settings: dict[str, str] | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any], where: str) -> Manifest:
@@ -75,6 +77,7 @@ class Manifest:
                 relations=dict(document.get("relations") or {}),
                 last_step=document.get("last_step"),
                 pending=document.get("pending"),
+                settings=document.get("settings"),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReconcileError(f"manifest is missing or has a bad field: {error}",
@@ -99,6 +102,7 @@ class Manifest:
             "relations": self.relations,
             "last_step": self.last_step,
             "pending": self.pending,
+            "settings": self.settings,
         }
 
     def next(self, **changes: Any) -> Manifest:

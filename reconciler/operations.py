@@ -23,7 +23,7 @@ from reconciler.manifest import Manifest
 from reconciler.plan import PipelinePlan, plan_pipeline
 from reconciler.program import Program
 from reconciler.progress import Reporter, no_progress
-from reconciler.specs import Project
+from reconciler.specs import Project, settings_digest
 from reconciler.state import read_manifest
 from reconciler.step import StepResult, has_pending_input, insert_app_id, run_step
 from state_backends import StateBackend
@@ -100,13 +100,14 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
         manifest, etag = read_manifest(backend, name)
         if full_refresh and manifest is not None:
             return _full_refresh(project, program, manifest, etag, backend, engine, git_sha)
-        plan = plan_pipeline(program, manifest, etag)
+        settings = settings_digest(project.settings)
+        plan = plan_pipeline(program, manifest, etag, settings)
         if saved_plan is not None:
             _check_saved_plan(saved_plan, plan)
         if plan.refusals:
             raise ReconcileError(f"pipeline '{name}': " + "; ".join(plan.refusals))
         if manifest is None:
-            return _deploy(project, program, backend, engine, git_sha)
+            return _deploy(project, program, backend, engine, git_sha, settings)
         if manifest.status in ("Bootstrapping", "Failed"):
             manifest = _undo_uncommitted_writes(engine, manifest)
         resuming = (manifest.status in ("Bootstrapping", "Failed", "AwaitingApproval")
@@ -179,10 +180,13 @@ def _check_saved_plan(saved: dict[str, Any], plan: PipelinePlan) -> None:
     if entry["desired_fingerprint"] != plan.desired_fingerprint:
         raise ReconcileError(f"stale plan for '{plan.name}': the specs changed since it was "
                              "made; plan again")
+    if entry.get("settings") != plan.settings:
+        raise ReconcileError(f"stale plan for '{plan.name}': reconcile.yaml settings changed "
+                             "since it was made; plan again")
 
 
 def _deploy(project: Project, program: Program, backend: StateBackend, engine: Engine,
-            git_sha: str | None) -> Outcome:
+            git_sha: str | None, settings: dict[str, str]) -> Outcome:
     """First deployment: every table created empty, every view computed (empty)."""
     document = program.document()
     runtime = engine.runtime(program.pipeline, document, {})
@@ -190,7 +194,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     # A new pipeline has empty views: there are no contents to send to its outputs yet.
     result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=True)
     manifest = Manifest.first(program.pipeline, document, relations=result.relations,
-                              connectors=result.connectors, git_sha=git_sha)
+                              connectors=result.connectors, git_sha=git_sha, settings=settings)
     _commit(backend, manifest, None)
     return Outcome(program.pipeline, "deployed",
                    f"{program.pipeline}: deployed {len(program.tables)} tables and "
@@ -220,7 +224,8 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     crash_point("bootstrap-before-commit")
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                         relations=result.relations, connectors=result.connectors,
-                        git_sha=git_sha or manifest.git_sha)
+                        git_sha=git_sha or manifest.git_sha,
+                        settings=settings_digest(project.settings))
     _commit(backend, done, etag)
     _discard_unused(engine, manifest, done)
     recomputed = ", ".join(result.recomputed) or "nothing"
@@ -256,6 +261,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     step = run_step(runtime, result.connectors, serial=serial, base_dir=project.root)
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                          relations=runtime.relations, connectors=step.connectors,
+                         settings=settings_digest(project.settings),
                          git_sha=git_sha or manifest.git_sha, last_step={
                              "ingested": step.ingested, "refreshed": step.refreshed})
     _commit(backend, done, etag)

@@ -58,6 +58,7 @@ class PipelinePlan:
     actions: tuple[Action, ...]
     notes: tuple[str, ...]
     refusals: tuple[str, ...]
+    settings: dict[str, str] | None = None
 
     @property
     def has_changes(self) -> bool:
@@ -92,6 +93,7 @@ class PipelinePlan:
             "has_changes": self.has_changes,
             "notes": list(self.notes),
             "refusals": list(self.refusals),
+            "settings": self.settings,
             "graph": {name: entry.get("reads", []) for section in ("tables", "views")
                       for name, entry in {**self.diff.old[section],
                                           **self.diff.new[section]}.items()},
@@ -144,16 +146,21 @@ def git_info(project_dir: Path) -> dict[str, Any] | None:
     return {"sha": sha, "dirty": bool(status)}
 
 
-def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None) -> PipelinePlan:
-    """Diff `program` against the committed manifest and decide every object's action."""
+def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
+                  settings: dict[str, str] | None = None) -> PipelinePlan:
+    """Diff `program` against the committed manifest and decide every object's action.
+
+    `settings` (a digest of reconcile.yaml) is part of the plan, so plan_id changes
+    when they do, and settings changed since the last apply are named in a note.
+    """
     diff = diff_programs(manifest.program if manifest else None, program.document())
     base = (Base(manifest.lineage, manifest.serial, etag or "", manifest.status)
             if manifest else None)
     actions = (*_relation_actions(diff), *_connector_actions(diff))
     return PipelinePlan(name=program.pipeline, base=base,
                         desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
-                        notes=tuple(_notes(diff, manifest)),
-                        refusals=tuple(_refusals(diff)))
+                        notes=tuple(_notes(diff, manifest) + _settings_notes(manifest, settings)),
+                        refusals=tuple(_refusals(diff)), settings=settings)
 
 
 def _relation_actions(diff: ProgramDiff) -> list[Action]:
@@ -295,6 +302,17 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
         if before != after:
             notes.append(f"connector {name}: throughput options changed, no reset")
     return notes
+
+
+def _settings_notes(manifest: Manifest | None, settings: dict[str, str] | None) -> list[str]:
+    if manifest is None or manifest.settings is None or settings is None:
+        return []
+    changed = sorted(key for key in {*manifest.settings, *settings}
+                     if manifest.settings.get(key) != settings.get(key))
+    if not changed:
+        return []
+    return [f"reconcile.yaml settings changed since the last apply: {', '.join(changed)} "
+            "(review them: they run with the pipeline's credentials)"]
 
 
 def _refusals(diff: ProgramDiff) -> list[str]:

@@ -7,6 +7,7 @@ names the file and line, and renders each pipeline's SQL templates with Jinja2
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import traceback
@@ -53,6 +54,26 @@ class ProjectSettings(_Strict):
     storage: str = ".reconcile/data"
     spark: SparkSettings = Field(default_factory=SparkSettings)
     pipelines: str = "pipelines"
+
+
+def settings_digest(settings: ProjectSettings) -> dict[str, str]:
+    """A hash per setting of `reconcile.yaml` (`spark.conf.spark.jars`, `storage`, ...).
+
+    Plans and manifests carry these instead of the values: a change of Spark
+    settings is part of what an approval covers (it runs with the pipeline's
+    credentials), and the values themselves may hold secrets.
+    """
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        else:
+            flat[prefix] = hashlib.sha256(repr(value).encode("utf-8")).hexdigest()[:16]
+
+    walk("", settings.model_dump(exclude={"pipelines"}))
+    return dict(sorted(flat.items()))
 
 
 class ConnectorSpec(_Strict):

@@ -14,6 +14,7 @@ from reconciler.cli import cli
 from reconciler.manifest import Manifest
 from reconciler.plan import plan_pipeline
 from reconciler.program import Program
+from reconciler.specs import load_project, settings_digest
 from state_backends import LocalBackend
 from tests.projects import (
     apply_seed_modification,
@@ -32,7 +33,8 @@ EMPTY_LISTS = {
 def commit(project: Path, program: Program) -> None:
     """Record `program` as the pipeline's committed manifest in the project's backend."""
     backend = LocalBackend(project / ".reconcile/state")
-    manifest = Manifest.first(program.pipeline, program.document())
+    manifest = Manifest.first(program.pipeline, program.document(),
+                              settings=settings_digest(load_project(project).settings))
     backend.write_manifest(program.pipeline, manifest.to_document(), None)
 
 
@@ -272,3 +274,19 @@ def test_apply_refuses_a_stale_plan(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "stale plan for 'grades': it was made against serial 1, the backend is at 2" \
         in result.output
+
+
+def test_settings_changes_are_named_and_change_the_plan_id(tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    commit(project, program_of(project))
+    runner = CliRunner()
+    before = json.loads(runner.invoke(cli, ["-C", str(project), "plan", "--json"]).output)
+    assert before["pipelines"][0]["notes"] == []
+    settings = project / "reconcile.yaml"
+    settings.write_text(settings.read_text() + "  conf:\n    spark.jars: /tmp/evil.jar\n")
+    after = json.loads(runner.invoke(cli, ["-C", str(project), "plan", "--json"]).output)
+    assert after["plan_id"] != before["plan_id"]
+    assert after["pipelines"][0]["notes"] == [
+        "reconcile.yaml settings changed since the last apply: spark.conf.spark.jars "
+        "(review them: they run with the pipeline's credentials)"]
+    assert "/tmp/evil.jar" not in json.dumps(after), "setting values must not be shown"

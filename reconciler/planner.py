@@ -1,0 +1,24 @@
+"""Plan the selected pipelines of a project against their committed state (no JVM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from reconciler.plan import plan_document, plan_pipeline
+from reconciler.specs import settings_digest
+from reconciler.state import open_backend, read_manifest
+from reconciler.workspace import load_programs
+
+
+def compute_plan(project_dir: Path, pipeline: str | None,
+                 backend_url: str | None) -> dict[str, Any]:
+    """The plan artifact for every selected pipeline, each against its manifest."""
+    project, programs = load_programs(project_dir, pipeline)
+    backend = open_backend(project, backend_url)
+    settings = settings_digest(project.settings)
+    plans = []
+    for program in programs:
+        manifest, etag = read_manifest(backend, program.pipeline)
+        plans.append(plan_pipeline(program, manifest, etag, settings))
+    return plan_document(plans, project.root)
