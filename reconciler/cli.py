@@ -29,7 +29,7 @@ from reconciler.progress import terminal_progress
 from reconciler.render_markdown import render_markdown
 from reconciler.render_terminal import render_plan
 from reconciler.scaffold import scaffold
-from reconciler.specs import display, load_project
+from reconciler.specs import POLICIES, display, load_project
 from reconciler.state import open_backend, read_manifest
 from reconciler.workspace import load_programs, select_pipelines
 from state_backends import StateBackendError
@@ -157,7 +157,7 @@ def load_plan_file(path: Path) -> dict[str, Any]:
     return document
 
 
-POLICY_CHOICE = click.Choice(["await_approval", "allow", "reject"])
+POLICY_CHOICE = click.Choice(POLICIES)
 
 
 def _engine_options(function: Any) -> Any:

@@ -295,17 +295,22 @@ def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], change
         contents = runtime.frame(view)
         runtime.storage.overwrite(path, contents, contents.schema)
         return runtime.storage.row_count(path, runtime.storage.latest_version(path) or 0)
+    kind = "snapshot" if snapshot else "changes"
+    name_in_folder = f"{serial:010d}-{kind}.{definition['format']}"
+    folder = _local(path)
+    if folder is None:  # object storage: Spark writes it (a folder holding one part file)
+        changes = changes.cache()
+        rows = changes.count()
+        if rows or snapshot:
+            changes.coalesce(1).write.mode("overwrite").format(definition["format"]).save(
+                f"{path.rstrip('/')}/{name_in_folder}")
+        changes.unpersist()
+        return rows
     table = changes.toArrow()
     if table.num_rows == 0 and not snapshot:
         return 0
-    folder = _local(path)
-    if folder is None:
-        changes.coalesce(1).write.mode("overwrite").format(definition["format"]).save(
-            f"{path}/{serial:010d}-{name}")
-        return table.num_rows
     os.makedirs(folder, exist_ok=True)
-    kind = "snapshot" if snapshot else "changes"
-    target = os.path.join(folder, f"{serial:010d}-{kind}.{definition['format']}")
+    target = os.path.join(folder, name_in_folder)
     temporary = os.path.join(folder, f".{serial:010d}.tmp")
     _write_arrow(table, definition["format"], temporary)
     os.replace(temporary, target)

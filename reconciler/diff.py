@@ -40,10 +40,10 @@ DeepDiff = _import_deepdiff()
 
 Change = Literal["added", "removed", "modified", "unchanged"]
 
-# Parts of the program document that never make a relation or connector modified:
-# the original SQL text (kept for diffs and reviews), the evaluation order, and
-# connector options that only tune throughput. They are removed before diffing
-# (cheaper than deepdiff's per-path exclusion patterns).
+# Parts of an object that never make a relation or connector modified: the original
+# SQL text (kept for diffs and reviews) and connector options that only tune
+# throughput. They are removed before diffing (cheaper than deepdiff's per-path
+# exclusion patterns); the document's evaluation order is not compared at all.
 IGNORED_KEYS = frozenset({"sql", "throughput_options"})
 
 EMPTY_PROGRAM: dict[str, Any] = {"tables": {}, "views": {}, "connectors": {}}

@@ -41,7 +41,7 @@ from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan import git_info
 from reconciler.planner import compute_plan
 from reconciler.render_markdown import render_markdown
-from reconciler.specs import NAME_PATTERN, load_project
+from reconciler.specs import NAME_PATTERN, POLICIES, load_project
 from reconciler.state import open_backend
 from reconciler.workspace import load_programs, load_source
 from state_backends import StateBackendError
@@ -57,7 +57,6 @@ PLAN_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
 APPROVING_ROLES = frozenset({"admin", "maintain", "write"})
 APP_BOT_LOGIN = "github-actions[bot]"
 COMMANDS = ("auto", "plan", "apply")
-POLICIES = ("await_approval", "allow", "reject")
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")

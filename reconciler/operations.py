@@ -28,8 +28,6 @@ from reconciler.state import read_manifest
 from reconciler.step import StepResult, has_pending_input, insert_app_id, run_step
 from state_backends import StateBackend
 
-POLICIES = ("await_approval", "allow", "reject")
-
 
 @dataclass
 class Engine:
@@ -56,7 +54,7 @@ class Engine:
                 relations: dict[str, dict[str, Any]]) -> Any:
         from reconciler.runtime import PipelineRuntime
 
-        self.report("start", "Spark session")
+        self.report("prepare", pipeline)
         layout = Layout(self.project.resolve(self.project.settings.storage), pipeline)
         return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations),
                                report=self.report)

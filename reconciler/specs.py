@@ -13,7 +13,7 @@ import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -27,6 +27,7 @@ PIPELINE_FILE = "pipeline.yaml"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 BootstrapPolicy = Literal["await_approval", "allow", "reject"]
+POLICIES: tuple[str, ...] = get_args(BootstrapPolicy)
 
 
 class _Strict(BaseModel):

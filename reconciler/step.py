@@ -6,9 +6,11 @@ refreshed view's changes (`_op` = insert/delete) to its output connectors. When
 no table has a Delta version newer than the manifest's, nothing runs on Spark
 and nothing is committed.
 
-Table versions newer than the manifest's can also come from a step or an
-`execute` that crashed before its commit: they hold rows that were ingested
-exactly once (app transactions), so the next step adopts them.
+Table versions newer than the manifest's can also come from a step that crashed
+before its commit: they hold rows ingested exactly once (app transactions) that
+the connector's checkpoint has moved past, so the next step adopts them. An
+`execute` that crashed is different: its rows are discarded (see
+`discard_uncommitted_inserts`), so re-running the INSERT adds them once.
 """
 
 from __future__ import annotations
