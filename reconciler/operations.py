@@ -96,6 +96,8 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
     name = program.pipeline
     with backend.locked(name, "apply"):
         manifest, etag = read_manifest(backend, name)
+        if approving:
+            _check_awaiting(manifest, program)
         if full_refresh and manifest is not None:
             return _full_refresh(project, program, manifest, etag, backend, engine, git_sha)
         settings = settings_digest(project.settings)
@@ -150,18 +152,21 @@ def _awaiting_message(name: str) -> str:
 
 def approve_pipeline(project: Project, program: Program, backend: StateBackend, engine: Engine,
                      *, silent: bool = False, git_sha: str | None = None) -> Outcome:
-    """Approve the changes an `await_approval` apply recorded, if the specs still match."""
-    manifest, _ = read_manifest(backend, program.pipeline)
+    """Approve the changes an `await_approval` apply recorded, if the specs still match
+    (checked under the pipeline's lock, in `apply_pipeline`)."""
+    return apply_pipeline(project, program, backend, engine, policy="allow", silent=silent,
+                          git_sha=git_sha, approving=True)
+
+
+def _check_awaiting(manifest: Manifest | None, program: Program) -> None:
+    """`approve` approves exactly the change that was recorded, nothing else."""
     if manifest is None or manifest.status != "AwaitingApproval":
         status = manifest.status if manifest else "not deployed"
         raise ReconcileError(f"pipeline '{program.pipeline}' is not awaiting approval "
                              f"(status: {status})")
-    recorded = (manifest.pending or {}).get("desired_fingerprint")
-    if recorded != program.fingerprint:
+    if (manifest.pending or {}).get("desired_fingerprint") != program.fingerprint:
         raise ReconcileError(f"pipeline '{program.pipeline}': the specs changed since the "
                              "changes were recorded for approval; run `reconcile apply` again")
-    return apply_pipeline(project, program, backend, engine, policy="allow", silent=silent,
-                          git_sha=git_sha, approving=True)
 
 
 def _check_saved_plan(saved: dict[str, Any], plan: PipelinePlan) -> None:
