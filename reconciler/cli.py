@@ -47,6 +47,8 @@ class CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+backend_option = click.option("--backend", "backend_url",
+                              help="State backend URL (overrides reconcile.yaml).")
 
 
 class ReconcileGroup(click.Group):
@@ -112,7 +114,7 @@ def _console() -> Console:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan artifact as JSON.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when there are changes, 0 when there are none.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @pass_cli
 def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path | None,
          as_json: bool, detailed_exitcode: bool, backend_url: str | None) -> None:
@@ -192,7 +194,7 @@ def _operations() -> Any:
               help="Do not send recomputed views' contents to output connectors.")
 @click.option("--full-refresh", is_flag=True,
               help="Drop all state, reset every connector and rebuild from the sources.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @_engine_options
 @pass_cli
 def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
@@ -230,7 +232,7 @@ def _confirm(plan: PipelinePlan) -> bool:
 @click.option("--pipeline", "-p", help="Only this pipeline.")
 @click.option("--silent", is_flag=True,
               help="Do not send recomputed views' contents to output connectors.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @_engine_options
 @pass_cli
 def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: str | None,
@@ -253,7 +255,7 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: st
 @click.option("--continuous", is_flag=True, help="Keep running steps until interrupted.")
 @click.option("--interval", type=float, default=10.0, show_default=True,
               help="Seconds between steps with --continuous.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @_engine_options
 @pass_cli
 def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float,
@@ -277,7 +279,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 @cli.command()
 @click.option("--pipeline", "-p", required=True, help="The pipeline to insert into.")
 @click.argument("sql")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @_engine_options
 @pass_cli
 def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
@@ -299,7 +301,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
               default="table", show_default=True,
               help="json: an array of row objects (decimals as strings, dates in ISO 8601).")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @_engine_options
 @pass_cli
 def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
@@ -340,7 +342,7 @@ def _plain(value: Any) -> Any:
 @cli.command()
 @click.option("--pipeline", "-p", help="Only this pipeline.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @pass_cli
 def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: str | None) -> None:
     """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
@@ -386,7 +388,7 @@ def state() -> None:
 
 @state.command("show")
 @click.option("--pipeline", "-p", required=True, help="The pipeline.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @pass_cli
 def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """Print the committed manifest."""
@@ -399,7 +401,7 @@ def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
 
 @state.command("history")
 @click.option("--pipeline", "-p", required=True, help="The pipeline.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @pass_cli
 def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """List the committed serials with their status and time."""
@@ -413,7 +415,7 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
 @state.command("force-unlock")
 @click.argument("lock_id")
 @click.option("--pipeline", "-p", required=True, help="The locked pipeline.")
-@click.option("--backend", "backend_url", help="State backend URL (overrides reconcile.yaml).")
+@backend_option
 @pass_cli
 def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
                        backend_url: str | None) -> None:

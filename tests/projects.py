@@ -39,15 +39,9 @@ def copy_example(name: str, destination: Path) -> Path:
     return target
 
 
-SEED_MODIFICATION = """
--- Overall average per student across all courses.
-create materialized view avg_grade_all_courses as
-select
-  student_id,
-  avg(class_avg) as avg
-from avg_grade
-group by student_id;
-"""
+STORY = EXAMPLES / "grades" / "story"
+SEED_STUDENTS = (STORY / "students.sql").read_text()
+SEED_GRADES = (STORY / "grades.sql").read_text()
 
 
 def apply_seed_modification(project: Path) -> None:
@@ -55,4 +49,4 @@ def apply_seed_modification(project: Path) -> None:
     spec = project / "pipelines/grades/pipeline.yaml"
     spec.write_text(spec.read_text().replace("2025-12-15", "2026-06-10"))
     sql = project / "pipelines/grades/program.sql"
-    sql.write_text(sql.read_text() + SEED_MODIFICATION)
+    sql.write_text(sql.read_text() + (STORY / "new_view.sql").read_text())

@@ -9,14 +9,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile, versions
-from tests.projects import apply_seed_modification, copy_example
+from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
 
-STUDENTS = "INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')"
-GRADES = """INSERT INTO grades VALUES
-(1, 'algebra', 97, '2025-09-15'), (1, 'physics', 89, '2025-11-15'),
-(2, 'algebra', 85, '2025-10-22'), (2, 'physics', 93, '2025-12-05'),
-(1, 'algebra', 95, '2026-01-15'), (1, 'physics', 87, '2026-03-15'),
-(2, 'algebra', 98, '2026-04-22'), (2, 'physics', 91, '2026-05-05')"""
+STUDENTS = SEED_STUDENTS
+GRADES = SEED_GRADES
 ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
 
 

@@ -19,19 +19,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from demo_support import project_copy, reconcile, stage  # noqa: E402
 
-STUDENTS = "INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')"
-GRADES = """INSERT INTO grades VALUES
-  (1, 'algebra', 97, '2025-09-15'), (1, 'physics', 89, '2025-11-15'),
-  (2, 'algebra', 85, '2025-10-22'), (2, 'physics', 93, '2025-12-05'),
-  (1, 'algebra', 95, '2026-01-15'), (1, 'physics', 87, '2026-03-15'),
-  (2, 'algebra', 98, '2026-04-22'), (2, 'physics', 91, '2026-05-05')"""
-NEW_VIEW = """
--- Overall average per student across all courses.
-create materialized view avg_grade_all_courses as
-select student_id, avg(class_avg) as avg
-from avg_grade
-group by student_id;
-"""
+STORY = HERE / "story"
+STUDENTS = (STORY / "students.sql").read_text()
+GRADES = (STORY / "grades.sql").read_text()
+NEW_VIEW = (STORY / "new_view.sql").read_text()
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')
