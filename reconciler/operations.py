@@ -282,15 +282,17 @@ def _undo_uncommitted_writes(engine: Engine, manifest: Manifest) -> Manifest:
     next step would adopt it as ingested data. Returns the manifest with the new
     (identical in content) versions, which the caller commits with its next manifest.
     """
-    runtime = engine.runtime(manifest.pipeline, manifest.program, manifest.relations)
+    from reconciler.engine.storage import probe_latest_version
+
+    stale = [name for name, state in manifest.relations.items() if state["kind"] == "table"
+             and probe_latest_version(state["path"]) not in (None, state["version"])]
+    if not stale:  # the usual case: decided from the Delta logs, without starting Spark
+        return manifest
     relations = dict(manifest.relations)
-    for name, state in manifest.relations.items():
-        if state["kind"] != "table":
-            continue
-        if runtime.storage.latest_version(state["path"]) not in (None, state["version"]):
-            relations[name] = {**state,
-                               "version": runtime.storage.restore(state["path"],
-                                                                  state["version"])}
+    for name in stale:
+        state = relations[name]
+        relations[name] = {**state, "version": engine.storage.restore(state["path"],
+                                                                      state["version"])}
     return replace(manifest, relations=relations)
 
 
