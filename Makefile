@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 check-java: $(STAMP)
-	@$(BIN)/python -m reconciler.java_check
+	@$(BIN)/python -m reconciler.engine.java
 
 test: $(STAMP) check-java
 	$(BIN)/ruff check .

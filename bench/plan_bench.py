@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from reconciler.manifest import Manifest
-from reconciler.workspace import load_programs
+from reconciler.spec.workspace import load_programs
 from state_backends import LocalBackend
 
 TABLES = 20

@@ -1,8 +1,21 @@
 """pipeline-reconciler: plan and apply changes to continuous Spark SQL pipelines.
 
-Layers, each behind a small interface: spec (project files) -> program (parsed,
-fingerprinted relations) -> diff (checkpointed vs desired) -> plan (actions and
-reasons) -> apply (bootstrap on the engine, commit the manifest to a backend).
+The package follows the flow of a change, one sub-package per stage, and imports
+point one way only (``tests/test_layering.py`` keeps it so):
+
+    cli, github  ->  operations  ->  engine, plan  ->  spec  ->  errors
+
+* ``spec/``: reading a project (YAML with line numbers, settings, pipeline specs,
+  SQL, the program with fingerprints, choosing pipelines). No Spark.
+* ``plan/``: diffing a program against the manifest, the plan document, and
+  rendering it for a terminal or a pull request. No Spark.
+* ``engine/``: everything that runs on Spark and Delta (session, storage,
+  connectors, a step, a bootstrap). The only package that imports pyspark.
+* ``github/``: the GitHub Action (``reconcile github``) and its REST client.
+* At the top: ``cli`` (flags in, calls out), ``operations`` (what each command
+  does to one pipeline, under its lock), the ``manifest`` and ``state`` (the
+  commit point and where it is stored), ``errors`` and small shared helpers
+  (``layout``, ``progress``, ``faults``), and ``scaffold`` (``reconcile init``).
 """
 
 __version__ = "0.1.0"

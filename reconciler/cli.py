@@ -23,15 +23,15 @@ from rich.table import Table
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
-from reconciler.plan import PipelinePlan, git_info, plan_document, verify_plan_id
-from reconciler.planner import compute_plan
+from reconciler.plan.document import PipelinePlan, git_info, plan_document, verify_plan_id
+from reconciler.plan.markdown import render_markdown
+from reconciler.plan.planner import compute_plan
+from reconciler.plan.terminal import render_plan
 from reconciler.progress import terminal_progress
-from reconciler.render_markdown import render_markdown
-from reconciler.render_terminal import render_plan
 from reconciler.scaffold import scaffold
-from reconciler.specs import POLICIES, display, load_project
+from reconciler.spec.project import POLICIES, display, load_project
+from reconciler.spec.workspace import load_programs, select_pipelines
 from reconciler.state import open_backend, read_manifest
-from reconciler.workspace import load_programs, select_pipelines
 from state_backends import StateBackendError
 
 
@@ -433,7 +433,7 @@ def github(obj: CliContext) -> None:
     Reads the GITHUB_* variables of the run and the action's inputs as INPUT_* variables
     (see action.yml); never takes text from the event on its command line.
     """
-    from reconciler.github_action import run_action
+    from reconciler.github.action import run_action
 
     sys.exit(run_action(obj.project_dir, os.environ))
 

@@ -14,18 +14,18 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from reconciler.bootstrap import bootstrap
-from reconciler.diff import diff_programs
+from reconciler.engine.bootstrap import bootstrap
+from reconciler.engine.step import StepResult, has_pending_input, insert_app_id, run_step
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
 from reconciler.layout import Layout
 from reconciler.manifest import Manifest
-from reconciler.plan import PipelinePlan, plan_pipeline
-from reconciler.program import Program
+from reconciler.plan.diff import diff_programs
+from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
-from reconciler.specs import Project, settings_digest
+from reconciler.spec.program import Program
+from reconciler.spec.project import Project, settings_digest
 from reconciler.state import read_manifest
-from reconciler.step import StepResult, has_pending_input, insert_app_id, run_step
 from state_backends import StateBackend
 
 
@@ -52,7 +52,7 @@ class Engine:
 
     def runtime(self, pipeline: str, program: dict[str, Any],
                 relations: dict[str, dict[str, Any]]) -> Any:
-        from reconciler.runtime import PipelineRuntime
+        from reconciler.engine.runtime import PipelineRuntime
 
         self.report("prepare", pipeline)
         layout = Layout(self.project.resolve(self.project.settings.storage), pipeline)
@@ -282,7 +282,7 @@ def _undo_uncommitted_writes(engine: Engine, manifest: Manifest) -> Manifest:
     next step would adopt it as ingested data. Returns the manifest with the new
     (identical in content) versions, which the caller commits with its next manifest.
     """
-    from reconciler.engine.storage import probe_latest_version
+    from reconciler.engine.delta_log import probe_latest_version
 
     stale = [name for name, state in manifest.relations.items() if state["kind"] == "table"
              and probe_latest_version(state["path"]) not in (None, state["version"])]
@@ -343,7 +343,7 @@ def _parse_single(sql: str, expected: type, what: str) -> Any:
     import sqlglot
     from sqlglot.errors import ParseError
 
-    from reconciler.sql_parser import DIALECT
+    from reconciler.spec.sql import DIALECT
 
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
@@ -359,7 +359,7 @@ def execute_insert(project: Project, backend: StateBackend, engine: Engine, name
     """`INSERT INTO table VALUES ...` or `... SELECT ...`, then one step so views reflect it."""
     from sqlglot import exp
 
-    from reconciler.sql_parser import DIALECT
+    from reconciler.spec.sql import DIALECT
 
     insert = _parse_single(sql, exp.Insert, "INSERT INTO <table>")
     target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
@@ -369,36 +369,15 @@ def execute_insert(project: Project, backend: StateBackend, engine: Engine, name
     source_sql = insert.expression.sql(dialect=DIALECT)
 
     def write(runtime: Any) -> None:
-        from pyspark.sql import functions as F
-
-        from reconciler.runtime import table_schema
-
         if table not in runtime.program["tables"]:
             raise ReconcileError(f"'{table}' is not a table of pipeline '{name}' "
                                  "(only tables accept INSERT)")
-        _register_queryable(runtime)
-        source = runtime.spark.sql(source_sql)
-        schema = table_schema(runtime.program["tables"][table])
-        names = columns or [f.name for f in schema]
-        if len(source.columns) != len(names):
-            raise ReconcileError(f"INSERT INTO {table}: {len(source.columns)} values for "
-                                 f"{len(names)} columns")
-        renamed = source.toDF(*names)
-        rows = renamed.select(*(
-            (F.col(f.name) if f.name in names else F.lit(None)).cast(f.dataType).alias(f.name)
-            for f in schema))
-        state = runtime.relations[table]
         # Above every insert ever tagged, committed or discarded: a retry is never skipped.
         txn = 1 + max(s.get("insert_txn", 0) for s in runtime.relations.values())
-        runtime.storage.append(state["path"], rows, app_id=insert_app_id(name), txn_version=txn)
-        runtime.relations[table] = {**state, "insert_txn": txn}
+        runtime.insert(table, source_sql, columns, app_id=insert_app_id(name), txn_version=txn)
+        runtime.relations[table] = {**runtime.relations[table], "insert_txn": txn}
 
     return run_pipeline(project, backend, engine, name, insert=write)
-
-
-def _register_queryable(runtime: Any) -> None:
-    for relation in runtime.relations:
-        runtime.frame(relation).createOrReplaceTempView(relation)
 
 
 def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -> Any:
@@ -424,5 +403,5 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
         if relation not in program["views"] and relation not in program["tables"]:
             raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
     runtime = engine.runtime(name, program, manifest.relations)
-    _register_queryable(runtime)
+    runtime.register_queryable()
     return runtime.spark.sql(sql)

@@ -12,7 +12,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from reconciler.errors import ReconcileError
-from reconciler.specs import NAME_PATTERN, display
+from reconciler.spec.project import NAME_PATTERN, display
 
 PROJECT = """\
 # pipeline-reconciler settings; every key is optional (these are the defaults).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.manifest import Manifest
-from reconciler.specs import Project
+from reconciler.spec.project import Project
 from state_backends import StateBackend, backend_from_url
 
 

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from reconciler.engine.session import get_spark
-from reconciler.specs import SparkSettings
+from reconciler.spec.project import SparkSettings
 
 try:
     from tests.s3_server import moto_s3_server

@@ -6,8 +6,8 @@ import shutil
 import textwrap
 from pathlib import Path
 
-from reconciler.program import Program
-from reconciler.workspace import load_programs
+from reconciler.spec.program import Program
+from reconciler.spec.workspace import load_programs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

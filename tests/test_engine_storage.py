@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.engine.delta_log import spark_transaction_version, table_uri
 from reconciler.engine.schema import (
     CHAR_VARCHAR_METADATA_KEY,
     TypeParseError,
@@ -31,9 +32,9 @@ from reconciler.engine.schema import (
     struct_from_json,
 )
 from reconciler.engine.session import get_spark, has_delta_extension, spark_conf
-from reconciler.engine.storage import DeltaStorage, spark_transaction_version, table_uri
+from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
-from reconciler.sql_parser import ColumnDef
+from reconciler.spec.sql import ColumnDef
 
 SIMPLE = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)])
 RICH = spark_schema(

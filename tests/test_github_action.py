@@ -27,7 +27,8 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.github_action import COMMENT_LIMIT, fit_comment, parse_command
+from reconciler.github.event import parse_command
+from reconciler.github.truncation import COMMENT_LIMIT, fit_comment
 from state_backends import backend_from_url
 from tests.fake_github import FakeGitHub, fake_github
 from tests.projects import apply_seed_modification, copy_example, write_files

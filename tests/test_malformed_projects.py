@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.errors import ReconcileError
-from reconciler.workspace import load_programs
+from reconciler.spec.workspace import load_programs
 
 PIPELINE_YAML = """\
 name: p
@@ -490,5 +490,5 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     assert isinstance(result.exception, ReconcileError), result.output
     assert "error: " not in result.output
     shown = "".join(traceback.format_exception(*result.exc_info))
-    assert "sql_parser.py" in shown
+    assert "spec/sql.py" in shown
     assert "program.sql:14: unsupported statement DROP" in shown.splitlines()[-1]

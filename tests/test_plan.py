@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.manifest import Manifest
-from reconciler.plan import plan_pipeline
-from reconciler.program import Program
-from reconciler.specs import load_project, settings_digest
+from reconciler.plan.document import plan_pipeline
+from reconciler.spec.program import Program
+from reconciler.spec.project import load_project, settings_digest
 from state_backends import LocalBackend
 from tests.projects import (
     apply_seed_modification,

@@ -1,6 +1,13 @@
-"""The Spark side of the reconciler: the session, column types, and Delta storage.
+"""The data plane: everything that runs on Spark or touches a Delta table.
 
-Everything that starts a JVM or touches a Delta table lives here, so the
-planning half of the package (parse, fingerprint, diff, render) can run, and be
-tested, without Spark.
+Owns the Java check (``java``), the Spark session (``session``), column types
+(``schema``), Delta storage (``delta_log``, ``storage``), a pipeline's relations
+as DataFrames (``runtime``), input and output connectors (``connectors``,
+``delta_source``), a step (``step``) and a bootstrap (``bootstrap``).
+
+May import: ``spec`` (a program's definitions), the plan's data types (a
+bootstrap carries out a ``plan.diff``), ``errors`` and the shared helpers. Never
+``operations``, ``cli`` or ``github``. This is the only package that imports
+pyspark; importing ``reconciler.engine`` itself imports nothing heavy, so
+``python -m reconciler.engine.java`` runs before Spark is installed.
 """

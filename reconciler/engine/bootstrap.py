@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.connectors import emit, outputs_by_relation
-from reconciler.diff import ProgramDiff
+from reconciler.engine.connectors import emit, outputs_by_relation
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.faults import crash_point
-from reconciler.runtime import PipelineRuntime
+from reconciler.plan.diff import ProgramDiff
 
 
 @dataclass

@@ -29,10 +29,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from reconciler.delta_source import ingest_delta
+from reconciler.engine.delta_source import ingest_delta
+from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
-from reconciler.runtime import PipelineRuntime, table_schema
 
 CORRUPT_COLUMN = "_corrupt_record"
 OP_COLUMN = "_op"

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.engine.storage import probe_latest_version
+from reconciler.engine.delta_log import probe_latest_version
+from reconciler.engine.runtime import table_schema
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
-from reconciler.runtime import table_schema
 
 
 def has_new_versions(definition: dict[str, Any], state: dict[str, Any], base_dir: Path) -> bool:

@@ -15,13 +15,15 @@ from typing import Any
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from reconciler.engine.schema import spark_schema, struct_from_json
 from reconciler.engine.storage import DeltaStorage
+from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.progress import Reporter, no_progress
-from reconciler.sql_parser import DIALECT
+from reconciler.spec.sql import DIALECT
 
 
 @cache
@@ -57,6 +59,33 @@ class PipelineRuntime:
         for read in definition["reads"]:
             self.frame(read).createOrReplaceTempView(read)
         return self.spark.sql(view_query(definition["sql"]))
+
+    def register_queryable(self) -> None:
+        """Every relation as a temporary view under its own name, at its pinned version."""
+        for relation in self.relations:
+            self.frame(relation).createOrReplaceTempView(relation)
+
+    def insert(self, table: str, source_sql: str, columns: list[str] | None, *,
+               app_id: str, txn_version: int) -> None:
+        """Append the rows of `source_sql` (an INSERT's VALUES or SELECT) to `table`.
+
+        The rows are cast to the table's declared schema (columns not named get NULL)
+        and appended as the Delta app transaction (`app_id`, `txn_version`), so a
+        retried insert is written once.
+        """
+        self.register_queryable()
+        source = self.spark.sql(source_sql)
+        schema = table_schema(self.program["tables"][table])
+        names = columns or [f.name for f in schema]
+        if len(source.columns) != len(names):
+            raise ReconcileError(f"INSERT INTO {table}: {len(source.columns)} values for "
+                                 f"{len(names)} columns")
+        renamed = source.toDF(*names)
+        rows = renamed.select(*(
+            (F.col(f.name) if f.name in names else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in schema))
+        self.storage.append(self.relations[table]["path"], rows, app_id=app_id,
+                            txn_version=txn_version)
 
     def create_table(self, name: str) -> dict[str, Any]:
         """Create (or empty, with the new schema) a table; returns its state entry."""

@@ -16,6 +16,8 @@ by Spark. The length is recorded, not enforced.
 The Arrow conversion is also ours (delegating only atomic types to pyspark):
 pyspark's ``to_arrow_schema`` packs field metadata into one JSON blob under a
 Spark-private key, while Delta field metadata must stay a flat string map.
+
+``conform`` shapes a DataFrame to a declared schema before it is written.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
@@ -442,3 +446,23 @@ def comparable(data_type: T.DataType) -> T.DataType:
 def same_schema(left: T.StructType, right: T.StructType) -> bool:
     """Whether two table schemas are the same for ``create``'s idempotency check."""
     return comparable(left) == comparable(right)
+
+
+def conform(df: DataFrame, schema: T.StructType, *, where: str) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns, in its order, cast where the type differs.
+
+    A missing column is a one-line error naming the table; extra columns are dropped.
+    """
+    present = {name.lower(): name for name in df.columns}
+    missing = [field.name for field in schema.fields if field.name.lower() not in present]
+    if missing:
+        raise ReconcileError(f"{where}: data has no column(s) {', '.join(missing)}")
+    types = {field.name.lower(): field.dataType for field in df.schema.fields}
+    columns = []
+    for field in schema.fields:
+        quoted = present[field.name.lower()].replace("`", "``")
+        source = F.col(f"`{quoted}`")
+        if types[field.name.lower()] != field.dataType:
+            source = source.cast(field.dataType)
+        columns.append(source.alias(field.name))
+    return df.select(*columns)

@@ -34,9 +34,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError
-from reconciler.java_check import require_java
-from reconciler.specs import SparkSettings
+from reconciler.spec.project import SparkSettings
 
 MAX_LOCAL_CORES = 4
 """Upper bound on ``local[N]``: more threads only add scheduling overhead for small state."""

@@ -20,17 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.connectors import (
+from reconciler.engine.connectors import (
     changes_between,
     emit,
     has_new_files,
     ingest,
     outputs_by_relation,
 )
-from reconciler.delta_source import has_new_versions
+from reconciler.engine.delta_source import has_new_versions
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.faults import crash_point
 from reconciler.layout import resolve_path
-from reconciler.runtime import PipelineRuntime
 
 
 @dataclass
@@ -86,7 +86,7 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, dict[str, An
     ingestion or insert that crashed before its commit), mean yes. Sources that
     cannot be listed from here count as yes, and Spark decides.
     """
-    from reconciler.engine.storage import probe_latest_version
+    from reconciler.engine.delta_log import probe_latest_version
 
     for name, definition in program["connectors"].items():
         if definition["direction"] != "input":

@@ -22,149 +22,48 @@ writer, and any other Delta reader, can open.
 Each committing write tags its commit (``reconciler.commit`` in delta-rs commit
 info, ``userMetadata`` in delta-spark) and looks that tag up in the history, so
 the version returned is the version of *this* write even if something else
-committed right after it.
+committed right after it. Locating tables and reading their logs is ``delta_log``'s job.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine.schema import arrow_schema, same_schema, struct_from_json
+from reconciler.engine.delta_log import (
+    PathLike,
+    check_delta_rs_location,
+    default_storage_options,
+    delete_remote,
+    hadoop_uri,
+    is_local,
+    needs_delta_reader,
+    open_delta_rs,
+    spark_local_path,
+    spark_transaction_version,
+    table_uri,
+)
+from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
 from reconciler.errors import ReconcileError
 
 Writer = Literal["delta-spark", "delta-rs"]
-PathLike = str | os.PathLike[str]
 
 COMMIT_TAG = "reconciler.commit"
 """Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
 
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
-
-_TXN_SCHEMA = T.StructType(
-    [
-        T.StructField(
-            "txn",
-            T.StructType(
-                [
-                    T.StructField("appId", T.StringType()),
-                    T.StructField("version", T.LongType()),
-                ]
-            ),
-        )
-    ]
-)
-
-
-def table_uri(path: PathLike) -> str:
-    """Normalise a table location: local paths become absolute, ``file://`` becomes a path.
-
-    Other URIs (``s3://``, ``s3a://``, ``abfss://``...) are kept as given.
-    """
-    text = os.fspath(path)
-    parsed = urlparse(text)
-    if parsed.scheme == "file":
-        return str(Path(parsed.path).resolve())
-    if len(parsed.scheme) > 1 and "://" in text:
-        return text.rstrip("/")
-    return str(Path(text).expanduser().resolve())
-
-
-def is_local(uri: str) -> bool:
-    """Whether a normalised location is a local folder."""
-    return "://" not in uri
-
-
-_DELTA_RS_BAD_CHARS = "[]^|"
-
-
-def _check_delta_rs_location(uri: str) -> None:
-    """delta-rs 1.x panics (not raises) on local paths with these characters; say so clearly."""
-    if is_local(uri):
-        bad = sorted({char for char in uri if char in _DELTA_RS_BAD_CHARS})
-        if bad:
-            raise ReconcileError(
-                f"{uri}: delta-rs cannot use a local path containing {' '.join(bad)}; "
-                "choose another storage folder"
-            )
-
-
-def default_storage_options(uri: str) -> dict[str, str]:
-    """delta-rs storage options for ``uri`` taken from the usual AWS variables.
-
-    delta-rs reads credentials from the environment itself; what it needs spelt
-    out is a custom endpoint (``AWS_ENDPOINT_URL``, e.g. MinIO or moto), plain
-    HTTP for such an endpoint, and a region when only ``AWS_DEFAULT_REGION`` is set.
-    """
-    if urlparse(uri).scheme not in ("s3", "s3a"):
-        return {}
-    options: dict[str, str] = {}
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        options["AWS_ENDPOINT_URL"] = endpoint
-        if endpoint.startswith("http://"):
-            options["AWS_ALLOW_HTTP"] = "true"
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        options["AWS_REGION"] = region
-    return options
-
-
-def open_delta_rs(uri: str, version: int | None = None,
-                  storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
-    """The delta-rs handle of a table (at ``version``), or None when there is no table."""
-    _check_delta_rs_location(uri)
-    options = default_storage_options(uri) | dict(storage_options or {})
-    try:
-        return DeltaTable(uri, version=version, storage_options=options)
-    except TableNotFoundError:
-        return None
-
-
-def probe_latest_version(path: PathLike) -> int | None:
-    """A table's newest version read from its Delta log by delta-rs, without Spark.
-
-    Lets a step find out that there is nothing to do before starting a JVM.
-    """
-    uri = table_uri(path)
-    table = open_delta_rs(uri.replace("s3a://", "s3://", 1))
-    return None if table is None else table.version()
-
-
-def conform(df: DataFrame, schema: T.StructType, *, where: str) -> DataFrame:
-    """``df`` with exactly ``schema``'s columns, in its order, cast where the type differs.
-
-    A missing column is a one-line error naming the table; extra columns are dropped.
-    """
-    present = {name.lower(): name for name in df.columns}
-    missing = [field.name for field in schema.fields if field.name.lower() not in present]
-    if missing:
-        raise ReconcileError(f"{where}: data has no column(s) {', '.join(missing)}")
-    types = {field.name.lower(): field.dataType for field in df.schema.fields}
-    columns = []
-    for field in schema.fields:
-        quoted = present[field.name.lower()].replace("`", "``")
-        source = F.col(f"`{quoted}`")
-        if types[field.name.lower()] != field.dataType:
-            source = source.cast(field.dataType)
-        columns.append(source.alias(field.name))
-    return df.select(*columns)
-
 
 class DeltaStorage:
     """Create, write, truncate, read (pinned) and delete the Delta tables of a pipeline.
@@ -257,7 +156,7 @@ class DeltaStorage:
             empty = self.spark.createDataFrame([], schema)
             empty.write.format("delta").mode("append").option("userMetadata", tag).save(uri)
             return self._spark_commit_version(uri, tag)
-        _check_delta_rs_location(uri)
+        check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,
             schema=arrow_schema(schema),
@@ -426,7 +325,7 @@ class DeltaStorage:
             df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
             return conform(df, schema, where=uri)
         table = self._at_version(uri, version)
-        if _needs_delta_reader(table):
+        if needs_delta_reader(table):
             return self._read_via_arrow(table, schema)
         return self._scan(table.file_uris(), schema, whole_table=table)
 
@@ -446,7 +345,7 @@ class DeltaStorage:
         if before - set(now):
             raise ReconcileError(f"{uri}: files were removed between versions {since} and "
                                  f"{latest}; the delta connector reads append-only tables")
-        if _needs_delta_reader(table):
+        if needs_delta_reader(table):
             raise ReconcileError(f"{uri}: partitioned or column-mapped tables are not supported "
                                  "by the delta connector yet")
         return self._scan([f for f in now if f not in before], schema, whole_table=None), latest
@@ -461,9 +360,9 @@ class DeltaStorage:
         if not files:
             return self.spark.createDataFrame([], schema)
         if all(is_local(file) for file in files):
-            return self.spark.read.schema(schema).parquet(*[_spark_local_path(f) for f in files])
+            return self.spark.read.schema(schema).parquet(*[spark_local_path(f) for f in files])
         try:
-            frame = self.spark.read.schema(schema).parquet(*[_hadoop_uri(f) for f in files])
+            frame = self.spark.read.schema(schema).parquet(*[hadoop_uri(f) for f in files])
             _ = frame.schema  # Spark Connect analyses lazily: make a missing filesystem fail here
             return frame
         except Exception as error:  # no Hadoop filesystem for the scheme (e.g. s3, no hadoop-aws)
@@ -478,7 +377,7 @@ class DeltaStorage:
         uri = table_uri(path)
         if self.writer == "delta-rs":
             table = self._at_version(uri, version)
-            if not _needs_delta_reader(table):
+            if not needs_delta_reader(table):
                 counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
                 if counts.null_count == 0:
                     return int(sum(counts.to_pylist()))
@@ -499,7 +398,7 @@ class DeltaStorage:
             elif os.path.exists(uri):
                 raise ReconcileError(f"{uri}: not a table folder, refusing to delete it")
             return
-        _delete_remote(uri, self.storage_options(uri))
+        delete_remote(uri, self.storage_options(uri))
 
     # -- delta-rs specifics --------------------------------------------------------
     def _to_arrow(self, df: DataFrame, schema: T.StructType, *, where: str) -> pa.Table:
@@ -571,89 +470,6 @@ class DeltaStorage:
 
     def _spark_transaction_version(self, uri: str, app_id: str) -> int | None:
         return spark_transaction_version(self.spark, uri, app_id)
-
-
-def spark_transaction_version(spark: SparkSession, uri: str, app_id: str) -> int | None:
-    """The app-transaction version of ``app_id`` read from the Delta log with Spark only.
-
-    delta-spark has no public API for it, and on a cluster (or Spark Connect)
-    the driver's Python may not reach the storage, so Spark reads the log
-    itself: the ``txn`` actions of the commit files plus the checkpoint(s),
-    which carry every live transaction forward when old commits are cleaned up.
-    """
-    log = f"{uri.rstrip('/')}/_delta_log"
-    frames: list[DataFrame] = []
-    for reader in (
-        lambda: spark.read.schema(_TXN_SCHEMA).json(f"{log}/*.json"),
-        lambda: spark.read.schema(_TXN_SCHEMA).parquet(f"{log}/*.checkpoint*.parquet"),
-    ):
-        try:
-            frames.append(reader())
-        except Exception as error:  # no such files (AnalysisException PATH_NOT_FOUND)
-            if "PATH_NOT_FOUND" not in str(error) and "does not exist" not in str(error):
-                raise
-    if not frames:
-        return None
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
-    row = (
-        union.where(F.col("txn.appId") == app_id).agg(F.max("txn.version").alias("version")).first()
-    )
-    return None if row is None or row["version"] is None else int(row["version"])
-
-
-def _needs_delta_reader(table: DeltaTable) -> bool:
-    """Whether raw parquet scanning would be wrong for this table version."""
-    metadata = table.metadata()
-    if metadata.partition_columns:
-        return True
-    if (metadata.configuration or {}).get("delta.columnMapping.mode", "none") not in ("none", None):
-        return True
-    features = table.protocol().reader_features or []
-    return "deletionVectors" in features or "columnMapping" in features
-
-
-_HADOOP_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
-
-
-def _spark_local_path(file: str) -> str:
-    """A local data file as delta-rs reports it (percent-encoded) made safe for Spark.
-
-    delta-rs encodes the path (``with%20space``); Hadoop wants the real name, and
-    treats ``[]{}*?`` as glob patterns unless escaped.
-    """
-    return _HADOOP_GLOB_CHARS.sub(r"\\\1", unquote(file))
-
-
-def _hadoop_uri(uri: str) -> str:
-    """Spark's Hadoop S3 connector is ``s3a://``; delta-rs reports ``s3://``."""
-    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
-
-
-def _delete_remote(uri: str, options: Mapping[str, str]) -> None:
-    """Delete a table folder on object storage through ``pyarrow.fs``."""
-    from pyarrow import fs as pafs
-
-    parsed = urlparse(uri)
-    filesystem: Any
-    if parsed.scheme in ("s3", "s3a"):
-        endpoint = options.get("AWS_ENDPOINT_URL")
-        kwargs: dict[str, Any] = {}
-        if endpoint:
-            endpoint_parts = urlparse(endpoint)
-            kwargs["endpoint_override"] = endpoint_parts.netloc or endpoint
-            kwargs["scheme"] = endpoint_parts.scheme or "https"
-        if options.get("AWS_REGION"):
-            kwargs["region"] = options["AWS_REGION"]
-        filesystem = pafs.S3FileSystem(**kwargs)
-        folder = f"{parsed.netloc}{parsed.path}"
-    else:
-        filesystem, folder = pafs.FileSystem.from_uri(uri)
-    info = filesystem.get_file_info(folder)
-    if info.type == pafs.FileType.NotFound:
-        return
-    filesystem.delete_dir(folder)
 
 
 def _first_line(error: BaseException) -> str:

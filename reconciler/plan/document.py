@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from reconciler.diff import ProgramDiff, diff_programs
 from reconciler.errors import ReconcileError
 from reconciler.manifest import Manifest, spark_version, utc_now
-from reconciler.program import Program, stable_hash
+from reconciler.plan.diff import ProgramDiff, diff_programs
+from reconciler.spec.program import Program, stable_hash
 
 PLAN_FORMAT = 1
 ActionKind = Literal["create", "recompute", "truncate", "drop", "reset", "keep"]

@@ -13,10 +13,10 @@ from typing import Any
 
 import jinja2
 
-from reconciler.render_terminal import COUNTED, SYMBOLS
+from reconciler.plan.terminal import COUNTED, SYMBOLS
 
 _ENVIRONMENT = jinja2.Environment(
-    loader=jinja2.PackageLoader("reconciler", "templates"),
+    loader=jinja2.PackageLoader("reconciler.plan", "templates"),
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     trim_blocks=True,

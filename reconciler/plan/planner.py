@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.plan import plan_document, plan_pipeline
-from reconciler.specs import settings_digest
+from reconciler.plan.document import plan_document, plan_pipeline
+from reconciler.spec.project import settings_digest
+from reconciler.spec.workspace import load_programs
 from reconciler.state import open_backend, read_manifest
-from reconciler.workspace import load_programs
 
 
 def compute_plan(project_dir: Path, pipeline: str | None,

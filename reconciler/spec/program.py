@@ -15,8 +15,8 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
 from reconciler.errors import ReconcileError
-from reconciler.specs import ConnectorSpec, PipelineSource
-from reconciler.sql_parser import (
+from reconciler.spec.project import ConnectorSpec, PipelineSource
+from reconciler.spec.sql import (
     ColumnDef,
     Location,
     TableStatement,

@@ -20,7 +20,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from reconciler.errors import ReconcileError
-from reconciler.yaml_source import YamlDocument, load_yaml, read_text
+from reconciler.spec.documents import YamlDocument, load_yaml, read_text
 
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"

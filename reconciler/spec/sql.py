@@ -19,7 +19,7 @@ from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.errors import ReconcileError
-from reconciler.specs import SqlSource
+from reconciler.spec.project import SqlSource
 
 DIALECT = "spark"
 _DIALECT = Dialect.get_or_raise(DIALECT)

@@ -1,0 +1,199 @@
+"""Finding Delta tables and reading their logs, without writing anything.
+
+Where a table lives (``table_uri``: local folders absolute, ``file://`` to a
+path, object stores as given), its delta-rs handle and newest version (read
+from the log alone, so a step can decide there is nothing to do before starting
+a JVM), the app-transaction versions Spark reads from the log on a cluster, and
+deleting a table's folder on local or object storage.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reconciler.errors import ReconcileError
+
+PathLike = str | os.PathLike[str]
+
+_TXN_SCHEMA = T.StructType(
+    [
+        T.StructField(
+            "txn",
+            T.StructType(
+                [
+                    T.StructField("appId", T.StringType()),
+                    T.StructField("version", T.LongType()),
+                ]
+            ),
+        )
+    ]
+)
+
+
+def table_uri(path: PathLike) -> str:
+    """Normalise a table location: local paths become absolute, ``file://`` becomes a path.
+
+    Other URIs (``s3://``, ``s3a://``, ``abfss://``...) are kept as given.
+    """
+    text = os.fspath(path)
+    parsed = urlparse(text)
+    if parsed.scheme == "file":
+        return str(Path(parsed.path).resolve())
+    if len(parsed.scheme) > 1 and "://" in text:
+        return text.rstrip("/")
+    return str(Path(text).expanduser().resolve())
+
+
+def is_local(uri: str) -> bool:
+    """Whether a normalised location is a local folder."""
+    return "://" not in uri
+
+
+_DELTA_RS_BAD_CHARS = "[]^|"
+
+
+def check_delta_rs_location(uri: str) -> None:
+    """delta-rs 1.x panics (not raises) on local paths with these characters; say so clearly."""
+    if is_local(uri):
+        bad = sorted({char for char in uri if char in _DELTA_RS_BAD_CHARS})
+        if bad:
+            raise ReconcileError(
+                f"{uri}: delta-rs cannot use a local path containing {' '.join(bad)}; "
+                "choose another storage folder"
+            )
+
+
+def default_storage_options(uri: str) -> dict[str, str]:
+    """delta-rs storage options for ``uri`` taken from the usual AWS variables.
+
+    delta-rs reads credentials from the environment itself; what it needs spelt
+    out is a custom endpoint (``AWS_ENDPOINT_URL``, e.g. MinIO or moto), plain
+    HTTP for such an endpoint, and a region when only ``AWS_DEFAULT_REGION`` is set.
+    """
+    if urlparse(uri).scheme not in ("s3", "s3a"):
+        return {}
+    options: dict[str, str] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        options["AWS_REGION"] = region
+    return options
+
+
+def open_delta_rs(uri: str, version: int | None = None,
+                  storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
+    """The delta-rs handle of a table (at ``version``), or None when there is no table."""
+    check_delta_rs_location(uri)
+    options = default_storage_options(uri) | dict(storage_options or {})
+    try:
+        return DeltaTable(uri, version=version, storage_options=options)
+    except TableNotFoundError:
+        return None
+
+
+def probe_latest_version(path: PathLike) -> int | None:
+    """A table's newest version read from its Delta log by delta-rs, without Spark.
+
+    Lets a step find out that there is nothing to do before starting a JVM.
+    """
+    uri = table_uri(path)
+    table = open_delta_rs(uri.replace("s3a://", "s3://", 1))
+    return None if table is None else table.version()
+
+
+def spark_transaction_version(spark: SparkSession, uri: str, app_id: str) -> int | None:
+    """The app-transaction version of ``app_id`` read from the Delta log with Spark only.
+
+    delta-spark has no public API for it, and on a cluster (or Spark Connect)
+    the driver's Python may not reach the storage, so Spark reads the log
+    itself: the ``txn`` actions of the commit files plus the checkpoint(s),
+    which carry every live transaction forward when old commits are cleaned up.
+    """
+    log = f"{uri.rstrip('/')}/_delta_log"
+    frames: list[DataFrame] = []
+    for reader in (
+        lambda: spark.read.schema(_TXN_SCHEMA).json(f"{log}/*.json"),
+        lambda: spark.read.schema(_TXN_SCHEMA).parquet(f"{log}/*.checkpoint*.parquet"),
+    ):
+        try:
+            frames.append(reader())
+        except Exception as error:  # no such files (AnalysisException PATH_NOT_FOUND)
+            if "PATH_NOT_FOUND" not in str(error) and "does not exist" not in str(error):
+                raise
+    if not frames:
+        return None
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    row = (
+        union.where(F.col("txn.appId") == app_id).agg(F.max("txn.version").alias("version")).first()
+    )
+    return None if row is None or row["version"] is None else int(row["version"])
+
+
+def needs_delta_reader(table: DeltaTable) -> bool:
+    """Whether raw parquet scanning would be wrong for this table version."""
+    metadata = table.metadata()
+    if metadata.partition_columns:
+        return True
+    if (metadata.configuration or {}).get("delta.columnMapping.mode", "none") not in ("none", None):
+        return True
+    features = table.protocol().reader_features or []
+    return "deletionVectors" in features or "columnMapping" in features
+
+
+_HADOOP_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")
+
+
+def spark_local_path(file: str) -> str:
+    """A local data file as delta-rs reports it (percent-encoded) made safe for Spark.
+
+    delta-rs encodes the path (``with%20space``); Hadoop wants the real name, and
+    treats ``[]{}*?`` as glob patterns unless escaped.
+    """
+    return _HADOOP_GLOB_CHARS.sub(r"\\\1", unquote(file))
+
+
+def hadoop_uri(uri: str) -> str:
+    """Spark's Hadoop S3 connector is ``s3a://``; delta-rs reports ``s3://``."""
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+
+def delete_remote(uri: str, options: Mapping[str, str]) -> None:
+    """Delete a table folder on object storage through ``pyarrow.fs``."""
+    from pyarrow import fs as pafs
+
+    parsed = urlparse(uri)
+    filesystem: Any
+    if parsed.scheme in ("s3", "s3a"):
+        endpoint = options.get("AWS_ENDPOINT_URL")
+        kwargs: dict[str, Any] = {}
+        if endpoint:
+            endpoint_parts = urlparse(endpoint)
+            kwargs["endpoint_override"] = endpoint_parts.netloc or endpoint
+            kwargs["scheme"] = endpoint_parts.scheme or "https"
+        if options.get("AWS_REGION"):
+            kwargs["region"] = options["AWS_REGION"]
+        filesystem = pafs.S3FileSystem(**kwargs)
+        folder = f"{parsed.netloc}{parsed.path}"
+    else:
+        filesystem, folder = pafs.FileSystem.from_uri(uri)
+    info = filesystem.get_file_info(folder)
+    if info.type == pafs.FileType.NotFound:
+        return
+    filesystem.delete_dir(folder)

@@ -1,0 +1,244 @@
+"""The apply run: a `/reconcile apply [pipeline]` comment on a pull request.
+
+Acknowledge the comment, run the approval guard, plan again at the pull
+request's head, apply the selected pipelines with approval given (each re-checks
+the plan against its backend under its lock), refresh the sticky comment and
+reply. Comment text is only matched against the apply command and a pipeline
+name pattern; it never reaches a shell, a subprocess, a log line or a reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import ReconcileError
+from reconciler.github.client import GitHubClient, GitHubError
+from reconciler.github.comment import (
+    PlanView,
+    fenced,
+    find_sticky,
+    own_login,
+    project_key,
+    upsert_sticky,
+)
+from reconciler.github.event import ApplyRequest, Context, Inputs, Refused, parse_command
+from reconciler.github.guard import (
+    check_approver,
+    check_checkout,
+    check_policies,
+    check_pull_request,
+    check_sticky,
+    safe_login,
+    select_changed,
+)
+from reconciler.github.replies import ApplyFailed, failure_reply, success_reply
+from reconciler.github.runner import (
+    Outputs,
+    annotate,
+    log,
+    log_traceback,
+    workflow_commands_off,
+    write_summary,
+)
+from reconciler.github.truncation import fit_comment
+from reconciler.operations import Engine, Outcome, apply_pipeline
+from reconciler.plan.markdown import render_markdown
+from reconciler.plan.planner import compute_plan
+from reconciler.spec.workspace import load_programs
+from reconciler.state import open_backend
+from state_backends import StateBackendError
+
+
+@dataclass
+class CommentRun:
+    """One apply request being handled: where to reply and what to report."""
+
+    context: Context
+    client: GitHubClient
+    number: int
+    comment_id: int
+    login: str
+    outputs: Outputs
+
+    def react(self, content: str) -> None:
+        """Reactions are feedback only: a failure to add one is logged, not fatal."""
+        try:
+            self.client.react(self.context.repository, self.comment_id, content)
+        except (GitHubError, ReconcileError) as error:
+            log(f"could not add the {content} reaction: {error}")
+
+    def reply(self, body: str) -> None:
+        write_summary(self.context.step_summary, body)
+        comment = self.client.create_comment(self.context.repository, self.number,
+                                             fit_comment("", body, ""))
+        self.outputs.set("comment-url", comment.get("html_url", ""))
+
+
+def apply_on_comment(project_dir: Path, context: Context, inputs: Inputs,
+                     outputs: Outputs) -> int:
+    """Handle a comment: ignore it unless it is the apply command on a pull request."""
+    event = context.event
+    issue, comment = event.get("issue") or {}, event.get("comment") or {}
+    if event.get("action") != "created":
+        log("comment edited or deleted: nothing to do (only new comments are commands)")
+    elif not issue.get("pull_request"):
+        log("comment on an issue, not a pull request: nothing to do")
+    else:
+        try:
+            request = parse_command(str(comment.get("body") or ""), inputs.apply_command)
+        except Refused as invalid:
+            return _handle_apply(project_dir, inputs, _comment_run(context, issue, comment,
+                                                                   outputs), None, invalid)
+        if request is not None:
+            return _handle_apply(project_dir, inputs, _comment_run(context, issue, comment,
+                                                                   outputs), request, None)
+        log("the comment's first line is not the apply command: nothing to do")
+    outputs.set("result", "ignored")
+    return 0
+
+
+def _comment_run(context: Context, issue: dict[str, Any], comment: dict[str, Any],
+                 outputs: Outputs) -> CommentRun:
+    login = str((comment.get("user") or {}).get("login", ""))
+    return CommentRun(context, context.client(), int(issue["number"]), int(comment["id"]),
+                      login, outputs)
+
+
+def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
+                  request: ApplyRequest | None, invalid: Refused | None) -> int:
+    """Acknowledge, check, apply, reply; every way out reacts and sets `result`."""
+    run.react("eyes")
+    try:
+        if invalid is not None:
+            raise invalid
+        assert request is not None
+        outcomes, document = approve_and_apply(project_dir, inputs, run, request)
+    except Refused as refusal:
+        return _finish(run, "refused", str(refusal),
+                       f"### Not applied\n\n{refusal}\n\n<sub>`{inputs.apply_command}` "
+                       f"by @{safe_login(run.login)}</sub>\n")
+    except ApplyFailed as failure:
+        return _finish(run, "failed", str(failure), failure_reply(run.login, failure))
+    except (ReconcileError, StateBackendError) as error:
+        return _finish(run, "failed", str(error),
+                       f"### Apply failed\n\n{fenced(str(error))}\n")
+    run.outputs.set("plan-id", document["plan_id"])
+    run.outputs.set("has-changes", bool(outcomes))
+    result = "applied" if outcomes else "no-changes"
+    run.outputs.set("result", result)  # before replying: the apply is done whatever happens
+    log(f"{result}: " + "; ".join(o.message for o in outcomes))
+    run.reply(success_reply(run.login, document, outcomes))
+    run.react("rocket")
+    return 0
+
+
+def _finish(run: CommentRun, result: str, reason: str, reply: str) -> int:
+    annotate("error", f"{result}: {reason}")
+    run.outputs.set("result", result)
+    run.outputs.set("failure-reason", reason)
+    try:
+        run.reply(reply)
+    finally:
+        run.react("confused")
+    return 1
+
+
+
+
+def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
+                      request: ApplyRequest) -> tuple[list[Outcome], dict[str, Any]]:
+    """Every check in order of cost, then apply with approval given."""
+    repo, key = run.context.repository, project_key(project_dir, run.context.workspace)
+    how = check_approver(run.client, repo, run.login, inputs.approvers)
+    pull = run.client.pull_request(repo, run.number)
+    head_sha = check_pull_request(pull, inputs.allow_fork_prs)
+    sticky = find_sticky(run.client, repo, run.number, key, own_login(run.client))
+    shown = check_sticky(sticky, key, head_sha, inputs.apply_command)
+    check_checkout(project_dir, head_sha)
+    document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+    if document["plan_id"] != shown.plan_id:
+        _refresh_sticky(run, key, document, head_sha, inputs.apply_command,
+                        notice="> **The plan changed** since it was last shown (the state or "
+                               "the specs moved). Review this plan and comment again.")
+        raise Refused(f"the plan changed since it was posted (plan_id `{shown.plan_id[:12]}` "
+                      f"-> `{document['plan_id'][:12]}`); the plan comment now shows the "
+                      "current plan: review it and comment again")
+    selected = select_changed(document, request.pipeline)
+    check_policies(project_dir, document, selected, inputs.bootstrap_policy)
+    log(f"@{run.login} may apply ({how}); applying {', '.join(selected) or 'nothing'} "
+        f"at {head_sha}")
+    try:
+        outcomes = apply_selected(project_dir, inputs, document, selected, head_sha)
+    except ApplyFailed as failure:
+        _refresh_after_apply(run, project_dir, inputs, key, head_sha, document, failure.done,
+                             failed=failure.pipeline)
+        raise
+    _refresh_after_apply(run, project_dir, inputs, key, head_sha, document, outcomes)
+    return outcomes, document
+
+
+def apply_selected(project_dir: Path, inputs: Inputs, document: dict[str, Any],
+                   selected: list[str], head_sha: str) -> list[Outcome]:
+    """apply_pipeline with approval given, checking the plan again under each pipeline's lock."""
+    if not selected:
+        return []
+    project, programs = load_programs(project_dir, inputs.pipeline)
+    by_name = {program.pipeline: program for program in programs}
+    backend = open_backend(project, inputs.backend)
+    engine = Engine(project, master=inputs.spark_master, remote=inputs.spark_remote)
+    outcomes: list[Outcome] = []
+    with workflow_commands_off():
+        for position, name in enumerate(selected):
+            try:
+                outcomes.append(apply_pipeline(project, by_name[name], backend, engine,
+                                               policy="allow", saved_plan=document,
+                                               git_sha=head_sha))
+            except Exception as error:  # Spark errors too: reported on the PR, not swallowed
+                if not isinstance(error, (ReconcileError, StateBackendError)):
+                    log_traceback()
+                raise ApplyFailed(name, _one_line(error), outcomes, selected[position + 1:]) \
+                    from error
+    return outcomes
+
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, (ReconcileError, StateBackendError)):
+        return str(error)
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def _refresh_sticky(run: CommentRun, key: str, document: dict[str, Any], head_sha: str,
+                    apply_command: str, notice: str) -> None:
+    """Show the current plan so the next approval is of what would really happen."""
+    view = PlanView(key, document, render_markdown(document), head_sha, apply_command, notice)
+    try:
+        upsert_sticky(run.client, run.context.repository, run.number, key, view.comment())
+    except (GitHubError, ReconcileError) as error:
+        log(f"could not update the plan comment: {error}")
+
+
+def _refresh_after_apply(run: CommentRun, project_dir: Path, inputs: Inputs, key: str,
+                         head_sha: str, applied: dict[str, Any], outcomes: list[Outcome],
+                         failed: str | None = None) -> None:
+    """After an apply (even a failed one) the state moved and the old plan_id is spent: the
+    sticky comment shows what is left, so a retry approves what would really happen."""
+    if not outcomes and failed is None:
+        return
+    try:
+        document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+    except (ReconcileError, StateBackendError) as error:
+        log(f"could not plan again after applying: {error}")
+        return
+    user, plan_id = safe_login(run.login), applied["plan_id"][:12]
+    if failed is None:
+        names = ", ".join(f"`{o.pipeline}`" for o in outcomes)
+        notice = (f"> Plan `{plan_id}` was applied to {names} by @{user} at "
+                  f"`{head_sha[:12]}`. What is left to apply:")
+    else:
+        notice = (f"> Applying plan `{plan_id}` failed at `{failed}` (see the reply below). "
+                  "The current plan, to retry:")
+    _refresh_sticky(run, key, document, head_sha, inputs.apply_command, notice)

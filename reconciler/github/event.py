@@ -1,0 +1,155 @@
+"""The event that started the run and the inputs the workflow gave, validated once.
+
+Everything here comes from outside: the ``GITHUB_*`` variables, the event
+payload, the action's ``INPUT_*`` variables and the comment's text. It is
+checked against fixed patterns before any other module sees it, so later code
+can trust a pipeline name, a repository name or an apply request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import ReconcileError
+from reconciler.github.client import DEFAULT_API_URL, GitHubClient
+from reconciler.spec.project import NAME_PATTERN, POLICIES
+
+COMMANDS = ("auto", "plan", "apply")
+
+_REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+PIPELINE_RE = re.compile(NAME_PATTERN)
+
+
+class Refused(Exception):
+    """A request the Action will not carry out; the message is safe to show on the PR."""
+
+
+
+
+def _input(env: Mapping[str, str], name: str) -> str:
+    """An action input: composite actions export none, so action.yml maps them to INPUT_*.
+
+    Both spellings are read (`INPUT_PROJECT_DIR` and GitHub's own `INPUT_PROJECT-DIR`).
+    """
+    key = "INPUT_" + name.upper()
+    return (env.get(key.replace("-", "_")) or env.get(key) or "").strip()
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The action's inputs, validated once, so later code can trust them."""
+
+    command: str = "auto"
+    pipeline: str | None = None
+    backend: str | None = None
+    spark_master: str | None = None
+    spark_remote: str | None = None
+    bootstrap_policy: str | None = None
+    approvers: frozenset[str] = frozenset()
+    allow_fork_prs: bool = False
+    apply_command: str = "/reconcile apply"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Inputs:
+        command = _input(env, "command") or "auto"
+        if command not in COMMANDS:
+            raise ReconcileError(f"input 'command' must be one of {', '.join(COMMANDS)}, "
+                                 f"not '{command}'")
+        policy = _input(env, "bootstrap-policy") or None
+        if policy is not None and policy not in POLICIES:
+            raise ReconcileError(f"input 'bootstrap-policy' must be one of {', '.join(POLICIES)}")
+        pipeline = _input(env, "pipeline") or None
+        if pipeline is not None and not PIPELINE_RE.fullmatch(pipeline):
+            raise ReconcileError(f"input 'pipeline' is not a pipeline name: '{pipeline}'")
+        apply_command = " ".join(_input(env, "apply-command").split()) or cls.apply_command
+        return cls(
+            command=command, pipeline=pipeline, backend=_input(env, "backend") or None,
+            spark_master=_input(env, "spark-master") or None,
+            spark_remote=_input(env, "spark-remote") or None, bootstrap_policy=policy,
+            approvers=frozenset(login.casefold() for login in
+                                re.split(r"[\s,]+", _input(env, "approvers")) if login),
+            allow_fork_prs=_truthy(_input(env, "allow-fork-prs")),
+            apply_command=apply_command)
+
+
+def _truthy(value: str) -> bool:
+    return value.casefold() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the runner tells us about the run, from the standard GITHUB_* variables."""
+
+    event_name: str
+    event: dict[str, Any]
+    repository: str
+    api_url: str
+    token: str
+    step_summary: Path | None
+    output: Path | None
+    workspace: Path
+    temp_dir: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Context:
+        event_path = env.get("GITHUB_EVENT_PATH")
+        if not event_path:
+            raise ReconcileError("GITHUB_EVENT_PATH is not set: `reconcile github` runs inside "
+                                 "GitHub Actions (use `reconcile plan` / `apply` elsewhere)")
+        try:
+            event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ReconcileError(f"cannot read the event payload: {error}",
+                                 file=event_path) from None
+        repository = env.get("GITHUB_REPOSITORY", "")
+        if not _REPO_RE.fullmatch(repository):
+            raise ReconcileError(f"GITHUB_REPOSITORY must be owner/name, not '{repository}'")
+        return cls(
+            event_name=env.get("GITHUB_EVENT_NAME", ""),
+            event=event if isinstance(event, dict) else {},
+            repository=repository,
+            api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
+            token=env.get("GITHUB_TOKEN") or _input(env, "github-token"),
+            step_summary=_optional_path(env.get("GITHUB_STEP_SUMMARY")),
+            output=_optional_path(env.get("GITHUB_OUTPUT")),
+            workspace=Path(env.get("GITHUB_WORKSPACE") or Path.cwd()),
+            temp_dir=Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()),
+        )
+
+    def client(self) -> GitHubClient:
+        """Made only when needed, so ignored events need no token and make no request."""
+        return GitHubClient(self.token, self.api_url)
+
+
+def _optional_path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+@dataclass(frozen=True)
+class ApplyRequest:
+    """`/reconcile apply [pipeline]` from the comment's first line."""
+
+    pipeline: str | None
+
+
+def parse_command(body: str, apply_command: str) -> ApplyRequest | None:
+    """None unless the first line is the apply command; Refused for anything after it but
+    one pipeline name (so no other text from the comment is ever used)."""
+    first_line = body.split("\n", 1)[0].strip()
+    words, command = first_line.split(), apply_command.split()
+    if [w.casefold() for w in words[:len(command)]] != [w.casefold() for w in command]:
+        return None
+    rest = words[len(command):]
+    if not rest:
+        return ApplyRequest(None)
+    if len(rest) == 1 and PIPELINE_RE.fullmatch(rest[0]):
+        return ApplyRequest(rest[0])
+    raise Refused(f"the text after `{apply_command}` is not a pipeline name (one word of "
+                  "letters, digits and underscores, not starting with a digit); nothing was "
+                  "applied")

@@ -1,0 +1,122 @@
+"""The approval guard: who may apply, which pull request, and which plan.
+
+Every check raises ``Refused`` with a message that is safe to show on the pull
+request. Between the plan a reviewer read and the apply, someone may push: the
+apply re-plans at the pull request's current head and these checks refuse when
+the head SHA or the plan id differ from what the sticky comment shows.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from reconciler.github.client import GitHubClient, GitHubError
+from reconciler.github.comment import StickyPlan, read_sticky
+from reconciler.github.event import Refused
+from reconciler.plan.document import git_info
+from reconciler.spec.project import load_project
+from reconciler.spec.workspace import load_source
+
+APPROVING_ROLES = frozenset({"admin", "maintain", "write"})
+
+_LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
+_SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def check_approver(client: GitHubClient, repo: str, login: str,
+                   approvers: frozenset[str]) -> str:
+    """Write, maintain or admin on the repository, or listed in the `approvers` input."""
+    if not _LOGIN_RE.fullmatch(login):
+        raise Refused("the comment's author could not be identified")
+    if login.casefold() in approvers:
+        return "listed in approvers"
+    try:
+        permission = client.permission(repo, login)
+    except GitHubError as error:
+        if error.status == 404:
+            raise Refused(f"@{login} is not a collaborator of this repository; applying needs "
+                          "write, maintain or admin permission") from None
+        raise
+    levels = {str(permission.get("permission", "")), str(permission.get("role_name", ""))}
+    if levels & APPROVING_ROLES:
+        return f"permission {'/'.join(sorted(levels & APPROVING_ROLES))}"
+    shown = permission.get("role_name") or permission.get("permission") or "none"
+    raise Refused(f"@{login} has '{shown}' permission on this repository; applying needs "
+                  "write, maintain or admin (or being listed in the action's approvers)")
+
+
+def check_pull_request(pull: dict[str, Any], allow_fork_prs: bool) -> str:
+    """The pull request must be open and, unless allowed, not from a fork; returns head SHA."""
+    if pull.get("state") != "open":
+        raise Refused("the pull request is not open")
+    head, base = pull.get("head") or {}, pull.get("base") or {}
+    head_repo = (head.get("repo") or {}).get("full_name")
+    base_repo = (base.get("repo") or {}).get("full_name")
+    if (head_repo is None or head_repo != base_repo) and not allow_fork_prs:
+        raise Refused("this pull request comes from a fork; applying it is refused (the "
+                      "workflow owner can set the action's `allow-fork-prs: true`)")
+    sha = str(head.get("sha") or "")
+    if not _SHA_RE.fullmatch(sha):
+        raise Refused("the pull request's head commit could not be read")
+    return sha
+
+
+def check_sticky(sticky: dict[str, Any] | None, key: str, head_sha: str,
+                 apply_command: str) -> StickyPlan:
+    """The sticky comment must show a plan for exactly the pull request's current head."""
+    if sticky is None:
+        raise Refused(f"there is no plan comment for project `{key}` on this pull request yet; "
+                      "wait for the plan (it is made on every push) and comment again")
+    shown = read_sticky(str(sticky.get("body") or ""))
+    if shown is None:
+        raise Refused(f"the last plan for project `{key}` failed; fix it and push")
+    if shown.head_sha != head_sha:
+        raise Refused(f"the pull request's head moved from `{shown.head_sha[:12]}` (the commit "
+                      f"of the plan shown) to `{head_sha[:12]}`; wait for the new plan, review "
+                      f"it and comment `{apply_command}` again")
+    return shown
+
+
+def check_checkout(project_dir: Path, head_sha: str) -> None:
+    """The files on disk must be the head commit's. GITHUB_SHA is not the PR head on
+    issue_comment events (it is the default branch), so git itself is asked."""
+    git = git_info(project_dir)
+    if git is None:
+        raise Refused("the project is not in a git checkout, so the commit cannot be verified")
+    if git["sha"] != head_sha:
+        raise Refused(f"the checked-out commit `{git['sha'][:12]}` is not the pull request's "
+                      f"head `{head_sha[:12]}`; the workflow must check out the head SHA")
+
+
+def select_changed(document: dict[str, Any], pipeline: str | None) -> list[str]:
+    """The pipelines to apply: those with changes, or the one the comment names."""
+    names = [p["name"] for p in document["pipelines"]]
+    if pipeline is not None and pipeline not in names:
+        raise Refused(f"unknown pipeline `{pipeline}` (this plan has: "
+                      f"{', '.join(f'`{n}`' for n in names) or 'none'})")
+    return [p["name"] for p in document["pipelines"]
+            if p["has_changes"] and pipeline in (None, p["name"])]
+
+
+def check_policies(project_dir: Path, document: dict[str, Any], selected: list[str],
+                   override: str | None) -> None:
+    """A comment is an approval, but `bootstrap_policy: reject` forbids bootstrapping at all."""
+    if not selected:
+        return
+    project = load_project(project_dir)
+    rejected = []
+    for entry in document["pipelines"]:
+        if entry["name"] not in selected or not entry["bootstrap_required"]:
+            continue
+        policy = override or load_source(project, entry["name"]).spec.bootstrap_policy
+        if policy == "reject":
+            rejected.append(entry["name"])
+    if rejected:
+        raise Refused(f"bootstrap_policy is 'reject' for {', '.join(rejected)}: these changes "
+                      "need bootstrapping, which the policy forbids")
+
+
+def safe_login(login: str) -> str:
+    return login if _LOGIN_RE.fullmatch(login) else "someone"
