@@ -4,13 +4,23 @@
 Delta tables; `connectors/<name>/<generation>` is an input connector's streaming
 checkpoint (a reset starts a new generation, a fresh id, so the old one stays valid
 for the committed manifest until the new manifest is written).
+
+Every part of a path built here is checked to be a plain name (no `/`, `..` or
+control characters), so a path the layout gives always stays under the storage
+root; a manifest's paths are held against these (`Manifest.check_layout`) before
+anything is read, restored or deleted.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from reconciler.errors import ReconcileError
+
+_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 
 
 def resolve_path(path: str, base_dir: Path) -> str:
@@ -26,6 +36,10 @@ class Layout:
     pipeline: str
 
     def _join(self, *parts: str) -> str:
+        for part in (self.pipeline, *parts):
+            if not _PART.fullmatch(str(part)):
+                raise ReconcileError(f"refusing a storage path with the part {str(part)!r}: "
+                                     "paths under the storage root are built from plain names")
         return "/".join([self.root.rstrip("/"), self.pipeline, *parts])
 
     def relation(self, kind: str, name: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
+from reconciler.layout import Layout
 
 MANIFEST_FORMAT = 1
 Status = Literal["Running", "AwaitingApproval", "Bootstrapping", "Failed"]
@@ -55,7 +56,7 @@ class Manifest:
     last_step: dict[str, Any] | None = None
     # The approved or awaiting change: {"desired_fingerprint": ...}; None when Running.
     pending: dict[str, Any] | None = None
-    # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_digest).
+    # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_summary).
     settings: dict[str, str] | None = None
 
     @classmethod
@@ -85,6 +86,35 @@ class Manifest:
         if manifest.status not in STATUSES:
             raise ReconcileError(f"manifest has unknown status {manifest.status!r}", file=where)
         return manifest
+
+    def check_layout(self, layout: Layout, where: str) -> None:
+        """Refuse a manifest that points outside the pipeline's own folders.
+
+        A manifest can come from anywhere a backend can be written (a folder in a
+        pull request's checkout, say), and its paths are later read, restored and,
+        for dropped objects, deleted. Each must be exactly where the layout puts
+        that kind and name, under the configured storage root.
+        """
+        if self.pipeline != layout.pipeline:
+            raise ReconcileError(f"manifest is for pipeline '{self.pipeline}', not "
+                                 f"'{layout.pipeline}'", file=where)
+        expected: list[tuple[str, Any, str]] = []
+        for name, state in self.relations.items():
+            kind = state.get("kind") if isinstance(state, dict) else None
+            if kind not in ("table", "view"):
+                raise ReconcileError(f"manifest has relation '{name}' of unknown kind {kind!r}",
+                                     file=where)
+            expected.append((f"{kind} '{name}'", state.get("path"),
+                             layout.relation(kind, name)))
+        for name, state in self.connectors.items():
+            if isinstance(state, dict) and "checkpoint" in state:
+                expected.append((f"connector '{name}'", state["checkpoint"],
+                                 layout.checkpoint(name, str(state.get("generation")))))
+        for what, found, wanted in expected:
+            if found != wanted:
+                raise ReconcileError(f"manifest puts {what} at {found!r}, not at {wanted!r} "
+                                     "where the storage layout does: refusing to read, restore "
+                                     "or delete it (was `storage` moved?)", file=where)
 
     def to_document(self) -> dict[str, Any]:
         return {

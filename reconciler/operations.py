@@ -18,14 +18,13 @@ from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.step import StepResult, has_pending_input, insert_app_id, run_step
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
-from reconciler.layout import Layout
 from reconciler.manifest import Manifest
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
 from reconciler.spec.program import Program
-from reconciler.spec.project import Project, settings_digest
-from reconciler.state import read_manifest
+from reconciler.spec.project import Project, settings_summary
+from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
 
 
@@ -55,7 +54,7 @@ class Engine:
         from reconciler.engine.runtime import PipelineRuntime
 
         self.report("prepare", pipeline)
-        layout = Layout(self.project.resolve(self.project.settings.storage), pipeline)
+        layout = pipeline_layout(self.project, pipeline)
         return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations),
                                report=self.report)
 
@@ -95,12 +94,12 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
     """Reconcile one pipeline with its specs, bootstrapping what changed."""
     name = program.pipeline
     with backend.locked(name, "apply"):
-        manifest, etag = read_manifest(backend, name)
+        manifest, etag = read_manifest(backend, name, pipeline_layout(project, name))
         if approving:
             _check_awaiting(manifest, program)
         if full_refresh and manifest is not None:
             return _full_refresh(project, program, manifest, etag, backend, engine, git_sha)
-        settings = settings_digest(project.settings)
+        settings = settings_summary(project.settings)
         plan = plan_pipeline(program, manifest, etag, settings)
         if saved_plan is not None:
             _check_saved_plan(saved_plan, plan)
@@ -228,7 +227,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                         relations=result.relations, connectors=result.connectors,
                         git_sha=git_sha or manifest.git_sha,
-                        settings=settings_digest(project.settings))
+                        settings=settings_summary(project.settings))
     _commit(backend, done, etag)
     _discard_unused(engine, manifest, done)
     recomputed = ", ".join(result.recomputed) or "nothing"
@@ -264,7 +263,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     step = run_step(runtime, result.connectors, serial=serial, base_dir=project.root)
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                          relations=runtime.relations, connectors=step.connectors,
-                         settings=settings_digest(project.settings),
+                         settings=settings_summary(project.settings),
                          git_sha=git_sha or manifest.git_sha, last_step={
                              "ingested": step.ingested, "refreshed": step.refreshed})
     _commit(backend, done, etag)
@@ -313,7 +312,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
     (see `discard_uncommitted_inserts`).
     """
     with backend.locked(name, "run"):
-        manifest, etag = read_manifest(backend, name)
+        manifest, etag = read_manifest(backend, name, pipeline_layout(project, name))
         if manifest is None:
             raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
         if manifest.status != "Running":
@@ -385,7 +384,7 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
     from sqlglot import exp
 
     select = _parse_single(sql, exp.Query, "SELECT")
-    manifest, _ = read_manifest(backend, name)
+    manifest, _ = read_manifest(backend, name, pipeline_layout(engine.project, name))
     if manifest is None:
         raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
     program = manifest.program

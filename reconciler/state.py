@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reconciler.layout import Layout
 from reconciler.manifest import Manifest
 from reconciler.spec.project import Project
 from state_backends import StateBackend, backend_from_url
@@ -12,10 +13,23 @@ def open_backend(project: Project, override: str | None = None) -> StateBackend:
     return backend_from_url(override or project.settings.backend, project.root)
 
 
-def read_manifest(backend: StateBackend, pipeline: str) -> tuple[Manifest | None, str | None]:
-    """The committed manifest and its version tag (ETag), or (None, None) for a new pipeline."""
+def pipeline_layout(project: Project, pipeline: str) -> Layout:
+    """Where `pipeline`'s tables, views and checkpoints live under the storage root."""
+    return Layout(project.resolve(project.settings.storage), pipeline)
+
+
+def read_manifest(backend: StateBackend, pipeline: str,
+                  layout: Layout | None = None) -> tuple[Manifest | None, str | None]:
+    """The committed manifest and its version tag (ETag), or (None, None) for a new pipeline.
+
+    With `layout`, every path in it is checked against the layout first: what plans,
+    applies and steps read, restore or delete is always the pipeline's own.
+    """
     stored = backend.read_manifest(pipeline)
     if stored is None:
         return None, None
     where = f"{backend.url}/{pipeline}/manifest.json"
-    return Manifest.from_document(stored.document, where), stored.version
+    manifest = Manifest.from_document(stored.document, where)
+    if layout is not None:
+        manifest.check_layout(layout, where)
+    return manifest, stored.version

@@ -14,7 +14,7 @@ from reconciler.cli import cli
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_pipeline
 from reconciler.spec.program import Program
-from reconciler.spec.project import load_project, settings_digest
+from reconciler.spec.project import load_project, settings_summary
 from state_backends import LocalBackend
 from tests.projects import (
     apply_seed_modification,
@@ -34,7 +34,7 @@ def commit(project: Path, program: Program) -> None:
     """Record `program` as the pipeline's committed manifest in the project's backend."""
     backend = LocalBackend(project / ".reconcile/state")
     manifest = Manifest.first(program.pipeline, program.document(),
-                              settings=settings_digest(load_project(project).settings))
+                              settings=settings_summary(load_project(project).settings))
     backend.write_manifest(program.pipeline, manifest.to_document(), None)
 
 
@@ -172,7 +172,8 @@ def test_new_output_connector_on_unchanged_view_gets_later_changes(tmp_path: Pat
     plan = diff_after(tmp_path, CONNECTED, CONNECTED, CONNECTORS, spec_after)
     assert plan["diff"]["added_output_connectors"] == ["out3"]
     action = next(a for a in plan["actions"] if a["name"] == "out3")
-    assert action["reasons"] == ["receives only later changes of unchanged v2"]
+    assert action["reasons"] == ["receives only later changes of unchanged v2",
+                                 "writes delta at mirror"]
 
 
 def test_non_materialized_table_refuses_bootstrap(tmp_path: Path) -> None:
@@ -283,10 +284,14 @@ def test_settings_changes_are_named_and_change_the_plan_id(tmp_path: Path) -> No
     before = json.loads(runner.invoke(cli, ["-C", str(project), "plan", "--json"]).output)
     assert before["pipelines"][0]["notes"] == []
     settings = project / "reconcile.yaml"
-    settings.write_text(settings.read_text() + "  conf:\n    spark.jars: /tmp/evil.jar\n")
+    settings.write_text(settings.read_text() + "  conf:\n    spark.sql.shuffle.partitions: 8\n"
+                        "    spark.hadoop.fs.s3a.secret.key: hunter2\n")
     after = json.loads(runner.invoke(cli, ["-C", str(project), "plan", "--json"]).output)
     assert after["plan_id"] != before["plan_id"]
-    assert after["pipelines"][0]["notes"] == [
-        "reconcile.yaml settings changed since the last apply: spark.conf.spark.jars "
-        "(review them: they run with the pipeline's credentials)"]
-    assert "/tmp/evil.jar" not in json.dumps(after), "setting values must not be shown"
+    [note] = after["pipelines"][0]["notes"]
+    assert note.startswith("reconcile.yaml settings changed since the last apply: "
+                           "spark.conf.spark.hadoop.fs.s3a.secret.key: (unset) -> sha256:")
+    assert "spark.conf.spark.sql.shuffle.partitions: (unset) -> 8" in note
+    assert "hunter2" not in json.dumps(after), "secret values must not be shown"
+
+

@@ -16,6 +16,14 @@ driver, the log4j2 file) are not applied to a cluster (``spark.master`` not
 there only the UTC timezone, no console progress bar and log level ERROR are
 set. User ``conf`` from ``reconcile.yaml`` always wins over every default here.
 
+Pipeline SQL comes from pull requests, so the JVM starts with a cleaned
+environment (``jvm_environment``): only what Java, Spark, Python workers and the
+cloud storage clients need passes (no ``GITHUB_TOKEN``, no action inputs, no
+runner tokens), ``PYTHONSAFEPATH=1`` keeps Spark's Python workers (started as
+``python -m pyspark.daemon`` in the working directory, which may be a pull
+request's checkout) from importing a ``pyspark/`` folder found there, and
+``spark.sql.variable.substitute`` is off so ``${env:NAME}`` in SQL stays text.
+
 One line stays on stderr at JVM start: ``WARNING: Using incubator modules:
 jdk.incubator.vector``. The JVM prints it itself for the ``--add-modules``
 flag Spark's launcher always passes; no logging setting reaches it.
@@ -25,11 +33,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -87,6 +97,38 @@ def _scratch() -> Path:
         return _scratch_dir
 
 
+JVM_ENVIRONMENT = re.compile(
+    r"(PATH|HOME|USER|LOGNAME|HOSTNAME|LANG|LC_\w+|TZ|TMPDIR|TEMP|TMP|LD_LIBRARY_PATH"
+    r"|JAVA_HOME|SPARK_\w+|PYSPARK_\w+|PYTHON\w*|VIRTUAL_ENV|HADOOP_\w+|YARN_CONF_DIR"
+    r"|AWS_\w+|AZURE_\w+|GOOGLE_\w+|KRB5\w*)")
+"""Variables the JVM may inherit: what Java, Spark, its Python workers and the storage
+clients read. Everything else (``GITHUB_TOKEN``, ``INPUT_*``, ``ACTIONS_*`` tokens,
+any other secret of the caller's) stays out of reach of the SQL Spark runs."""
+
+SAFE_SQL_CONF = {"spark.sql.variable.substitute": "false"}
+"""Set on every session, after the user's conf: pipeline SQL must not expand ``${env:...}``."""
+
+SAFE_LAUNCH_CONF = {"spark.executorEnv.PYTHONSAFEPATH": "1"}
+"""Set where the reconciler launches Spark: executors' Python workers must not import
+from their working directory either (a cluster's own executors are its owner's)."""
+
+
+@contextmanager
+def jvm_environment() -> Iterator[None]:
+    """While the JVM starts, ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus
+    ``PYTHONSAFEPATH=1``); the JVM copies it at launch, and the caller's is put back."""
+    saved = dict(os.environ)
+    try:
+        for key in saved:
+            if not JVM_ENVIRONMENT.fullmatch(key):
+                del os.environ[key]
+        os.environ["PYTHONSAFEPATH"] = "1"
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def default_master() -> str:
     """``local[N]`` with N = usable CPUs, capped at ``MAX_LOCAL_CORES``."""
     try:
@@ -136,7 +178,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool]) -
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
             conf.get("spark.driver.extraJavaOptions", ""), user_java_options
         )
-    return conf | user
+    return conf | user | SAFE_SQL_CONF | SAFE_LAUNCH_CONF
 
 
 def get_spark(
@@ -166,7 +208,8 @@ def get_spark(
                 f"spark.remote must be a Spark Connect URL (sc://host:port): {remote}"
             )
         builder = SparkSession.builder.remote(remote)
-        for key, value in ({"spark.sql.session.timeZone": "UTC"} | user_conf).items():
+        connect_conf = {"spark.sql.session.timeZone": "UTC"} | user_conf | SAFE_SQL_CONF
+        for key, value in connect_conf.items():
             builder = builder.config(key, value)
         try:
             return builder.getOrCreate()
@@ -180,7 +223,8 @@ def get_spark(
     builder = SparkSession.builder
     for key, value in spark_conf(master or default_master(), user_conf).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with jvm_environment():
+        return builder.getOrCreate()
 
 
 def is_connect(spark: SparkSession) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from reconciler.errors import ReconcileError
 from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.diff import ProgramDiff, diff_programs
+from reconciler.redact import redact_text
 from reconciler.spec.program import Program, stable_hash
 
 PLAN_FORMAT = 1
@@ -252,12 +253,15 @@ def _connector_actions(diff: ProgramDiff) -> list[Action]:
             actions.append(Action(kind, name, "drop", (reason,)))
         elif change == "added":
             actions.append(Action(kind, name, "create", (_new_connector_reason(
-                direction, relation, relation_change),)))
+                direction, relation, relation_change), _where(document))))
         elif change == "modified":
             changed = sorted(diff.fields("connectors", name))
             suffix = "; rows already ingested stay" if direction == "input" else ""
-            actions.append(Action(kind, name, "reset",
-                                  tuple(f"{field} changed{suffix}" for field in changed)))
+            old = diff.old["connectors"][name]
+            actions.append(Action(kind, name, "reset", tuple(
+                f"path {redact_text(str(old.get('path')))} -> "
+                f"{redact_text(str(document.get('path')))}{suffix}" if field == "path"
+                else f"{field} changed{suffix}" for field in changed)))
         elif direction == "input" and relation_change in ("modified", "added"):
             actions.append(Action(kind, name, "reset",
                                   (f"table {relation} truncated: re-ingest from the start",)))
@@ -267,6 +271,12 @@ def _connector_actions(diff: ProgramDiff) -> list[Action]:
         else:
             actions.append(Action(kind, name, "keep"))
     return actions
+
+
+def _where(connector: dict[str, Any]) -> str:
+    """Where a connector reads or writes, for the approver to see (URLs redacted)."""
+    verb = "reads" if connector["direction"] == "input" else "writes"
+    return f"{verb} {connector.get('type')} at {redact_text(str(connector.get('path')))}"
 
 
 def _new_connector_reason(direction: str, relation: str, relation_change: str) -> str:
@@ -311,7 +321,9 @@ def _settings_notes(manifest: Manifest | None, settings: dict[str, str] | None) 
                      if manifest.settings.get(key) != settings.get(key))
     if not changed:
         return []
-    return [f"reconcile.yaml settings changed since the last apply: {', '.join(changed)} "
+    shown = "; ".join(f"{key}: {manifest.settings.get(key, '(unset)')} -> "
+                      f"{settings.get(key, '(unset)')}" for key in changed)
+    return [f"reconcile.yaml settings changed since the last apply: {shown} "
             "(review them: they run with the pipeline's credentials)"]
 
 

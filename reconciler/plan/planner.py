@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.plan.document import plan_document, plan_pipeline
-from reconciler.spec.project import settings_digest
+from reconciler.spec.project import settings_summary
 from reconciler.spec.workspace import load_programs
-from reconciler.state import open_backend, read_manifest
+from reconciler.state import open_backend, pipeline_layout, read_manifest
 
 
 def compute_plan(project_dir: Path, pipeline: str | None,
@@ -16,9 +16,10 @@ def compute_plan(project_dir: Path, pipeline: str | None,
     """The plan artifact for every selected pipeline, each against its manifest."""
     project, programs = load_programs(project_dir, pipeline)
     backend = open_backend(project, backend_url)
-    settings = settings_digest(project.settings)
+    settings = settings_summary(project.settings)
     plans = []
     for program in programs:
-        manifest, etag = read_manifest(backend, program.pipeline)
+        manifest, etag = read_manifest(backend, program.pipeline,
+                                      pipeline_layout(project, program.pipeline))
         plans.append(plan_pipeline(program, manifest, etag, settings))
     return plan_document(plans, project.root)

@@ -7,7 +7,6 @@ names the file and line, and renders each pipeline's SQL templates with Jinja2
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import traceback
@@ -20,6 +19,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from reconciler.errors import ReconcileError
+from reconciler.redact import shown_value
 from reconciler.spec.documents import YamlDocument, load_yaml, read_text
 
 PROJECT_FILE = "reconcile.yaml"
@@ -32,6 +32,28 @@ POLICIES: tuple[str, ...] = get_args(BootstrapPolicy)
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+CONF_PREFIXES = (
+    "spark.sql.", "spark.executor.", "spark.driver.", "spark.memory.", "spark.default.",
+    "spark.dynamicAllocation.", "spark.shuffle.", "spark.network.", "spark.task.",
+    "spark.cores.", "spark.locality.", "spark.scheduler.", "spark.speculation",
+    "spark.kryoserializer.", "spark.io.", "spark.rdd.", "spark.broadcast.", "spark.storage.",
+    "spark.files.maxPartitionBytes", "spark.files.openCostInBytes", "spark.hadoop.fs.s3a.",
+    "spark.databricks.delta.", "spark.delta.", "spark.log.level", "spark.app.name",
+)
+"""`spark.conf` keys a project may set: tuning, memory, storage clients. Anything that
+names code to load or an environment to pass is refused (see `_REFUSED_CONF`)."""
+
+_REFUSED_CONF = re.compile(
+    r"(?i).*(extraJavaOptions|defaultJavaOptions|extraClassPath|extraLibraryPath|"
+    r"\.impl$|provider|factory|class|plugins|extensions|listeners|"
+    r"^spark\.sql\.catalog\.|^spark\.sql\.variable\.|^spark\.sql\.warehouse\.|"
+    r"^spark\.sql\.(hive\.)?metastore|^spark\.driver\.resource|^spark\.executor\.resource|"
+    r"^spark\.sql\.streaming\.stateStore\.providerClass|python|^spark\.sql\.sources\.).*")
+"""Keys that load a class, a jar, an agent or a Python module, pass JVM flags or
+environment, or point Spark at another catalog: each can run code with the
+pipeline's credentials (`spark.driver.extraJavaOptions=-javaagent:...`)."""
 
 
 class SparkSettings(_Strict):
@@ -48,6 +70,22 @@ class SparkSettings(_Strict):
         return self
 
 
+def check_project_conf(settings: ProjectSettings, document: YamlDocument, shown: str) -> None:
+    """`spark.conf` in a project file is limited to `CONF_PREFIXES` minus `_REFUSED_CONF`.
+
+    The file is in git, so a pull request can change it; what only an operator may
+    set (JVM options, jars, the Delta extension) belongs in the cluster's own
+    `spark-defaults.conf` or `SPARK_SUBMIT_OPTS`, which no pull request reaches.
+    """
+    for key in settings.spark.conf:
+        if _REFUSED_CONF.fullmatch(key) or not key.startswith(CONF_PREFIXES):
+            raise ReconcileError(
+                f"spark.conf key '{key}' is not allowed in {PROJECT_FILE}: only tuning "
+                "settings; what loads code, passes JVM options or environment, or changes "
+                "the catalog belongs in the cluster's spark-defaults.conf",
+                file=shown, line=document.line_of(("spark", "conf", key)))
+
+
 class ProjectSettings(_Strict):
     """`reconcile.yaml`; every key is optional."""
 
@@ -57,12 +95,12 @@ class ProjectSettings(_Strict):
     pipelines: str = "pipelines"
 
 
-def settings_digest(settings: ProjectSettings) -> dict[str, str]:
-    """A hash per setting of `reconcile.yaml` (`spark.conf.spark.jars`, `storage`, ...).
+def settings_summary(settings: ProjectSettings) -> dict[str, str]:
+    """Each setting of `reconcile.yaml` as a plan may show it (`spark.conf.<key>`, `storage`).
 
-    Plans and manifests carry these instead of the values: a change of Spark
-    settings is part of what an approval covers (it runs with the pipeline's
-    credentials), and the values themselves may hold secrets.
+    Plans and manifests carry these, so a change of where state lives or how Spark
+    runs is part of what an approval covers and is shown old -> new; secret-looking
+    values are hashed and URLs lose their credentials and parameters.
     """
     flat: dict[str, str] = {}
 
@@ -70,8 +108,8 @@ def settings_digest(settings: ProjectSettings) -> dict[str, str]:
         if isinstance(value, dict):
             for key, item in value.items():
                 walk(f"{prefix}.{key}" if prefix else str(key), item)
-        else:
-            flat[prefix] = hashlib.sha256(repr(value).encode("utf-8")).hexdigest()[:16]
+        elif value is not None:
+            flat[prefix] = shown_value(prefix, value)
 
     walk("", settings.model_dump(exclude={"pipelines"}))
     return dict(sorted(flat.items()))
@@ -199,6 +237,7 @@ def load_project(root: Path) -> Project:
     if settings_path.exists():
         document = load_yaml(settings_path, display(settings_path))
         settings = _validate(ProjectSettings, document, display(settings_path))
+        check_project_conf(settings, document, display(settings_path))
     pipelines_root = root / settings.pipelines
     if not pipelines_root.is_dir():
         if document is not None and "pipelines" in document.data:

@@ -19,13 +19,16 @@ from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.errors import ReconcileError
-from reconciler.spec.project import SqlSource
+from reconciler.spec.project import NAME_PATTERN, SqlSource
+from reconciler.spec.safety import check_view_query
 
 DIALECT = "spark"
 _DIALECT = Dialect.get_or_raise(DIALECT)
 _OPERATOR_SYNONYMS = {"!=": "<>", "==": "="}
 TABLE_PROPERTIES = {"materialized"}
 ONLY_CREATE = "only CREATE TABLE and CREATE [MATERIALIZED] VIEW are allowed"
+_NAME = re.compile(NAME_PATTERN)
+NAME_RULE = "letters, digits and underscores, not starting with a digit"
 
 # sqlglot logs a warning whenever it falls back to an opaque Command; we refuse such
 # statements with our own one-line error, so the warning would only be a stray second line.
@@ -192,7 +195,10 @@ def _relation_name(expression: exp.Create, location: Location) -> str:
     if table.args.get("db") or table.args.get("catalog"):
         raise location.error(f"qualified name '{table.sql(dialect=DIALECT)}' is not supported: "
                              "relations live in the pipeline's own namespace")
-    return table.name.lower()
+    name = table.name.lower()
+    if not _NAME.fullmatch(name):  # it names a folder under the storage root
+        raise location.error(f"relation name {name!r} is not allowed: use {NAME_RULE}")
+    return name
 
 
 def _table(expression: exp.Create, location: Location, text: str) -> TableStatement:
@@ -234,6 +240,9 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
 
 def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
     column = item.name.lower()
+    if not _NAME.fullmatch(column):
+        raise location.error(f"table '{table}': column name {column!r} is not allowed: use "
+                             f"{NAME_RULE}")
     if not isinstance(item.args.get("kind"), exp.DataType):
         raise location.error(f"table '{table}': column '{column}' has no type")
     nullable = True
@@ -286,6 +295,7 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
             materialized = True
         else:
             raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}'")
+    check_view_query(query, text, name, location.file, location.line)
     body = next(index for index, token in enumerate(tokens) if token.token_type == TokenType.ALIAS)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(query, name, location),

@@ -1,0 +1,177 @@
+"""What a view's query may do: read the pipeline's own relations with Spark's pure built-ins.
+
+A pipeline's SQL comes from pull requests, and Spark SQL can do far more than
+compute: ``TRANSFORM ... USING`` runs a program, ``reflect``/``java_method``
+call any Java method (``System.getenv`` hands out the workflow's secrets),
+``read_files``, ``text.`/path``` and other table-valued functions read files,
+``IDENTIFIER('...')`` builds a name from a string at run time, and
+``${env:NAME}`` is replaced by an environment variable before Spark even parses
+the text. So a view's query is checked here, on the same sqlglot tree the
+engine later renders and runs, against an allow-list:
+
+* every function is one of Spark's built-ins that is deterministic and has no
+  side effect (``ALLOWED_FUNCTIONS``: Spark 4's function registry by group,
+  minus what reads the environment, files, the network, the clock or a random
+  source); a qualified call (``db.fn(x)``) is a catalog function and refused;
+* every relation in a ``FROM`` is a plain name (the pipeline's own relations or
+  a CTE): no table-valued function, no ``format.`path``` source;
+* no ``TRANSFORM`` clause and no ``${...}`` anywhere in the statement.
+
+What is checked is the tree that ``engine.runtime`` renders back to Spark SQL,
+and a typed sqlglot function is checked by the name it renders as, so what
+passes here is exactly what runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from reconciler.errors import ReconcileError
+
+_GROUPS = {
+    # Spark 4 function registry (`FunctionRegistry.expressions`), by ExpressionInfo group.
+    "aggregate": """any any_value approx_count_distinct approx_percentile approx_top_k
+        approx_top_k_accumulate approx_top_k_combine array_agg avg bit_and bit_or bit_xor
+        bitmap_and_agg bitmap_construct_agg bitmap_or_agg bool_and bool_or collect_list
+        collect_set corr count count_if count_min_sketch covar_pop covar_samp every first
+        first_value grouping grouping_id histogram_numeric hll_sketch_agg hll_union_agg
+        kurtosis last last_value listagg max max_by mean median min min_by mode percentile
+        percentile_approx percentile_cont percentile_disc regr_avgx regr_avgy regr_count
+        regr_intercept regr_r2 regr_slope regr_sxx regr_sxy regr_syy skewness some std stddev
+        stddev_pop stddev_samp string_agg sum try_avg try_sum var_pop var_samp variance""",
+    "array": """array array_append array_compact array_contains array_distinct array_except
+        array_insert array_intersect array_join array_max array_min array_position
+        array_prepend array_remove array_repeat array_size array_union arrays_overlap
+        arrays_zip flatten get sequence slice sort_array""",
+    "bitwise": "bit_count bit_get getbit shiftleft shiftright shiftrightunsigned",
+    "collection": "cardinality concat element_at reverse size try_element_at",
+    "conditional": "coalesce if ifnull nanvl nullif nullifzero nvl nvl2 zeroifnull",
+    "conversion": """bigint binary boolean cast date decimal double float int smallint string
+        time timestamp tinyint try_cast""",
+    "csv": "from_csv schema_of_csv to_csv",
+    "datetime": """add_months convert_timezone date_add date_diff date_format
+        date_from_unix_date date_part date_sub date_trunc dateadd datediff datepart day dayname
+        dayofmonth dayofweek dayofyear extract from_unixtime from_utc_timestamp hour last_day
+        make_date make_dt_interval make_interval make_time make_timestamp make_timestamp_ltz
+        make_timestamp_ntz make_ym_interval minute month monthname months_between next_day
+        quarter second session_window time_bucket time_diff time_from_micros time_from_millis
+        time_from_seconds time_to_micros time_to_millis time_to_seconds time_trunc
+        timestamp_micros timestamp_millis timestamp_nanos timestamp_seconds to_date to_time
+        to_timestamp to_timestamp_ltz to_timestamp_ntz to_unix_timestamp to_utc_timestamp trunc
+        try_make_interval try_make_timestamp try_make_timestamp_ltz try_make_timestamp_ntz
+        try_to_date try_to_time try_to_timestamp unix_date unix_micros unix_millis unix_nanos
+        unix_seconds unix_timestamp weekday weekofyear window window_time year""",
+    "generator": "explode explode_outer inline inline_outer posexplode posexplode_outer stack",
+    "hash": "crc32 hash md5 sha sha1 sha2 xxhash64",
+    "json": """from_json get_json_object json_array_length json_object_keys json_tuple
+        schema_of_json to_json""",
+    "lambda": """aggregate array_sort exists filter forall map_filter map_zip_with reduce
+        transform transform_keys transform_values zip_with""",
+    "map": """map map_concat map_contains_key map_entries map_from_arrays map_from_entries
+        map_keys map_values str_to_map""",
+    "math": """abs acos acosh asin asinh atan atan2 atanh bin bround cbrt ceil ceiling conv cos
+        cosh cot csc degrees div e exp expm1 factorial floor greatest hex hypot least ln log
+        log10 log1p log2 mod negative pi pmod positive pow power radians rint round sec sign
+        signum sin sinh sqrt tan tanh try_add try_divide try_mod try_multiply try_subtract
+        unhex width_bucket""",
+    "predicate": """between equal_null ilike in isnan isnotnull isnull like not regexp
+        regexp_like rlike""",
+    "string": """ascii base64 bit_length btrim char char_length character_length chr collate
+        collation concat_ws contains decode elt encode endswith find_in_set format_number
+        format_string from_base32 initcap instr is_valid_utf8 jaro_winkler_similarity lcase
+        left len length levenshtein locate lower lpad ltrim luhn_check make_valid_utf8 mask
+        octet_length overlay position printf quote regexp_count regexp_extract
+        regexp_extract_all regexp_instr regexp_replace regexp_substr repeat replace right rpad
+        rtrim sentences soundex space split split_part startswith substr substring
+        substring_index to_base32 to_binary to_char to_number to_varchar translate trim
+        try_to_binary try_to_number try_validate_utf8 ucase unbase64 upper validate_utf8""",
+    "struct": "named_struct struct",
+    "url": "parse_url try_parse_url try_url_decode url_decode url_encode",
+    "variant": """is_valid_variant is_variant_null parse_json schema_of_variant
+        schema_of_variant_agg to_variant_object try_parse_json try_variant_get variant_get""",
+    "window": """cume_dist dense_rank lag lead nth_value ntile percent_rank rank row_number""",
+}
+
+ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
+    name for names in _GROUPS.values() for name in names.split())
+"""Spark built-ins a view may call. Left out on purpose, by what they would reach:
+the JVM (``reflect``, ``java_method``, ``try_reflect``), the environment and the
+session (``current_user``, ``version``, ``current_database``, ``input_file_name``),
+files and the network (``from_avro``/``from_protobuf`` descriptors and registries,
+the ``xpath``/``from_xml`` family with its external entities), the clock and
+random sources (``current_date``, ``now``, ``rand``, ``uuid``, ``shuffle``,
+``randstr``, ``monotonically_increasing_id``, ``spark_partition_id``), and calls
+made for their side effects (``raise_error``, ``assert_true``). A view must give
+the same rows for the same inputs, or maintaining it incrementally is wrong."""
+
+_SYNTAX = frozenset({"case"})
+"""Typed sqlglot nodes that render as SQL syntax rather than a call."""
+
+_LEADING_WORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+_Refuse = Callable[[exp.Expression | None, str], ReconcileError]
+
+
+def check_view_query(query: exp.Query, statement_text: str, view: str, file: str,
+                     line: int) -> None:
+    """Refuse anything in `query` outside the allow-list, naming the view, file and line."""
+
+    def refuse(node: exp.Expression | None, what: str) -> ReconcileError:
+        at = (node.meta.get("line") if node is not None else None) or line
+        return ReconcileError(f"view '{view}': {what}", file=file, line=at)
+
+    if "${" in statement_text:
+        at = line + statement_text[:statement_text.index("${")].count("\n")
+        raise ReconcileError(f"view '{view}': '${{...}}' is not allowed in pipeline SQL (Spark "
+                             "would substitute variables, the environment included)",
+                             file=file, line=at)
+    for node in query.walk():
+        if isinstance(node, exp.QueryTransform):
+            raise refuse(node, "TRANSFORM ... USING runs a program and is not allowed")
+        if isinstance(node, exp.Table):
+            _check_table(node, refuse)
+        elif isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+            _check_function(node, refuse)  # AND, OR and other operators are Funcs too
+
+
+def _check_table(table: exp.Table, refuse: _Refuse) -> None:
+    source = table.this
+    if isinstance(source, exp.Func):
+        name = function_name(source) or source.key
+        what = ("IDENTIFIER(...) builds a name at run time and is not allowed"
+                if name == "identifier" else
+                f"table-valued function {name}(...) is not allowed: a view reads the "
+                "pipeline's tables and views only")
+        raise refuse(source, what)
+    if table.args.get("db") or table.args.get("catalog"):
+        raise refuse(table, f"'{table.sql(dialect='spark')}': qualified names are not "
+                            "supported (a view reads the pipeline's own relations by name)")
+    if not isinstance(source, exp.Identifier):
+        raise refuse(table, f"'{table.sql(dialect='spark')}' is not a relation name")
+
+
+def _check_function(node: exp.Func, refuse: _Refuse) -> None:
+    name = function_name(node)
+    if isinstance(node.parent, exp.Dot) and node.parent.expression is node:
+        raise refuse(node, f"qualified function {node.parent.sql(dialect='spark')} is not "
+                           "allowed: only Spark's built-in functions")
+    if name is None or name in ALLOWED_FUNCTIONS or name in _SYNTAX:
+        return
+    if name == "identifier":
+        raise refuse(node, "IDENTIFIER(...) builds a name at run time and is not allowed")
+    raise refuse(node, f"function {name}() is not allowed: pipeline SQL may call Spark's "
+                       "deterministic built-in functions without side effects only")
+
+
+def function_name(node: exp.Func) -> str | None:
+    """The name Spark will call: an anonymous call's own, a typed one's as rendered.
+
+    None for syntax that renders without a leading word (only punctuation).
+    """
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    match = _LEADING_WORD.match(node.sql(dialect="spark"))
+    return match.group(1).lower() if match else None
