@@ -26,13 +26,13 @@ from state_backends.base import default_who
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import write_files
 
-# The subprocess's JVM gets the flags the shared test session uses: tiny jobs start faster.
+# The subprocess's JVM gets the flags the shared test session uses (tiny jobs start
+# faster), the way an operator passes JVM flags: SPARK_SUBMIT_OPTS, not the project file.
+FAST_JVM_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 PROJECT_FILES = {
     "reconcile.yaml": """
         spark:
           master: local[2]
-          conf:
-            spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
         """,
     "pipelines/p/pipeline.yaml": """
         name: p
@@ -77,7 +77,7 @@ def grade_rows(project: Path) -> list[tuple[int, str, Decimal]]:
 
 def killed_run(project: Path, point: str) -> None:
     """`reconcile run` in its own process, SIGKILLed by itself at `point`."""
-    env = {**os.environ, CRASH_ENV: point}
+    env = {**os.environ, **FAST_JVM_ENV, CRASH_ENV: point}
     process = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run"],
                              env=env, capture_output=True, text=True, timeout=300)
     assert process.returncode == -signal.SIGKILL, \
@@ -131,7 +131,7 @@ def test_killed_execute_is_discarded_and_retry_inserts_once(spark: SparkSession,
     project = write_files(tmp_path, PROJECT_FILES)
     reconcile(project, "apply", "--auto-approve")
     committed = manifest(project, "p")
-    env = {**os.environ, CRASH_ENV: "step-before-commit"}
+    env = {**os.environ, **FAST_JVM_ENV, CRASH_ENV: "step-before-commit"}
     process = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project),
                               "execute", "-p", "p", INSERT],
                              env=env, capture_output=True, text=True, timeout=300)

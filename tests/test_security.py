@@ -9,6 +9,10 @@ symlinks; Spark settings that load code; a crafted manifest.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,3 +157,155 @@ def test_every_allowed_function_is_a_spark_built_in(spark) -> None:  # type: ign
                       "input_file_name", "raise_error", "xpath", "from_avro"):
         assert dangerous in built_in and dangerous not in ALLOWED_FUNCTIONS
 
+
+
+# -- names and paths ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sql, fragment", [
+    ("create table `../../../escaped` (id bigint);", "relation name '../../../escaped'"),
+    ("create view `v<!--x` as select 1 as one;", "relation name 'v<!--x'"),
+    ("create table `a\nb` (id bigint);", "relation name 'a\\nb'"),
+    ("create table c (`x|y` bigint);", "column name 'x|y'"),
+], ids=["traversal", "html-comment", "newline", "pipe-column"])
+def test_names_that_would_leave_storage_or_break_markdown_are_refused(
+        tmp_path: Path, sql: str, fragment: str) -> None:
+    project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": "name: p\n",
+                                     "pipelines/p/program.sql": sql + "\n"})
+    code, output = run(project, "apply", "--auto-approve")
+    assert code == 1 and fragment in output and "pipelines/p/program.sql:1:" in output, output
+    assert not (tmp_path / "escaped").exists()
+    assert not (project / ".reconcile").exists()
+
+
+def test_a_crafted_manifest_cannot_make_a_drop_delete_outside_storage(tmp_path: Path) -> None:
+    """A manifest (here in a local backend, as a pull request could commit it) whose
+    dropped view points at another folder: refused before anything is read or deleted."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    project = project_with(tmp_path / "project",
+                           "create view old_view as select id from t;\n"
+                           "create view v as select id from t;\n")
+    reconcile(project, "apply", "--auto-approve")
+    state = project / ".reconcile/state/p/manifest.json"
+    document = json.loads(state.read_text())
+    document["relations"]["old_view"]["path"] = str(victim)
+    state.write_text(json.dumps(document))
+    (project / "pipelines/p/program.sql").write_text(TABLE + "create view v as select id "
+                                                             "from t;\n")
+    for command in (["plan"], ["apply", "--auto-approve"], ["run"]):
+        code, output = run(project, *command)
+        assert code == 1, output
+        assert "manifest puts view 'old_view' at" in output and "refusing" in output, output
+    assert (victim / "precious.txt").read_text() == "keep me"
+
+
+SECRET_FILE_TEXT = "AWS_SECRET_ACCESS_KEY=hunter2\n"
+
+
+@pytest.mark.parametrize("layout, fragment", [
+    ({"pipelines/p/program.sql": TABLE + "{% include 'env.txt' %}\n",
+      "pipelines/p/env.txt": "@link"}, "template 'env.txt' is a symbolic link"),
+    ({"pipelines/p/pipeline.yaml": "name: p\nsql: [program.sql, ../../outside.sql]\n",
+      "pipelines/p/program.sql": TABLE}, "goes up with '..'"),
+    ({"pipelines/p/program.sql": TABLE, "pipelines/p/stolen.sql": "@link"},
+     "refusing to read a file that is a symbolic link"),
+    ({"reconcile.yaml": "@link"}, "refusing to read a file that is a symbolic link"),
+    ({"reconcile.yaml": "pipelines: ../elsewhere\n"}, "goes up with '..'"),
+], ids=["template-include", "sql-list", "sql-glob", "project-file", "pipelines-folder"])
+def test_files_outside_the_project_are_never_read(tmp_path: Path, layout: dict[str, str],
+                                                  fragment: str) -> None:
+    """Symbolic links and `..` that would pull a secret into the rendered SQL (and so into
+    the plan and the pull-request comment) are refused."""
+    secret = tmp_path / "outside.sql"
+    secret.write_text(SECRET_FILE_TEXT)
+    (tmp_path / "elsewhere/p").mkdir(parents=True)
+    (tmp_path / "elsewhere/p/pipeline.yaml").write_text("name: p\n")
+    project = tmp_path / "project"
+    files = {"pipelines/p/pipeline.yaml": "name: p\n", **layout}
+    write_files(project, {name: text for name, text in files.items() if text != "@link"})
+    for name in (name for name, text in files.items() if text == "@link"):
+        (project / name).symlink_to(secret)
+    for command in (["validate"], ["plan", "--json"]):
+        code, output = run(project, *command)
+        assert code == 1 and fragment in output, output
+        assert "hunter2" not in output
+
+
+def test_spark_conf_that_loads_code_is_refused_in_the_project_file(tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    project = project_with(tmp_path / "project", "create view v as select id from t;\n", {
+        "reconcile.yaml": "spark:\n  conf:\n    spark.sql.shuffle.partitions: 4\n"
+                          f"    spark.driver.extraJavaOptions: \"-javaagent:{marker}.jar\"\n"})
+    code, output = run(project, "apply", "--auto-approve")
+    assert code == 1, output
+    assert "reconcile.yaml:4: spark.conf key 'spark.driver.extraJavaOptions' is not allowed" \
+        in output and len(output.strip().splitlines()) == 1, output
+    for key in ("spark.jars", "spark.plugins", "spark.sql.extensions", "spark.executorEnv.X",
+                "spark.sql.catalog.evil", "spark.python.daemon.module",
+                "spark.hadoop.fs.s3a.aws.credentials.provider", "spark.driver.extraClassPath"):
+        (project / "reconcile.yaml").write_text(f"spark:\n  conf:\n    {key}: x\n")
+        code, output = run(project, "validate")
+        assert code == 1 and f"spark.conf key '{key}' is not allowed" in output, output
+
+
+# -- what the JVM and its Python workers inherit ----------------------------------------------
+
+ENGINE_PROBE = """
+import json, sys
+from reconciler.engine.session import get_spark
+spark = get_spark()
+system = spark._jvm.java.lang.System
+rows = spark.sparkContext.parallelize(range(4), 2).map(lambda x: x * 2).sum()
+print(json.dumps({"token": system.getenv("GITHUB_TOKEN"), "input": system.getenv("INPUT_X"),
+                  "aws": system.getenv("AWS_REGION"), "safe": system.getenv("PYTHONSAFEPATH"),
+                  "substitute": spark.conf.get("spark.sql.variable.substitute"),
+                  "sum": rows}))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_spark_starts_with_a_clean_environment_and_ignores_a_hostile_pyspark_folder(
+        tmp_path: Path) -> None:
+    """In the Action, Spark runs with the pull request's checkout as working directory, and
+    Spark starts its Python workers there with `python -m pyspark.daemon`: a committed
+    `pyspark/` folder would run with the workflow's secrets. The JVM must not see the
+    runner's tokens either (only what Spark and storage clients need)."""
+    checkout = tmp_path / "checkout"
+    marker = tmp_path / "PWNED"
+    hostile = f"open({str(marker)!r}, 'w').write('ran')\n"
+    write_files(checkout, {"pyspark/__init__.py": hostile, "pyspark/daemon.py": hostile,
+                           "pip/__main__.py": hostile})
+    probe = tmp_path / "probe" / "probe.py"  # not in the checkout: the driver is ours
+    probe.parent.mkdir()
+    probe.write_text(ENGINE_PROBE)
+    env = {**os.environ, "GITHUB_TOKEN": "ghs_secret", "INPUT_X": "x", "AWS_REGION": "eu-west-1",
+           "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+    env.pop("PYTHONSAFEPATH", None)
+    result = subprocess.run([sys.executable, str(probe)], cwd=checkout, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {"token": None, "input": None, "aws": "eu-west-1", "safe": "1",
+                    "substitute": "false", "sum": 12}
+    assert not marker.exists(), "a Python worker imported the checkout's pyspark/ folder"
+
+
+def test_the_action_installs_without_importing_from_the_checkout(tmp_path: Path) -> None:
+    """`python -m pip` puts the working directory first on sys.path; action.yml runs pip with
+    `-P` from the action's own folder. Shown here with the same interpreter flags."""
+    checkout = tmp_path / "checkout"
+    marker = tmp_path / "PWNED"
+    write_files(checkout, {"pip/__main__.py": f"open({str(marker)!r}, 'w').write('ran')\n"})
+    subprocess.run([sys.executable, "-m", "pip", "--version"], cwd=checkout,
+                   capture_output=True, check=False, timeout=60)
+    assert marker.exists(), "the attack itself must work without -P, or this test proves nothing"
+    marker.unlink()
+    result = subprocess.run([sys.executable, "-P", "-m", "pip", "--version"], cwd=checkout,
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0 and not marker.exists(), result.stderr
+    action = (Path(__file__).resolve().parent.parent / "action.yml").read_text()
+    assert "python -P -m pip install" in action
+    assert "working-directory: ${{ github.action_path }}" in action

@@ -151,9 +151,11 @@ GRADES = ("INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15'), "
 @pytest.mark.slow
 def test_apply_execute_query_on_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
     project = copy_example("grades", tmp_path)
-    with (project / "reconcile.yaml").open("a") as settings:
-        settings.write(f"  conf:\n    spark.driver.extraJavaOptions: \"{FAST_JVM}\"\n"
-                       f"    spark.executor.extraJavaOptions: \"{FAST_JVM}\"\n")
+    # JVM flags are the cluster operator's, not the project's: spark-defaults.conf.
+    defaults = cluster.folder / "conf" / "spark-defaults.conf"
+    defaults.parent.mkdir(parents=True, exist_ok=True)
+    defaults.write_text(f"spark.driver.extraJavaOptions {FAST_JVM}\n"
+                        f"spark.executor.extraJavaOptions {FAST_JVM}\n")
     on_cluster = ["--spark-master", cluster.url]
     commands = [
         ["-C", str(project), "apply", "--auto-approve", *on_cluster],

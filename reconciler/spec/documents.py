@@ -35,6 +35,36 @@ class YamlDocument:
         return 1
 
 
+def outside_reason(path: Path, folder: Path) -> str | None:
+    """Why `path` may not be read as part of `folder`, or None when it may.
+
+    A project's files come from pull requests, and git stores symbolic links: a
+    committed `env.sql -> /proc/self/environ` or `sql: [../../etc/hostname]` must not
+    pull text from outside the project into the rendered SQL, the plan or a comment.
+    So `path` is named from inside `folder` without `..`, every step to it is a real
+    file or folder (no symbolic link), and it resolves inside `folder`.
+    """
+    base = folder.resolve()
+    relative = path
+    for root in (folder, base):
+        if path.is_absolute() and path.is_relative_to(root):
+            relative = path.relative_to(root)
+            break
+    if relative.is_absolute():
+        return f"is outside {folder.name or folder}/"
+    if ".." in relative.parts:
+        return "goes up with '..'"
+    current = base
+    for part in relative.parts:
+        current = current / part
+        if current.is_symlink():
+            return ("is a symbolic link" if current == base / relative else
+                    f"is reached through the symbolic link {current.relative_to(base)}")
+    if not (base / relative).resolve().is_relative_to(base):
+        return f"is outside {folder.name or folder}/"
+    return None
+
+
 def read_text(path: Path, shown: str) -> str:
     """A user's file as UTF-8 text; unreadable files are a one-line error, not a traceback."""
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from reconciler.errors import ReconcileError
 from reconciler.redact import shown_value
-from reconciler.spec.documents import YamlDocument, load_yaml, read_text
+from reconciler.spec.documents import YamlDocument, load_yaml, outside_reason, read_text
 
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"
@@ -234,11 +235,16 @@ def load_project(root: Path) -> Project:
     settings_path = root / PROJECT_FILE
     settings = ProjectSettings()
     document = None
+    _refuse_outside(settings_path, root, display(settings_path))
     if settings_path.exists():
         document = load_yaml(settings_path, display(settings_path))
         settings = _validate(ProjectSettings, document, display(settings_path))
         check_project_conf(settings, document, display(settings_path))
     pipelines_root = root / settings.pipelines
+    if (why := outside_reason(pipelines_root, root)) is not None:
+        raise ReconcileError(f"pipelines folder '{settings.pipelines}' {why}",
+                             file=display(settings_path),
+                             line=document.line_of(("pipelines",)) if document else None)
     if not pipelines_root.is_dir():
         if document is not None and "pipelines" in document.data:
             raise ReconcileError(f"pipelines folder '{settings.pipelines}' does not exist",
@@ -246,11 +252,30 @@ def load_project(root: Path) -> Project:
                                  line=document.line_of(("pipelines",)))
         raise ReconcileError("no pipelines folder (set 'pipelines' in reconcile.yaml)",
                              file=display(pipelines_root))
-    pipeline_dirs = {
-        spec_file.parent.name: spec_file.parent
-        for spec_file in sorted(pipelines_root.glob(f"*/{PIPELINE_FILE}"))
-    }
+    pipeline_dirs = {}
+    for spec_file in sorted(pipelines_root.glob(f"*/{PIPELINE_FILE}")):
+        _refuse_outside(spec_file, root, display(spec_file))
+        pipeline_dirs[spec_file.parent.name] = spec_file.parent
     return Project(root=root, settings=settings, pipeline_dirs=pipeline_dirs)
+
+
+def _refuse_outside(path: Path, folder: Path, shown: str, line: int | None = None) -> None:
+    if (why := outside_reason(path, folder)) is not None:
+        raise ReconcileError(f"refusing to read a file that {why}", file=shown, line=line)
+
+
+class _PipelineLoader(jinja2.FileSystemLoader):
+    """Templates from the pipeline's folder only: no symbolic links, nothing outside."""
+
+    def __init__(self, directory: Path):
+        super().__init__(directory)
+        self.directory = directory
+
+    def get_source(self, environment: jinja2.Environment,
+                   template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
+        if (why := outside_reason(self.directory / template, self.directory)) is not None:
+            raise jinja2.TemplateError(f"template '{template}' {why}: refused")
+        return super().get_source(environment, template)
 
 
 def load_pipeline(directory: Path) -> PipelineSource:
@@ -271,7 +296,7 @@ def load_pipeline(directory: Path) -> PipelineSource:
     # Sandboxed: templates come from pull requests, and a template must not be able to
     # reach Python internals (and through them the Action's secrets).
     environment = SandboxedEnvironment(
-        loader=jinja2.FileSystemLoader(directory),
+        loader=_PipelineLoader(directory),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -287,10 +312,13 @@ def _sql_files(spec: PipelineSpec, directory: Path, document: YamlDocument,
         paths = sorted(directory.glob("*.sql"))
         if not paths:
             raise ReconcileError("no *.sql files in the pipeline folder", file=shown, line=1)
+        for path in paths:
+            _refuse_outside(path, directory, display(path))
         return paths
     paths = []
     for index, name in enumerate(spec.sql):
         path = directory / name
+        _refuse_outside(path, directory, shown, document.line_of(("sql", index)))
         if not path.is_file():
             raise ReconcileError(f"sql file '{name}' not found", file=shown,
                                  line=document.line_of(("sql", index)))
