@@ -24,3 +24,42 @@ class ReconcileError(Exception):
         if self.file is not None:
             where = f"{self.file}:{self.line}: " if self.line is not None else f"{self.file}: "
         return where + " ".join(self.message.split())
+
+
+class ObjectFailed(ReconcileError):
+    """Work on one object (a view, a table, a connector) failed in the engine.
+
+    The message keeps the first line of the cause, for the person at the terminal;
+    `public` keeps only the error's class (and Spark's error condition) and the
+    object, for what others may read: pull-request comments and manifests, which
+    must never echo data values or anything the cause quoted.
+    """
+
+    def __init__(self, what: str, name: str, cause: BaseException):
+        text = str(cause).strip()
+        first = text.splitlines()[0] if text else ""
+        self.public = f"{what} '{name}': {error_class(cause)}"
+        super().__init__(f"{what} '{name}': {type(cause).__name__}: {first}".rstrip(": "))
+
+
+def error_class(error: BaseException) -> str:
+    """`AnalysisException [UNRESOLVED_COLUMN...]`: the class and Spark's condition, no text."""
+    condition = getattr(error, "getCondition", None) or getattr(error, "getErrorClass", None)
+    try:
+        code = condition() if callable(condition) else None
+    except Exception:  # a Py4J error object that cannot answer any more
+        code = None
+    return type(error).__name__ + (f" [{code}]" if code else "")
+
+
+def public_message(error: BaseException) -> str:
+    """What may be shown to anyone: our own one-line messages (URLs redacted), or for any
+    other error only its class and the object it concerned."""
+    from reconciler.redact import redact_text
+
+    if isinstance(error, ObjectFailed):
+        return error.public
+    ours = {cls.__name__ for cls in type(error).__mro__} & {"ReconcileError", "StateBackendError"}
+    if ours:  # (state_backends is not imported here: it is a package of its own)
+        return redact_text(str(error))
+    return error_class(error)

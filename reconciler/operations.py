@@ -16,7 +16,7 @@ from typing import Any
 
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.step import StepResult, has_pending_input, insert_app_id, run_step
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, public_message
 from reconciler.faults import crash_point
 from reconciler.manifest import Manifest
 from reconciler.plan.diff import diff_programs
@@ -219,8 +219,9 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
         result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,
                            base_dir=project.root, silent=silent)
     except Exception as error:
+        # Manifests are shown again by plans (and so in pull requests): no error text.
         failed = started.next(status="Failed", status_details={
-            **details, "error": f"{type(error).__name__}: {error}".splitlines()[0]})
+            **details, "error": public_message(error)})
         _commit(backend, failed, etag)
         raise
     crash_point("bootstrap-before-commit")

@@ -309,3 +309,24 @@ def test_the_action_installs_without_importing_from_the_checkout(tmp_path: Path)
     action = (Path(__file__).resolve().parent.parent / "action.yml").read_text()
     assert "python -P -m pip install" in action
     assert "working-directory: ${{ github.action_path }}" in action
+
+
+def test_a_failed_bootstrap_keeps_data_values_out_of_the_manifest_and_later_plans(
+        tmp_path: Path) -> None:
+    """Spark's error text can quote a row (here a value that does not cast): the manifest
+    and every later plan, which end up in pull-request comments, keep the class only."""
+    project = project_with(tmp_path, "create view v as select id from t;\n")
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "execute", "-p", "p", "INSERT INTO t VALUES (1, 'hunter2')")
+    (project / "pipelines/p/program.sql").write_text(
+        TABLE + "create view v as select cast(s as int) as n from t;\n")
+    code, output = run(project, "apply", "--auto-approve")
+    assert code == 1 and "view 'v'" in output, output
+    stored = (project / ".reconcile/state/p/manifest.json").read_text()
+    document = json.loads(stored)
+    assert document["status"] == "Failed"
+    assert document["status_details"]["error"].startswith("view 'v': ")
+    assert "CAST_INVALID_INPUT" in document["status_details"]["error"]
+    assert "hunter2" not in stored
+    code, plan = run(project, "plan", "--json")
+    assert "last apply failed: view 'v': " in plan and "hunter2" not in plan

@@ -20,6 +20,7 @@ from typing import Any
 
 from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
 from reconciler.plan.diff import ProgramDiff
 
@@ -75,7 +76,12 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     for name in diff.new["order"]:
         if diff.views.get(name) in ("added", "modified"):
             runtime.report("compute view", name)
-            runtime.write_view(name, runtime.evaluate(name))
+            try:
+                runtime.write_view(name, runtime.evaluate(name))
+            except ReconcileError:
+                raise
+            except Exception as error:  # Spark's: keep which view, and its class apart
+                raise ObjectFailed("view", name, error) from error
             result.recomputed.append(name)
             crash_point(f"bootstrap-after-view:{name}")
         elif name not in result.created_tables:

@@ -46,6 +46,7 @@ from pyspark.sql import SparkSession
 
 from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError
+from reconciler.redact import redact_text, redact_url
 from reconciler.spec.project import SparkSettings
 
 MAX_LOCAL_CORES = 4
@@ -205,7 +206,7 @@ def get_spark(
     if remote:
         if not remote.startswith("sc://"):
             raise ReconcileError(
-                f"spark.remote must be a Spark Connect URL (sc://host:port): {remote}"
+                f"spark.remote must be a Spark Connect URL (sc://host:port): {redact_url(remote)}"
             )
         builder = SparkSession.builder.remote(remote)
         connect_conf = {"spark.sql.session.timeZone": "UTC"} | user_conf | SAFE_SQL_CONF
@@ -216,7 +217,8 @@ def get_spark(
         except Exception as error:  # grpc/connection errors carry multi-line details
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise ReconcileError(
-                f"cannot connect to Spark Connect at {remote}: {type(error).__name__}: {first_line}"
+                f"cannot connect to Spark Connect at {redact_url(remote)}: "
+                f"{type(error).__name__}: {redact_text(first_line)}"
             ) from error
 
     require_java()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, public_message
 from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky
@@ -74,7 +74,7 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
     try:
         document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
     except (ReconcileError, StateBackendError) as error:
-        return _plan_failed(context, outputs, key, number, head_sha, str(error))
+        return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
     view = PlanView(key, document, render_markdown(document), head_sha, inputs.apply_command,
                     notice=_checkout_notice(git, head_sha))
     save_plan(view, context.temp_dir, outputs)

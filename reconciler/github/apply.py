@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, public_message
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import (
     PlanView,
@@ -122,8 +122,8 @@ def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     except ApplyFailed as failure:
         return _finish(run, "failed", str(failure), failure_reply(run.login, failure))
     except (ReconcileError, StateBackendError) as error:
-        return _finish(run, "failed", str(error),
-                       f"### Apply failed\n\n{fenced(str(error))}\n")
+        return _finish(run, "failed", public_message(error),
+                       f"### Apply failed\n\n{fenced(public_message(error))}\n")
     run.outputs.set("plan-id", document["plan_id"])
     run.outputs.set("has-changes", bool(outcomes))
     result = "applied" if outcomes else "no-changes"
@@ -198,17 +198,12 @@ def apply_selected(project_dir: Path, inputs: Inputs, document: dict[str, Any],
             except Exception as error:  # Spark errors too: reported on the PR, not swallowed
                 if not isinstance(error, (ReconcileError, StateBackendError)):
                     log_traceback()
-                raise ApplyFailed(name, _one_line(error), outcomes, selected[position + 1:]) \
+                raise ApplyFailed(name, public_message(error), outcomes, selected[position + 1:]) \
                     from error
     return outcomes
 
 
 
-def _one_line(error: BaseException) -> str:
-    if isinstance(error, (ReconcileError, StateBackendError)):
-        return str(error)
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
 def _refresh_sticky(run: CommentRun, key: str, document: dict[str, Any], head_sha: str,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, public_message
 from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.redact import redact_text
@@ -298,7 +298,10 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
     if manifest.status == "AwaitingApproval":
         notes.append(f"serial {manifest.serial} is awaiting approval")
     if manifest.status == "Failed":
-        notes.append(f"last apply failed: {manifest.status_details}")
+        details = manifest.status_details
+        error = details.get("error") if isinstance(details, dict) else None
+        notes.append(f"last apply failed: {public_message(ReconcileError(str(error)))}"
+                     if error else "last apply failed")
     for section, kind in (("tables", "table"), ("views", "view")):
         for name, change in getattr(diff, section).items():
             if change == "unchanged" and diff.old[section][name].get("sql") != \
