@@ -20,6 +20,8 @@ try:
 except ImportError:  # bare `pytest` with tests/ not a package: tests/ itself is on sys.path
     from s3_server import moto_s3_server  # type: ignore[no-redef]
 
+pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtures
+
 DUMMY_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

@@ -1,0 +1,185 @@
+"""The harness for `reconcile github` tests: a git checkout, a fake GitHub, moto for state.
+
+`Workspace.run` invokes the real CLI the way action.yml does (environment
+variables in, $GITHUB_OUTPUT and the step summary out); `github` and `workspace`
+are fixtures (registered through conftest's `pytest_plugins`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import boto3
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+from state_backends import backend_from_url
+from tests.fake_github import FakeGitHub, fake_github
+from tests.projects import copy_example
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO = "octo/pipelines"
+TOKEN = "ghs_test-token"
+PR = 7
+INPUT_NAMES = ("command", "project-dir", "pipeline", "backend", "spark-master", "spark-remote",
+               "bootstrap-policy", "approvers", "allow-fork-prs", "apply-command",
+               "github-token")
+# The default branch's commit: what GITHUB_SHA is on issue_comment events, never the PR head.
+DEFAULT_BRANCH_SHA = "f" * 40
+
+
+# -- harness --------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    exit_code: int
+    log: str
+    outputs: dict[str, str]
+    summary: str
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """$GITHUB_OUTPUT in the `name<<DELIMITER` form the runner reads."""
+    outputs, lines = {}, iter(text.splitlines())
+    for line in lines:
+        name, delimiter = line.split("<<", 1)
+        value = []
+        for inner in lines:
+            if inner == delimiter:
+                break
+            value.append(inner)
+        outputs[name] = "\n".join(value)
+    return outputs
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), "-c", "user.name=Test",
+                           "-c", "user.email=test@example.com", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@dataclass
+class Workspace:
+    """A checked-out repository (GITHUB_WORKSPACE) holding one project, and the runner."""
+
+    root: Path
+    project: Path
+    backend_url: str
+    github: FakeGitHub
+    runs: Path
+    _ids: Iterator[int] = field(default_factory=count)
+
+    def commit(self, message: str) -> str:
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-q", "-m", message)
+        return git(self.root, "rev-parse", "HEAD")
+
+    @property
+    def head(self) -> str:
+        return git(self.root, "rev-parse", "HEAD")
+
+    def manifest(self, pipeline: str = "grades") -> dict[str, Any] | None:
+        stored = backend_from_url(self.backend_url, self.project).read_manifest(pipeline)
+        return stored.document if stored else None
+
+    def run(self, event_name: str, payload: dict[str, Any], *, token: str = TOKEN,
+            **inputs: str) -> Run:
+        """`reconcile -C <project> github` as action.yml runs it, with a fresh run folder."""
+        folder = self.runs / f"run{next(self._ids)}"
+        folder.mkdir(parents=True)
+        (folder / "event.json").write_text(json.dumps(payload))
+        env: dict[str, str | None] = {
+            "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(folder / "event.json"),
+            "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": self.github.url,
+            "GITHUB_TOKEN": token, "GITHUB_STEP_SUMMARY": str(folder / "summary.md"),
+            "GITHUB_OUTPUT": str(folder / "output"), "GITHUB_WORKSPACE": str(self.root),
+            "GITHUB_SHA": DEFAULT_BRANCH_SHA, "RUNNER_TEMP": str(folder / "temp"),
+        }
+        for name in INPUT_NAMES:  # nothing leaks in from a CI runner's own environment
+            env[f"INPUT_{name.upper()}"] = None
+            env[f"INPUT_{name.upper().replace('-', '_')}"] = inputs.get(name.replace("-", "_"))
+        result = CliRunner().invoke(cli, ["-C", str(self.project), "github"], env=env,
+                                    catch_exceptions=False)
+        output_file, summary_file = folder / "output", folder / "summary.md"
+        return Run(result.exit_code, result.output,
+                   parse_outputs(output_file.read_text()) if output_file.exists() else {},
+                   summary_file.read_text() if summary_file.exists() else "")
+
+    def pull_request(self, action: str, sha: str | None = None, number: int = PR,
+                     **inputs: str) -> Run:
+        sha = sha or self.head
+        pull = self.github.state.pulls.get(number) or self.github.add_pull(number, sha)
+        pull["head"]["sha"] = sha
+        return self.run("pull_request", {
+            "action": action, "number": number,
+            "pull_request": {"number": number, "head": pull["head"], "base": pull["base"]},
+            "repository": {"full_name": REPO}}, **inputs)
+
+    def comment(self, login: str, body: str, number: int = PR, *, on_pull: bool = True,
+                action: str = "created", **inputs: str) -> tuple[Run, dict[str, Any]]:
+        """A user comments (the fake stores it, so reactions have a target), then the run."""
+        comment = self.github.add_comment(number, login, body)
+        issue: dict[str, Any] = {"number": number, "title": "Change grades"}
+        if on_pull:
+            issue["pull_request"] = {"url": f"{self.github.url}/repos/{REPO}/pulls/{number}"}
+        payload = {"action": action, "issue": issue,
+                   "comment": {"id": comment["id"], "body": body, "user": {"login": login}},
+                   "repository": {"full_name": REPO}}
+        return self.run("issue_comment", payload, **inputs), comment
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with fake_github(repo=REPO, token=TOKEN) as server:
+        server.set_permission("alice", "write")
+        server.set_permission("bob", "write", role_name="maintain")
+        server.set_permission("rita", "read")
+        yield server
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, s3_endpoint: str, github: FakeGitHub,
+              monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """examples/grades in a fresh git repository, its state in a fresh moto bucket."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    bucket = f"reconcile-gh-{uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
+    root = tmp_path / "checkout"
+    root.mkdir()
+    project = copy_example("grades", root)
+    backend_url = f"s3://{bucket}/state"
+    settings = yaml.safe_load((project / "reconcile.yaml").read_text())
+    settings["backend"] = backend_url
+    (project / "reconcile.yaml").write_text(yaml.safe_dump(settings))
+    (root / ".gitignore").write_text(".reconcile/\n")
+    git(root, "init", "-q", "-b", "main")
+    workspace = Workspace(root, project, backend_url, github, tmp_path / "runs")
+    workspace.commit("grades pipeline")
+    return workspace
+
+
+def sticky_comments(github: FakeGitHub) -> list[dict[str, Any]]:
+    return github.sticky(PR)
+
+
+def only_sticky(github: FakeGitHub) -> dict[str, Any]:
+    stickies = sticky_comments(github)
+    assert len(stickies) == 1, stickies
+    return stickies[0]
+
+
+def marker(body: str, name: str) -> str:
+    match = re.search(rf"^<!-- reconcile-{name}:(\S+) -->$", body, re.MULTILINE)
+    assert match, f"no {name} marker in:\n{body[:500]}"
+    return match.group(1)
