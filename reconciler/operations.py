@@ -185,6 +185,9 @@ def _check_saved_plan(saved: dict[str, Any], plan: PipelinePlan) -> None:
     if entry.get("settings") != plan.settings:
         raise ReconcileError(f"stale plan for '{plan.name}': reconcile.yaml settings changed "
                              "since it was made; plan again")
+    if entry.get("bootstrap_policy", plan.bootstrap_policy) != plan.bootstrap_policy:
+        raise ReconcileError(f"stale plan for '{plan.name}': its bootstrap_policy changed "
+                             "since it was made; plan again")
 
 
 def _deploy(project: Project, program: Program, backend: StateBackend, engine: Engine,

@@ -10,17 +10,22 @@ GitHub's comment length limit, and records every request for assertions.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 COMMENT_LIMIT = 65_536
+EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -45,7 +50,15 @@ class FakeState:
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # by comment id
     reactions: list[tuple[int, str]] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # by pull number
     next_id: int = 1000
+    clock: int = 0  # seconds after EPOCH: every write is one second later than the last
+    git_root: Path | None = None  # serves /contents at a ref from this real repository
+
+    def now(self) -> str:
+        """GitHub's timestamps have whole seconds; each call is one second later."""
+        self.clock += 1
+        return (EPOCH + timedelta(seconds=self.clock)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def author(self) -> str:
         return "github-actions[bot]" if self.user_forbidden else self.login
@@ -85,13 +98,15 @@ class FakeGitHub:
                                          "role_name": role_name or permission}
 
     def add_pull(self, number: int, head_sha: str, *, head_repo: str | None = None,
-                 state: str = "open") -> dict[str, Any]:
+                 state: str = "open", base_sha: str = "0" * 40,
+                 author: str = "carol") -> dict[str, Any]:
         repo = self.state.repo
         pull = {
             "number": number, "state": state, "html_url": f"https://github.test/{repo}/pull/{number}",
+            "user": {"login": author},
             "head": {"sha": head_sha, "ref": "feature",
                      "repo": {"full_name": head_repo or repo}},
-            "base": {"sha": "0" * 40, "ref": "main", "repo": {"full_name": repo}},
+            "base": {"sha": base_sha, "ref": "main", "repo": {"full_name": repo}},
         }
         self.state.pulls[number] = pull
         return pull
@@ -102,6 +117,12 @@ class FakeGitHub:
     def add_comment(self, number: int, login: str, body: str) -> dict[str, Any]:
         with self._lock:
             return self._create_comment(number, login, body)
+
+    def add_review(self, number: int, login: str, state: str, commit_id: str) -> None:
+        with self._lock:
+            self.state.reviews.setdefault(number, []).append({
+                "id": len(self.state.reviews.get(number, [])) + 1, "user": {"login": login},
+                "state": state, "commit_id": commit_id, "submitted_at": self.state.now()})
 
     # -- assertions helpers --------------------------------------------------------------
 
@@ -134,7 +155,9 @@ class FakeGitHub:
     def _create_comment(self, number: int, login: str, body: str) -> dict[str, Any]:
         self.state.next_id += 1
         cid = self.state.next_id
+        stamp = self.state.now()
         comment = {"id": cid, "issue_number": number, "body": body, "user": {"login": login},
+                   "created_at": stamp, "updated_at": stamp,
                    "html_url": f"https://github.test/{self.state.repo}/pull/{number}"
                                f"#issuecomment-{cid}"}
         self.state.comments[cid] = comment
@@ -157,6 +180,10 @@ class FakeGitHub:
                 if permission is None:
                     return 404, {"message": f"{m.group(1)} is not a user"}, {}
                 return 200, {**permission, "user": {"login": m.group(1)}}, {}
+            if m := re.fullmatch(rf"/repos/{repo}/pulls/(\d+)/reviews", path):
+                return 200, state.reviews.get(int(m.group(1)), []), {}
+            if m := re.fullmatch(rf"/repos/{repo}/contents/(.+)", path):
+                return self._contents(m.group(1), query.get("ref", ["HEAD"])[0])
             if m := re.fullmatch(rf"/repos/{repo}/pulls/(\d+)", path):
                 pull = state.pulls.get(int(m.group(1)))
                 return (200, pull, {}) if pull else (404, {"message": "Not Found"}, {})
@@ -170,6 +197,17 @@ class FakeGitHub:
                 state.reactions.append((int(m.group(1)), body["content"]))
                 return 201, {"id": len(state.reactions), "content": body["content"]}, {}
         return 404, {"message": "Not Found"}, {}
+
+    def _contents(self, path: str, ref: str) -> tuple[int, Any, dict[str, str]]:
+        """A file at a commit, read from the real repository with `git show`."""
+        if self.state.git_root is None:
+            return 404, {"message": "Not Found"}, {}
+        shown = subprocess.run(["git", "-C", str(self.state.git_root), "show", f"{ref}:{path}"],
+                               capture_output=True, check=False)
+        if shown.returncode != 0:
+            return 404, {"message": "Not Found"}, {}
+        return 200, {"type": "file", "path": path, "encoding": "base64",
+                     "content": base64.b64encode(shown.stdout).decode()}, {}
 
     def _issue_comments(self, method: str, number: int, query: dict[str, list[str]],
                         body: Any) -> tuple[int, Any, dict[str, str]]:
@@ -207,6 +245,7 @@ class FakeGitHub:
             if problem:
                 return 422, {"message": problem}, {}
             comment["body"] = body["body"]
+            comment["updated_at"] = self.state.now()
             return 200, _public(comment), {}
         return 405, {"message": "method"}, {}
 

@@ -78,6 +78,7 @@ class Workspace:
     backend_url: str
     github: FakeGitHub
     runs: Path
+    base_sha: str = ""  # the base branch's commit: where trusted settings are read
     _ids: Iterator[int] = field(default_factory=count)
 
     def commit(self, message: str) -> str:
@@ -119,7 +120,8 @@ class Workspace:
     def pull_request(self, action: str, sha: str | None = None, number: int = PR,
                      **inputs: str) -> Run:
         sha = sha or self.head
-        pull = self.github.state.pulls.get(number) or self.github.add_pull(number, sha)
+        pull = (self.github.state.pulls.get(number)
+                or self.github.add_pull(number, sha, base_sha=self.base_sha))
         pull["head"]["sha"] = sha
         return self.run("pull_request", {
             "action": action, "number": number,
@@ -134,7 +136,9 @@ class Workspace:
         if on_pull:
             issue["pull_request"] = {"url": f"{self.github.url}/repos/{REPO}/pulls/{number}"}
         payload = {"action": action, "issue": issue,
-                   "comment": {"id": comment["id"], "body": body, "user": {"login": login}},
+                   "comment": {"id": comment["id"], "body": body, "user": {"login": login},
+                               "created_at": comment["created_at"],
+                               "author_association": "COLLABORATOR"},
                    "repository": {"full_name": REPO}}
         return self.run("issue_comment", payload, **inputs), comment
 
@@ -165,7 +169,8 @@ def workspace(tmp_path: Path, s3_endpoint: str, github: FakeGitHub,
     (root / ".gitignore").write_text(".reconcile/\n")
     git(root, "init", "-q", "-b", "main")
     workspace = Workspace(root, project, backend_url, github, tmp_path / "runs")
-    workspace.commit("grades pipeline")
+    workspace.base_sha = workspace.commit("grades pipeline")
+    github.state.git_root = root
     return workspace
 
 
@@ -177,6 +182,13 @@ def only_sticky(github: FakeGitHub) -> dict[str, Any]:
     stickies = sticky_comments(github)
     assert len(stickies) == 1, stickies
     return stickies[0]
+
+
+def approve(workspace: Workspace, login: str, pipeline: str = "",
+            **inputs: str) -> tuple[Run, dict[str, Any]]:
+    """`/reconcile apply <plan id> [pipeline]` naming the plan the sticky comment shows."""
+    plan_id = marker(only_sticky(workspace.github)["body"], "plan-id")[:12]
+    return workspace.comment(login, f"/reconcile apply {plan_id} {pipeline}".strip(), **inputs)
 
 
 def marker(body: str, name: str) -> str:

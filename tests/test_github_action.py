@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.github.event import parse_command
+from reconciler.github.event import Refused, parse_command
 from reconciler.github.truncation import COMMENT_LIMIT, fit_comment
 from state_backends import backend_from_url
 from tests.fake_github import FakeGitHub
@@ -31,6 +31,7 @@ from tests.github_harness import (
     REPO_ROOT,
     TOKEN,
     Workspace,
+    approve,
     git,
     marker,
     only_sticky,
@@ -123,7 +124,7 @@ def test_failed_plan_replaces_the_plan_and_blocks_apply(
     assert "plan failed" in body and "missing_table" in body
     assert "reconcile-plan-id" not in body  # nothing left that could be approved
 
-    refused, _ = workspace.comment("alice", "/reconcile apply")
+    refused, _ = workspace.comment("alice", "/reconcile apply 0123456789ab")
     assert refused.exit_code == 1
     assert refused.outputs["result"] == "refused"
     assert "failed" in github.replies(PR)[-1]["body"]
@@ -188,8 +189,8 @@ def test_read_only_user_is_refused_and_state_untouched(
     assert workspace.pull_request("opened").exit_code == 0
     before = list(github.state.comments)
 
-    run, comment = workspace.comment("rita", "/reconcile apply")
-    stranger, other = workspace.comment("stranger", "/reconcile apply")
+    run, comment = approve(workspace, "rita")
+    stranger, other = approve(workspace, "stranger")
 
     assert run.exit_code == 1 and stranger.exit_code == 1
     assert run.outputs["result"] == "refused"
@@ -213,7 +214,7 @@ def test_apply_is_refused_after_a_new_push(workspace: Workspace, github: FakeGit
     sha2 = workspace.commit("pushed after the plan")
     github.set_head(PR, sha2)  # the push happened; its plan has not been posted yet
 
-    moved, _ = workspace.comment("alice", "/reconcile apply")
+    moved, _ = approve(workspace, "alice")
 
     assert moved.exit_code == 1
     assert moved.outputs["result"] == "refused"
@@ -221,7 +222,7 @@ def test_apply_is_refused_after_a_new_push(workspace: Workspace, github: FakeGit
 
     # The API still says sha1, but the workflow checked out something else.
     github.set_head(PR, sha1)
-    mismatch, _ = workspace.comment("alice", "/reconcile apply")
+    mismatch, _ = approve(workspace, "alice")
 
     assert mismatch.exit_code == 1
     assert "checked-out commit" in mismatch.outputs["failure-reason"]
@@ -233,7 +234,7 @@ def test_fork_pull_request_is_refused_unless_allowed(
         workspace: Workspace, github: FakeGitHub) -> None:
     github.add_pull(PR, workspace.head, head_repo="mallory/pipelines")
 
-    refused, _ = workspace.comment("alice", "/reconcile apply")
+    refused, _ = workspace.comment("alice", "/reconcile apply 0123456789ab")
 
     assert refused.exit_code == 1
     assert "comes from a fork" in refused.outputs["failure-reason"]
@@ -242,7 +243,8 @@ def test_fork_pull_request_is_refused_unless_allowed(
     # Allowed, and carol (read-only) is a listed approver: the fork and permission checks
     # pass; the next check stops it, as no plan was ever posted.
     github.set_permission("carol", "read")
-    allowed, _ = workspace.comment("carol", "/reconcile apply", allow_fork_prs="true",
+    allowed, _ = workspace.comment("carol", "/reconcile apply 0123456789ab",
+                                   allow_fork_prs="true",
                                    approvers="dave, Carol")
 
     assert allowed.exit_code == 1
@@ -276,7 +278,7 @@ def test_shell_looking_comments_are_refused_and_run_nothing(
 
     assert run.exit_code == 1
     assert run.outputs["result"] == "refused"
-    assert "not a pipeline name" in run.outputs["failure-reason"]
+    assert "nothing was applied" in run.outputs["failure-reason"]
     assert started == []  # not even git: refused before anything is run
     assert not (workspace.root / "PWNED").exists()
     reply = github.replies(PR)[-1]["body"]
@@ -293,7 +295,7 @@ def test_changed_plan_is_refused_and_the_sticky_comment_refreshed(
     real_id = marker(sticky["body"], "plan-id")
     sticky["body"] = sticky["body"].replace(real_id, "e" * 64)  # as if state moved since
 
-    run, _ = workspace.comment("alice", "/reconcile apply")
+    run, _ = approve(workspace, "alice")
 
     assert run.exit_code == 1
     assert "plan changed" in run.outputs["failure-reason"]
@@ -307,13 +309,13 @@ def test_unknown_pipeline_and_held_lock_are_reported(
         workspace: Workspace, github: FakeGitHub) -> None:
     assert workspace.pull_request("opened").exit_code == 0
 
-    unknown, _ = workspace.comment("alice", "/reconcile apply nosuch")
+    unknown, _ = approve(workspace, "alice", "nosuch")
     assert unknown.exit_code == 1
     assert "unknown pipeline `nosuch`" in unknown.outputs["failure-reason"]
 
     backend = backend_from_url(workspace.backend_url, workspace.project)
     with backend.locked("grades", "run", who="a scheduled step"):
-        failed, comment = workspace.comment("alice", "/reconcile apply grades")
+        failed, comment = approve(workspace, "alice", "grades")
 
     assert failed.exit_code == 1
     assert failed.outputs["result"] == "failed"
@@ -336,7 +338,7 @@ def test_apply_by_write_users_deploys_then_bootstraps(
 
     # Extra lines are the reviewer's prose: ignored, never run.
     deploy, comment = workspace.comment(
-        "alice", "/reconcile apply\r\n\r\nLGTM $(touch PWNED)")
+        "alice", f"/reconcile apply {plan_id[:12]}\r\n\r\nLGTM $(touch PWNED)")
 
     assert deploy.exit_code == 0, deploy.log
     assert deploy.outputs["result"] == "applied"
@@ -357,12 +359,15 @@ def test_apply_by_write_users_deploys_then_bootstraps(
     assert workspace.pull_request("synchronize", sha2).exit_code == 0
     assert len(github.sticky(PR)) == 1
 
-    rejected, _ = workspace.comment("bob", "/reconcile apply grades", bootstrap_policy="reject")
+    # The policy is part of the plan: with the input set, the plan is made and approved under it.
+    assert workspace.pull_request("synchronize", sha2, bootstrap_policy="reject").exit_code == 0
+    rejected, _ = approve(workspace, "bob", "grades", bootstrap_policy="reject")
     assert rejected.exit_code == 1
     assert "bootstrap_policy is 'reject'" in rejected.outputs["failure-reason"]
     assert workspace.manifest()["serial"] == 1
 
-    bootstrap, _ = workspace.comment("bob", "/reconcile apply grades")
+    assert workspace.pull_request("synchronize", sha2).exit_code == 0
+    bootstrap, _ = approve(workspace, "bob", "grades")
 
     assert bootstrap.exit_code == 0, bootstrap.log
     assert bootstrap.outputs["result"] == "applied"
@@ -380,13 +385,21 @@ def test_apply_by_write_users_deploys_then_bootstraps(
 
 
 @pytest.mark.parametrize(("body", "expected"), [
-    ("/reconcile apply", None),
-    ("/reconcile apply grades", "grades"),
-    ("  /Reconcile   APPLY   grades  \nmore text", "grades"),
+    ("/reconcile apply 0123456789ab", None),
+    ("/reconcile apply 0123456789ab grades", "grades"),
+    ("  /Reconcile   APPLY  0123456789AB  grades  \nmore text", "grades"),
 ])
 def test_parse_command_accepts(body: str, expected: str | None) -> None:
     request = parse_command(body, "/reconcile apply")
     assert request is not None and request.pipeline == expected
+    assert request.plan_id == "0123456789ab"
+
+
+@pytest.mark.parametrize("body", ["/reconcile apply", "/reconcile apply grades",
+                                  "/reconcile apply 0123456789a", "/reconcile apply xyz grades"])
+def test_parse_command_requires_the_plan_id(body: str) -> None:
+    with pytest.raises(Refused, match="name the plan you approve"):
+        parse_command(body, "/reconcile apply")
 
 
 @pytest.mark.parametrize("body", ["", "/reconcile", "please /reconcile apply", "/reconcile plan",

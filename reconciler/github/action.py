@@ -21,7 +21,16 @@ from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky
 from reconciler.github.event import Context, Inputs
-from reconciler.github.runner import Outputs, annotate, log, write_summary
+from reconciler.github.guard import SHA_RE
+from reconciler.github.runner import (
+    Outputs,
+    annotate,
+    log,
+    mask,
+    mask_url_parameters,
+    write_summary,
+)
+from reconciler.github.trusted import BaseBranch, repository_prefix, trusted_project
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -34,9 +43,16 @@ def run_action(project_dir: Path, env: Mapping[str, str]) -> int:
     """Entry point of `reconcile github`: route the event, return the exit code."""
     context = Context.from_env(env)
     inputs = Inputs.from_env(env)
+    mask(context.token)  # a token from an input is not a secret GitHub already masks
+    mask_url_parameters(inputs.spark_remote)  # Spark Connect URLs may carry ;token=...
     outputs = Outputs(context.output)
     route, why = choose_route(context, inputs)
     log(why)
+    if route == "refused":
+        annotate("error", why)
+        outputs.set("result", "refused")
+        outputs.set("failure-reason", why)
+        return 1
     if route == "plan":
         return plan_on_pull_request(project_dir, context, inputs, outputs)
     if route == "apply":
@@ -49,9 +65,11 @@ def choose_route(context: Context, inputs: Inputs) -> tuple[str | None, str]:
     """Which flow this event asks for, with a log line saying why."""
     name, event = context.event_name, context.event
     action = str(event.get("action", ""))
-    if name == "pull_request_target" and inputs.command == "auto":
-        return None, ("pull_request_target is ignored: it runs with secrets on code from forks; "
-                      "trigger the workflow on pull_request")
+    if name == "pull_request_target" and not inputs.allow_pull_request_target:
+        return "refused", ("pull_request_target is refused: it runs with the base "
+                           "repository's secrets and write token on a pull request's files, "
+                           "forks included; trigger the workflow on pull_request (or set the "
+                           "input allow-pull-request-target: true, see the README)")
     if inputs.command == "plan":
         return "plan", f"event {name}: planning (command: plan)"
     if name == "pull_request" and inputs.command == "auto":
@@ -72,7 +90,7 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
     git = git_info(project_dir)
     head_sha = str((pull.get("head") or {}).get("sha") or (git or {}).get("sha") or "")
     try:
-        document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+        document = _plan(project_dir, context, inputs, pull)
     except (ReconcileError, StateBackendError) as error:
         return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
     view = PlanView(key, document, render_markdown(document), head_sha, inputs.apply_command,
@@ -86,6 +104,19 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
         _post_plan(context, outputs, key, int(number), view.comment())
     outputs.set("result", "planned")
     return 0
+
+
+def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Any:
+    """On a pull request, under the settings of its base branch (see `trusted`); on any other
+    event (`command: plan` on a push, say) the checkout is the repository's own code."""
+    base_sha = str((pull.get("base") or {}).get("sha") or "")
+    if not pull:
+        return compute_plan(project_dir, inputs.pipeline, inputs.backend)
+    if not SHA_RE.fullmatch(base_sha):
+        raise ReconcileError("the pull request's base commit is missing from the event")
+    base = BaseBranch(context.client(), context.repository, base_sha,
+                      repository_prefix(project_dir))
+    return trusted_project(project_dir, inputs.pipeline, inputs, base).plan()
 
 
 def _checkout_notice(git: dict[str, Any] | None, head_sha: str) -> str:

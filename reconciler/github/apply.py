@@ -25,10 +25,14 @@ from reconciler.github.comment import (
 )
 from reconciler.github.event import ApplyRequest, Context, Inputs, Refused, parse_command
 from reconciler.github.guard import (
+    SHA_RE,
     check_approver,
+    check_backend,
     check_checkout,
+    check_named_plan,
     check_policies,
     check_pull_request,
+    check_review,
     check_sticky,
     safe_login,
     select_changed,
@@ -43,10 +47,9 @@ from reconciler.github.runner import (
     write_summary,
 )
 from reconciler.github.truncation import fit_comment
+from reconciler.github.trusted import BaseBranch, Trusted, repository_prefix, trusted_project
 from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
-from reconciler.plan.planner import compute_plan
-from reconciler.spec.workspace import load_programs
 from reconciler.state import open_backend
 from state_backends import StateBackendError
 
@@ -61,6 +64,7 @@ class CommentRun:
     comment_id: int
     login: str
     outputs: Outputs
+    created_at: str  # when the comment was made (GitHub's ISO 8601 UTC timestamp)
 
     def react(self, content: str) -> None:
         """Reactions are feedback only: a failure to add one is logged, not fatal."""
@@ -103,7 +107,7 @@ def _comment_run(context: Context, issue: dict[str, Any], comment: dict[str, Any
                  outputs: Outputs) -> CommentRun:
     login = str((comment.get("user") or {}).get("login", ""))
     return CommentRun(context, context.client(), int(issue["number"]), int(comment["id"]),
-                      login, outputs)
+                      login, outputs, str(comment.get("created_at") or ""))
 
 
 def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
@@ -149,15 +153,21 @@ def _finish(run: CommentRun, result: str, reason: str, reply: str) -> int:
 
 def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
                       request: ApplyRequest) -> tuple[list[Outcome], dict[str, Any]]:
-    """Every check in order of cost, then apply with approval given."""
+    """Every check in order of cost, then apply the named plan with approval given."""
     repo, key = run.context.repository, project_key(project_dir, run.context.workspace)
     how = check_approver(run.client, repo, run.login, inputs.approvers)
     pull = run.client.pull_request(repo, run.number)
     head_sha = check_pull_request(pull, inputs.allow_fork_prs)
+    if inputs.require_review:
+        how += "; " + check_review(run.client, repo, run.number, pull, head_sha)
     sticky = find_sticky(run.client, repo, run.number, key, own_login(run.client))
-    shown = check_sticky(sticky, key, head_sha, inputs.apply_command)
+    shown = check_sticky(sticky, key, head_sha, inputs.apply_command, run.created_at)
+    check_named_plan(request.plan_id, shown)
     check_checkout(project_dir, head_sha)
-    document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+    trusted = trusted_project(project_dir, inputs.pipeline, inputs,
+                              base_branch(run.client, repo, pull, project_dir))
+    check_backend(trusted.project, run.context.workspace)
+    document = trusted.plan()
     if document["plan_id"] != shown.plan_id:
         _refresh_sticky(run, key, document, head_sha, inputs.apply_command,
                         notice="> **The plan changed** since it was last shown (the state or "
@@ -166,28 +176,37 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
                       f"-> `{document['plan_id'][:12]}`); the plan comment now shows the "
                       "current plan: review it and comment again")
     selected = select_changed(document, request.pipeline)
-    check_policies(project_dir, document, selected, inputs.bootstrap_policy)
+    check_policies(document, selected)
     log(f"@{run.login} may apply ({how}); applying {', '.join(selected) or 'nothing'} "
-        f"at {head_sha}")
+        f"of plan {document['plan_id'][:12]} at {head_sha}")
     try:
-        outcomes = apply_selected(project_dir, inputs, document, selected, head_sha)
+        outcomes = apply_selected(trusted, document, selected, head_sha)
     except ApplyFailed as failure:
-        _refresh_after_apply(run, project_dir, inputs, key, head_sha, document, failure.done,
+        _refresh_after_apply(run, trusted, inputs, key, head_sha, document, failure.done,
                              failed=failure.pipeline)
         raise
-    _refresh_after_apply(run, project_dir, inputs, key, head_sha, document, outcomes)
+    _refresh_after_apply(run, trusted, inputs, key, head_sha, document, outcomes)
     return outcomes, document
 
 
-def apply_selected(project_dir: Path, inputs: Inputs, document: dict[str, Any],
-                   selected: list[str], head_sha: str) -> list[Outcome]:
+def base_branch(client: GitHubClient, repo: str, pull: dict[str, Any],
+                project_dir: Path) -> BaseBranch:
+    """Where trusted settings are read: the pull request's base commit."""
+    sha = str((pull.get("base") or {}).get("sha") or "")
+    if not SHA_RE.fullmatch(sha):
+        raise Refused("the pull request's base commit could not be read")
+    return BaseBranch(client, repo, sha, repository_prefix(project_dir))
+
+
+def apply_selected(trusted: Trusted, document: dict[str, Any], selected: list[str],
+                   head_sha: str) -> list[Outcome]:
     """apply_pipeline with approval given, checking the plan again under each pipeline's lock."""
     if not selected:
         return []
-    project, programs = load_programs(project_dir, inputs.pipeline)
-    by_name = {program.pipeline: program for program in programs}
-    backend = open_backend(project, inputs.backend)
-    engine = Engine(project, master=inputs.spark_master, remote=inputs.spark_remote)
+    project = trusted.project
+    by_name = {program.pipeline: program for program in trusted.programs}
+    backend = open_backend(project)
+    engine = Engine(project)  # where Spark runs is in the trusted settings already
     outcomes: list[Outcome] = []
     with workflow_commands_off():
         for position, name in enumerate(selected):
@@ -203,9 +222,6 @@ def apply_selected(project_dir: Path, inputs: Inputs, document: dict[str, Any],
     return outcomes
 
 
-
-
-
 def _refresh_sticky(run: CommentRun, key: str, document: dict[str, Any], head_sha: str,
                     apply_command: str, notice: str) -> None:
     """Show the current plan so the next approval is of what would really happen."""
@@ -216,7 +232,7 @@ def _refresh_sticky(run: CommentRun, key: str, document: dict[str, Any], head_sh
         log(f"could not update the plan comment: {error}")
 
 
-def _refresh_after_apply(run: CommentRun, project_dir: Path, inputs: Inputs, key: str,
+def _refresh_after_apply(run: CommentRun, trusted: Trusted, inputs: Inputs, key: str,
                          head_sha: str, applied: dict[str, Any], outcomes: list[Outcome],
                          failed: str | None = None) -> None:
     """After an apply (even a failed one) the state moved and the old plan_id is spent: the
@@ -224,9 +240,9 @@ def _refresh_after_apply(run: CommentRun, project_dir: Path, inputs: Inputs, key
     if not outcomes and failed is None:
         return
     try:
-        document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+        document = trusted.plan()
     except (ReconcileError, StateBackendError) as error:
-        log(f"could not plan again after applying: {error}")
+        log(f"could not plan again after applying: {public_message(error)}")
         return
     user, plan_id = safe_login(run.login), applied["plan_id"][:12]
     if failed is None:

@@ -9,6 +9,7 @@ server on loopback.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import urllib.error
@@ -112,6 +113,26 @@ class GitHubClient:
 
     def pull_request(self, repo: str, number: int) -> dict[str, Any]:
         return self.request("GET", f"/repos/{repo}/pulls/{number}")
+
+    def reviews(self, repo: str, number: int) -> Iterator[dict[str, Any]]:
+        return self.paginate(f"/repos/{repo}/pulls/{number}/reviews")
+
+    def file_at(self, repo: str, path: str, ref: str) -> str | None:
+        """A file's text at a commit (the contents API), or None when it does not exist."""
+        try:
+            found = self.request("GET", f"/repos/{repo}/contents/"
+                                        f"{'/'.join(_quote(part) for part in path.split('/'))}"
+                                        f"?ref={_quote(ref)}")
+        except GitHubError as error:
+            if error.status == 404:
+                return None
+            raise
+        if not isinstance(found, dict) or found.get("type") != "file":
+            return None
+        try:
+            return base64.b64decode(found.get("content") or "").decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise ReconcileError(f"{path} at {ref[:12]} is not UTF-8 text") from None
 
     def issue_comments(self, repo: str, number: int) -> Iterator[dict[str, Any]]:
         return self.paginate(f"/repos/{repo}/issues/{number}/comments")

@@ -120,8 +120,9 @@ class PlanView:
         plan_id, sha = self.document["plan_id"], self.head_sha
         if self.changed:
             names = ", ".join(f"`{name}`" for name in self.changed)
-            how = (f"**To apply**, a collaborator with write access comments `{self.apply_command}`"
-                   f" (or `{self.apply_command} <pipeline>` for one of {names}). The Action "
+            command = f"{self.apply_command} {plan_id[:12]}"
+            how = (f"**To apply this plan**, a collaborator with write access comments "
+                   f"`{command}` (or `{command} <pipeline>` for one of {names}). The Action "
                    "plans again at the pull request's head first and applies only if the commit "
                    "and the plan are still the ones shown here.")
         else:

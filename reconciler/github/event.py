@@ -54,6 +54,9 @@ class Inputs:
     approvers: frozenset[str] = frozenset()
     allow_fork_prs: bool = False
     apply_command: str = "/reconcile apply"
+    storage: str | None = None
+    require_review: bool = False
+    allow_pull_request_target: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Inputs:
@@ -75,7 +78,9 @@ class Inputs:
             approvers=frozenset(login.casefold() for login in
                                 re.split(r"[\s,]+", _input(env, "approvers")) if login),
             allow_fork_prs=_truthy(_input(env, "allow-fork-prs")),
-            apply_command=apply_command)
+            apply_command=apply_command, storage=_input(env, "storage") or None,
+            require_review=_truthy(_input(env, "require-review")),
+            allow_pull_request_target=_truthy(_input(env, "allow-pull-request-target")))
 
 
 def _truthy(value: str) -> bool:
@@ -131,25 +136,39 @@ def _optional_path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
+PLAN_ID_RE = re.compile(r"[0-9a-f]{12,64}")
+SHORT_PLAN_ID = 12
+"""How many hex digits of a plan id a comment must name (48 bits: no collision by chance)."""
+
+
 @dataclass(frozen=True)
 class ApplyRequest:
-    """`/reconcile apply [pipeline]` from the comment's first line."""
+    """`/reconcile apply <plan id> [pipeline]` from the comment's first line."""
 
+    plan_id: str
     pipeline: str | None
 
 
 def parse_command(body: str, apply_command: str) -> ApplyRequest | None:
-    """None unless the first line is the apply command; Refused for anything after it but
-    one pipeline name (so no other text from the comment is ever used)."""
+    """None unless the first line is the apply command; Refused unless what follows is the
+    plan id the approver saw and at most one pipeline name (no other text is ever used).
+
+    Naming the plan binds the approval to it: whatever is pushed or re-planned after
+    the comment, only that plan can be applied.
+    """
     first_line = body.split("\n", 1)[0].strip()
     words, command = first_line.split(), apply_command.split()
     if [w.casefold() for w in words[:len(command)]] != [w.casefold() for w in command]:
         return None
     rest = words[len(command):]
-    if not rest:
-        return ApplyRequest(None)
-    if len(rest) == 1 and PIPELINE_RE.fullmatch(rest[0]):
-        return ApplyRequest(rest[0])
-    raise Refused(f"the text after `{apply_command}` is not a pipeline name (one word of "
-                  "letters, digits and underscores, not starting with a digit); nothing was "
-                  "applied")
+    if not rest or not PLAN_ID_RE.fullmatch(rest[0].casefold()):
+        raise Refused(f"name the plan you approve: comment `{apply_command} <plan id>` with "
+                      "the plan id shown in the plan comment (optionally followed by one "
+                      "pipeline name); nothing was applied")
+    if len(rest) == 1:
+        return ApplyRequest(rest[0].casefold(), None)
+    if len(rest) == 2 and PIPELINE_RE.fullmatch(rest[1]):
+        return ApplyRequest(rest[0].casefold(), rest[1])
+    raise Refused(f"the text after `{apply_command} <plan id>` is not a pipeline name (one "
+                  "word of letters, digits and underscores, not starting with a digit); "
+                  "nothing was applied")

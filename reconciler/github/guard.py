@@ -16,13 +16,12 @@ from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import StickyPlan, read_sticky
 from reconciler.github.event import Refused
 from reconciler.plan.document import git_info
-from reconciler.spec.project import load_project
-from reconciler.spec.workspace import load_source
+from reconciler.spec.project import Project
 
 APPROVING_ROLES = frozenset({"admin", "maintain", "write"})
 
 _LOGIN_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
-_SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 
 def check_approver(client: GitHubClient, repo: str, login: str,
@@ -58,14 +57,17 @@ def check_pull_request(pull: dict[str, Any], allow_fork_prs: bool) -> str:
         raise Refused("this pull request comes from a fork; applying it is refused (the "
                       "workflow owner can set the action's `allow-fork-prs: true`)")
     sha = str(head.get("sha") or "")
-    if not _SHA_RE.fullmatch(sha):
+    if not SHA_RE.fullmatch(sha):
         raise Refused("the pull request's head commit could not be read")
     return sha
 
 
 def check_sticky(sticky: dict[str, Any] | None, key: str, head_sha: str,
-                 apply_command: str) -> StickyPlan:
-    """The sticky comment must show a plan for exactly the pull request's current head."""
+                 apply_command: str, commented_at: str) -> StickyPlan:
+    """The sticky comment must show a plan for exactly the pull request's current head,
+    and must not have changed after the approver commented (they approved what it showed
+    before). GitHub's timestamps are ISO 8601 UTC with whole seconds, so they sort as text;
+    the same second counts as after."""
     if sticky is None:
         raise Refused(f"there is no plan comment for project `{key}` on this pull request yet; "
                       "wait for the plan (it is made on every push) and comment again")
@@ -75,8 +77,52 @@ def check_sticky(sticky: dict[str, Any] | None, key: str, head_sha: str,
     if shown.head_sha != head_sha:
         raise Refused(f"the pull request's head moved from `{shown.head_sha[:12]}` (the commit "
                       f"of the plan shown) to `{head_sha[:12]}`; wait for the new plan, review "
-                      f"it and comment `{apply_command}` again")
+                      f"it and comment `{apply_command} <plan id>` again")
+    updated = str(sticky.get("updated_at") or "")
+    if not commented_at or not updated or updated >= commented_at:
+        raise Refused("the plan comment changed after this command was written (or its time "
+                      "is unknown); review the plan it shows now and comment again")
     return shown
+
+
+def check_named_plan(named: str, shown: StickyPlan) -> None:
+    """The command names the plan the approver saw; it must be the one shown now."""
+    if not shown.plan_id.startswith(named):
+        raise Refused(f"this comment approves plan `{named[:12]}`, but the plan comment shows "
+                      f"plan `{shown.plan_id[:12]}`; review it and comment again")
+
+
+def check_review(client: GitHubClient, repo: str, number: int, pull: dict[str, Any],
+                 head_sha: str) -> str:
+    """`require-review`: an approving review of the head commit by someone other than the
+    pull request's author, still standing (each reviewer's latest review counts)."""
+    author = str((pull.get("user") or {}).get("login", "")).casefold()
+    latest: dict[str, dict[str, Any]] = {}
+    for review in client.reviews(repo, number):
+        login = str((review.get("user") or {}).get("login", "")).casefold()
+        if review.get("state") in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
+            latest[login] = review
+    approvers = sorted(login for login, review in latest.items()
+                       if login != author and review.get("state") == "APPROVED"
+                       and review.get("commit_id") == head_sha)
+    if not approvers:
+        raise Refused(f"this repository requires an approving review of the head commit "
+                      f"`{head_sha[:12]}` by someone other than the pull request's author "
+                      "before applying")
+    return f"approved by @{approvers[0]}"
+
+
+def check_backend(project: Project, workspace: Path) -> None:
+    """State kept in a folder of the checkout is the pull request's to write (a crafted
+    manifest) and is gone after the run: applying needs a backend outside it."""
+    url = project.settings.backend
+    if "://" in url and not url.startswith("file://"):
+        return
+    folder = Path(project.resolve(url.removeprefix("file://"))).resolve()
+    if folder.is_relative_to(workspace.resolve()):
+        raise Refused("the state backend is a folder inside the checkout, which the pull "
+                      "request controls and the runner discards; set the action's `backend` "
+                      "input (e.g. s3://bucket/prefix)")
 
 
 def check_checkout(project_dir: Path, head_sha: str) -> None:
@@ -100,19 +146,14 @@ def select_changed(document: dict[str, Any], pipeline: str | None) -> list[str]:
             if p["has_changes"] and pipeline in (None, p["name"])]
 
 
-def check_policies(project_dir: Path, document: dict[str, Any], selected: list[str],
-                   override: str | None) -> None:
-    """A comment is an approval, but `bootstrap_policy: reject` forbids bootstrapping at all."""
-    if not selected:
-        return
-    project = load_project(project_dir)
-    rejected = []
-    for entry in document["pipelines"]:
-        if entry["name"] not in selected or not entry["bootstrap_required"]:
-            continue
-        policy = override or load_source(project, entry["name"]).spec.bootstrap_policy
-        if policy == "reject":
-            rejected.append(entry["name"])
+def check_policies(document: dict[str, Any], selected: list[str]) -> None:
+    """A comment is an approval, but `bootstrap_policy: reject` forbids bootstrapping at all.
+
+    The policy is the plan's, which the Action took from the base branch or its input.
+    """
+    rejected = [entry["name"] for entry in document["pipelines"]
+                if entry["name"] in selected and entry["bootstrap_required"]
+                and entry.get("bootstrap_policy") == "reject"]
     if rejected:
         raise Refused(f"bootstrap_policy is 'reject' for {', '.join(rejected)}: these changes "
                       "need bootstrapping, which the policy forbids")

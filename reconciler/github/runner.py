@@ -7,6 +7,7 @@ can never be read by the runner as a ``::workflow-command::``.
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,18 @@ def annotate(level: str, message: str) -> None:
     """An error/warning annotation on the run, escaped as the Actions toolkit does."""
     escaped = str(message).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     click.echo(f"::{level} title=reconcile::{escaped}")
+
+
+def mask(value: str | None) -> None:
+    """Ask the runner to hide a secret in every later log line."""
+    if value and "\n" not in value:
+        click.echo(f"::add-mask::{value}")
+
+
+def mask_url_parameters(url: str | None) -> None:
+    """Hide the parameter values of a URL (`sc://host:15002/;token=...`, `?sig=...`)."""
+    for value in re.findall(r"[;?&][^=;?&]+=([^;?&#]+)", url or ""):
+        mask(value)
 
 
 def log_traceback() -> None:

@@ -60,6 +60,7 @@ class PipelinePlan:
     notes: tuple[str, ...]
     refusals: tuple[str, ...]
     settings: dict[str, str] | None = None
+    bootstrap_policy: str = "await_approval"
 
     @property
     def has_changes(self) -> bool:
@@ -95,6 +96,7 @@ class PipelinePlan:
             "notes": list(self.notes),
             "refusals": list(self.refusals),
             "settings": self.settings,
+            "bootstrap_policy": self.bootstrap_policy,
             "graph": {name: entry.get("reads", []) for section in ("tables", "views")
                       for name, entry in {**self.diff.old[section],
                                           **self.diff.new[section]}.items()},
@@ -148,11 +150,14 @@ def git_info(project_dir: Path) -> dict[str, Any] | None:
 
 
 def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
-                  settings: dict[str, str] | None = None) -> PipelinePlan:
+                  settings: dict[str, str] | None = None,
+                  extra_notes: tuple[str, ...] = ()) -> PipelinePlan:
     """Diff `program` against the committed manifest and decide every object's action.
 
-    `settings` (a digest of reconcile.yaml) is part of the plan, so plan_id changes
-    when they do, and settings changed since the last apply are named in a note.
+    `settings` (a summary of reconcile.yaml) and the program's bootstrap policy are
+    part of the plan, so plan_id changes when they do, and settings changed since the
+    last apply are named in a note. `extra_notes` are the caller's (the Action says
+    where a setting came from when the pull request asks for another).
     """
     diff = diff_programs(manifest.program if manifest else None, program.document())
     base = (Base(manifest.lineage, manifest.serial, etag or "", manifest.status)
@@ -160,8 +165,10 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
     actions = (*_relation_actions(diff), *_connector_actions(diff))
     return PipelinePlan(name=program.pipeline, base=base,
                         desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
-                        notes=tuple(_notes(diff, manifest) + _settings_notes(manifest, settings)),
-                        refusals=tuple(_refusals(diff)), settings=settings)
+                        notes=(*_notes(diff, manifest), *_settings_notes(manifest, settings),
+                               *extra_notes),
+                        refusals=tuple(_refusals(diff)), settings=settings,
+                        bootstrap_policy=program.bootstrap_policy)
 
 
 def _relation_actions(diff: ProgramDiff) -> list[Action]:
