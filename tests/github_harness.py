@@ -33,7 +33,7 @@ TOKEN = "ghs_test-token"
 PR = 7
 INPUT_NAMES = ("command", "project-dir", "pipeline", "backend", "spark-master", "spark-remote",
                "bootstrap-policy", "approvers", "allow-fork-prs", "apply-command",
-               "github-token")
+               "github-token", "storage", "require-review", "allow-pull-request-target")
 # The default branch's commit: what GITHUB_SHA is on issue_comment events, never the PR head.
 DEFAULT_BRANCH_SHA = "f" * 40
 
@@ -132,15 +132,21 @@ class Workspace:
                 action: str = "created", **inputs: str) -> tuple[Run, dict[str, Any]]:
         """A user comments (the fake stores it, so reactions have a target), then the run."""
         comment = self.github.add_comment(number, login, body)
+        return self.run_comment(comment, number, on_pull=on_pull, action=action,
+                                **inputs), comment
+
+    def run_comment(self, comment: dict[str, Any], number: int = PR, *, on_pull: bool = True,
+                    action: str = "created", **inputs: str) -> Run:
+        """The workflow run a comment started (it may run after later pushes and plans)."""
         issue: dict[str, Any] = {"number": number, "title": "Change grades"}
         if on_pull:
             issue["pull_request"] = {"url": f"{self.github.url}/repos/{REPO}/pulls/{number}"}
         payload = {"action": action, "issue": issue,
-                   "comment": {"id": comment["id"], "body": body, "user": {"login": login},
-                               "created_at": comment["created_at"],
+                   "comment": {"id": comment["id"], "body": comment["body"],
+                               "user": comment["user"], "created_at": comment["created_at"],
                                "author_association": "COLLABORATOR"},
                    "repository": {"full_name": REPO}}
-        return self.run("issue_comment", payload, **inputs), comment
+        return self.run("issue_comment", payload, **inputs)
 
 
 @pytest.fixture

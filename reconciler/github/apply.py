@@ -216,7 +216,7 @@ def apply_selected(trusted: Trusted, document: dict[str, Any], selected: list[st
                                                git_sha=head_sha))
             except Exception as error:  # Spark errors too: reported on the PR, not swallowed
                 if not isinstance(error, (ReconcileError, StateBackendError)):
-                    log_traceback()
+                    log_traceback(error)
                 raise ApplyFailed(name, public_message(error), outcomes, selected[position + 1:]) \
                     from error
     return outcomes

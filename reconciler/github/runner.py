@@ -16,6 +16,7 @@ from uuid import uuid4
 
 import click
 
+from reconciler.errors import error_class
 from reconciler.github.truncation import SUMMARY_BUDGET, truncate_markdown
 
 
@@ -42,10 +43,26 @@ def mask_url_parameters(url: str | None) -> None:
         mask(value)
 
 
-def log_traceback() -> None:
-    """A traceback for the run log, every line prefixed (it may quote pull-request SQL)."""
-    for line in traceback.format_exc().splitlines():
-        click.echo(f"reconcile:   | {line}", err=True)
+def log_traceback(error: BaseException) -> None:
+    """Where `error` came from, for the run log: frames and classes, every line prefixed.
+
+    The messages are left out: a public repository's run logs are public, and an
+    engine error can quote a row of the pipeline's data.
+    """
+    for link in _chain(error):
+        click.echo(f"reconcile:   | {error_class(link)} at:", err=True)
+        for line in "".join(traceback.format_tb(link.__traceback__)).splitlines():
+            click.echo(f"reconcile:   | {line}", err=True)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and its causes, the innermost first (as Python prints them)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.insert(0, current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 class Outputs:

@@ -22,7 +22,16 @@ _ENVIRONMENT = jinja2.Environment(
     trim_blocks=True,
     keep_trailing_newline=True,
 )
-_ENVIRONMENT.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _inline(text: object) -> str:
+    """Text from specs (paths, settings, names in reasons) as one inert Markdown line: no
+    table break, no HTML (a `<!--` would hide the rest of the comment, markers included)."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("|", "\\|").replace("\r", " ").replace("\n", " "))
+
+
+_ENVIRONMENT.filters["cell"] = _inline
 
 NODE_STYLES = {
     "added": "fill:#d4f8d4,stroke:#2a7d2a",
