@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint demo demo-orders bench clean check-java
+.PHONY: test lint demo demo-orders bench clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,10 @@ clean:
 
 demo-orders: $(STAMP) check-java
 	$(BIN)/python examples/orders/demo.py
+
+# The versions the suite ran with, for action.yml's pinned install.
+constraints: $(STAMP)
+	{ echo "# Versions the test suite ran with: action.yml installs the reconciler under these"; \
+	  echo "# constraints, so a pull request's run never picks up a release nothing tested."; \
+	  echo "# Regenerate after changing dependencies: make constraints"; \
+	  $(BIN)/pip freeze --exclude-editable | grep -v '^pipeline-reconciler'; } > constraints.txt

@@ -33,7 +33,8 @@ TOKEN = "ghs_test-token"
 PR = 7
 INPUT_NAMES = ("command", "project-dir", "pipeline", "backend", "spark-master", "spark-remote",
                "bootstrap-policy", "approvers", "allow-fork-prs", "apply-command",
-               "github-token", "storage", "require-review", "allow-pull-request-target")
+               "github-token", "storage", "require-review", "allow-pull-request-target",
+               "aws-access-key-id", "aws-secret-access-key", "aws-session-token", "aws-region")
 # The default branch's commit: what GITHUB_SHA is on issue_comment events, never the PR head.
 DEFAULT_BRANCH_SHA = "f" * 40
 

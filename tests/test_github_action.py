@@ -461,7 +461,25 @@ def test_action_metadata_is_a_safe_composite_action() -> None:
         assert reconcile["env"][env_name] == f"${{{{ inputs.{name} }}}}"
     assert reconcile["env"]["GITHUB_TOKEN"] == "${{ inputs.github-token }}"
     install = next(step for step in steps if "pip install" in step.get("run", ""))
-    assert "github.action_path" in json.dumps(install)
+    # Nothing from the checkout: pip from the action's own folder, -P, pinned versions.
+    assert install["working-directory"] == "${{ github.action_path }}"
+    assert install["run"].startswith("python -P -m pip install")
+    assert "--constraint constraints.txt" in install["run"]
+    assert (REPO_ROOT / "constraints.txt").read_text().count("pyspark==") == 1
+    assert reconcile["env"]["PYTHONSAFEPATH"] == "1"
+    # Credentials reach the reconcile step only, never the setup or install steps.
+    for name in ("aws-access-key-id", "aws-secret-access-key", "aws-session-token"):
+        holders = [step.get("name") for step in steps if f"inputs.{name}" in json.dumps(step)]
+        assert holders == ["reconcile github"], (name, holders)
+    _check_pinned(steps)
+
+
+def _check_pinned(steps: list[dict[str, Any]]) -> None:
+    """Third-party actions by full commit SHA: a moved tag cannot change what runs."""
+    for step in steps:
+        uses = str(step.get("uses", ""))
+        if uses and "pipeline-reconciler@" not in uses and not uses.startswith("./"):
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", uses), uses
 
 
 def test_example_workflow_is_least_privilege_and_injection_free() -> None:
@@ -469,19 +487,29 @@ def test_example_workflow_is_least_privilege_and_injection_free() -> None:
     triggers = workflow.get("on", workflow.get(True))  # PyYAML reads `on:` as True
     assert set(triggers) == {"pull_request", "issue_comment"}
     assert "pull_request_target" not in WORKFLOW.read_text()
-    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write",
-                                       "issues": "write"}
+    assert workflow["permissions"] == {"contents": "read", "pull-requests": "write"}
     assert "github.event.pull_request.number" in workflow["concurrency"]["group"]
     assert "github.event.issue.number" in workflow["concurrency"]["group"]
     for name, job in workflow["jobs"].items():
         _check_run_expressions(job["steps"], f"job {name}")
-        text = json.dumps(job)
+        steps = job["steps"]
+        action = next(step for step in steps if "pipeline-reconciler@" in step.get("uses", ""))
         for secret in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            assert f"secrets.{secret}" in text
-        checkout = next(step for step in job["steps"]
+            assert f"secrets.{secret}" in json.dumps(action.get("with"))  # an input, not env
+            assert [s for s in steps if f"secrets.{secret}" in json.dumps(s)] == [action]
+        assert "env" not in action  # a step's env would reach every step of the action
+        position = {id(step): index for index, step in enumerate(steps)}
+        checkout = next(step for step in steps
                         if step.get("uses", "").startswith("actions/checkout@"))
         assert checkout["with"]["persist-credentials"] is False
         assert "head" in checkout["with"]["ref"] or "sha" in checkout["with"]["ref"]
+        # Who asked, and from where, is checked before any file of the pull request exists.
+        guard = next(step for step in steps if step.get("id") == "pr")
+        assert position[id(guard)] < position[id(checkout)]
+        assert "getCollaboratorPermissionLevel" in guard["with"]["script"]
+        assert "head.repo.full_name" in guard["with"]["script"]
+        assert "author_association" in job["if"]
+        _check_pinned(steps)
 
 
 def _actionlint() -> str | None:

@@ -251,3 +251,22 @@ def test_pull_request_target_is_refused_unless_opted_in(
     allowed = workspace.run("pull_request_target", payload, command="plan",
                             allow_pull_request_target="true")
     assert allowed.exit_code == 0 and allowed.outputs["result"] == "planned", allowed.log
+
+
+# -- 1: credentials go to the reconcile step only, as inputs, and are masked ------------------
+
+
+def test_credentials_from_inputs_are_used_and_masked(
+        workspace: Workspace, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """action.yml hands the AWS secrets to `reconcile github` as INPUT_AWS_* (no other step
+    sees them); the program exports them to itself and asks the runner to mask them."""
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    run = workspace.pull_request("opened", aws_access_key_id="AKIAINPUTKEY0001",
+                                 aws_secret_access_key="input-secret-0123456789")
+
+    assert run.exit_code == 0, run.log  # moto was reached with the input credentials
+    assert "::add-mask::input-secret-0123456789" in run.log
+    assert "::add-mask::AKIAINPUTKEY0001" in run.log
+    assert "input-secret" not in everything_shown(github).replace(
+        "::add-mask::input-secret-0123456789", "")

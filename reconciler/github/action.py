@@ -11,6 +11,7 @@ See DESIGN.md, "GitHub Action" and "Security model".
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +21,7 @@ from reconciler.errors import ReconcileError, public_message
 from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky
-from reconciler.github.event import Context, Inputs
+from reconciler.github.event import Context, Inputs, credentials_from_inputs
 from reconciler.github.guard import SHA_RE
 from reconciler.github.runner import (
     Outputs,
@@ -45,6 +46,10 @@ def run_action(project_dir: Path, env: Mapping[str, str]) -> int:
     inputs = Inputs.from_env(env)
     mask(context.token)  # a token from an input is not a secret GitHub already masks
     mask_url_parameters(inputs.spark_remote)  # Spark Connect URLs may carry ;token=...
+    for variable, value in credentials_from_inputs(env).items():
+        if variable != "AWS_REGION":
+            mask(value)
+        os.environ[variable] = value
     outputs = Outputs(context.output)
     route, why = choose_route(context, inputs)
     log(why)

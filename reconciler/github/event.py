@@ -41,6 +41,19 @@ def _input(env: Mapping[str, str], name: str) -> str:
     return (env.get(key.replace("-", "_")) or env.get(key) or "").strip()
 
 
+CREDENTIAL_INPUTS = {"aws-access-key-id": "AWS_ACCESS_KEY_ID",
+                     "aws-secret-access-key": "AWS_SECRET_ACCESS_KEY",
+                     "aws-session-token": "AWS_SESSION_TOKEN", "aws-region": "AWS_REGION"}
+"""Action inputs that become the usual AWS variables of this process (and of nothing
+the workflow ran before): only the `reconcile github` step receives them."""
+
+
+def credentials_from_inputs(env: Mapping[str, str]) -> dict[str, str]:
+    """The AWS variables the inputs set; unset inputs leave the job's own (e.g. OIDC) alone."""
+    return {variable: value for name, variable in CREDENTIAL_INPUTS.items()
+            if (value := _input(env, name))}
+
+
 @dataclass(frozen=True)
 class Inputs:
     """The action's inputs, validated once, so later code can trust them."""
