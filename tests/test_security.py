@@ -298,7 +298,8 @@ def test_the_action_installs_without_importing_from_the_checkout(tmp_path: Path)
     `-P` from the action's own folder. Shown here with the same interpreter flags."""
     checkout = tmp_path / "checkout"
     marker = tmp_path / "PWNED"
-    write_files(checkout, {"pip/__main__.py": f"open({str(marker)!r}, 'w').write('ran')\n"})
+    write_files(checkout, {"pip/__init__.py": "",
+                           "pip/__main__.py": f"open({str(marker)!r}, 'w').write('ran')\n"})
     subprocess.run([sys.executable, "-m", "pip", "--version"], cwd=checkout,
                    capture_output=True, check=False, timeout=60)
     assert marker.exists(), "the attack itself must work without -P, or this test proves nothing"
@@ -330,3 +331,34 @@ def test_a_failed_bootstrap_keeps_data_values_out_of_the_manifest_and_later_plan
     assert "hunter2" not in stored
     code, plan = run(project, "plan", "--json")
     assert "last apply failed: view 'v': " in plan and "hunter2" not in plan
+
+
+# -- what the plan shows --------------------------------------------------------------------
+
+
+def test_spec_text_is_inert_in_the_markdown_plan(tmp_path: Path) -> None:
+    """A connector path is the author's text: in the PR comment it must not open an HTML
+    comment (hiding the rest, plan markers included) or break the table."""
+    project = project_with(tmp_path, "create view v as select id from t;\n", {
+        "pipelines/p/pipeline.yaml": "name: p\nconnectors:\n  - name: out\n    view: v\n"
+                                     "    type: files\n    format: json\n"
+                                     "    path: \"out/<!-- x | y -->\"\n"})
+    markdown = tmp_path / "plan.md"
+    reconcile(project, "plan", "--markdown", str(markdown))
+    text = markdown.read_text()
+    assert "writes files at" in text and "&lt;!-- x \\| y --&gt;" in text
+    assert "<!-- x" not in text
+
+
+def test_settings_shown_in_the_plan_lose_their_secrets(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "create view v as select id from t;\n")
+    reconcile(project, "apply", "--auto-approve")
+    (project / "reconcile.yaml").write_text(
+        "backend: .reconcile/state\nspark:\n  remote: sc://spark.internal:15002/;token=tok-SECRET\n"
+        "  conf:\n    spark.hadoop.fs.s3a.secret.key: key-SECRET\n")
+    code, output = run(project, "plan", "--json")
+    assert code == 0, output
+    [note] = json.loads(output)["pipelines"][0]["notes"]
+    assert "spark.remote: (unset) -> sc://spark.internal:15002/ (sha256:" in note
+    assert "spark.conf.spark.hadoop.fs.s3a.secret.key: (unset) -> sha256:" in note
+    assert "SECRET" not in output
