@@ -6,20 +6,16 @@ stderr with exit code 1; `--debug` shows the traceback instead.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
 import time
 from dataclasses import dataclass
-from datetime import date, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
@@ -27,7 +23,8 @@ from reconciler.plan.document import PipelinePlan, git_info, plan_document, veri
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
 from reconciler.plan.terminal import render_plan
-from reconciler.progress import terminal_progress
+from reconciler.progress import Reporter, terminal_progress
+from reconciler.query_output import print_rows
 from reconciler.scaffold import scaffold
 from reconciler.spec.project import POLICIES, display, load_project
 from reconciler.spec.workspace import load_programs, select_pipelines
@@ -41,9 +38,21 @@ class CliContext:
     debug: bool
     context: click.Context
 
+    during: str | None = None  # the stage and object Spark works on, for failure messages
+
     def enter(self, manager: Any) -> Any:
         """Enter a context manager for the rest of the command (closed when it ends)."""
         return self.context.with_resource(manager)
+
+    def progress(self) -> Reporter:
+        """The progress reporter (a live line on a terminal) that also remembers the stage."""
+        shown = self.enter(terminal_progress(sys.stderr.isatty()))
+
+        def report(stage: str, item: str) -> None:
+            self.during = f"{stage} {item}"
+            shown(stage, item)
+
+        return report
 
 
 pass_cli = click.make_pass_decorator(CliContext)
@@ -61,6 +70,17 @@ class ReconcileGroup(click.Group):
             if ctx.params.get("debug"):
                 raise
             click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+        except Exception as error:
+            # Spark dying (out of memory, a killed JVM, a lost Connect server) is one line,
+            # not pages of Java; anything else is a bug and keeps its traceback.
+            from reconciler.engine.failures import engine_failure
+
+            state = ctx.obj if isinstance(ctx.obj, CliContext) else None
+            failure = engine_failure(error, state.during if state else None)
+            if failure is None or ctx.params.get("debug"):
+                raise
+            click.echo(f"error: {failure}", err=True)
             sys.exit(1)
 
 
@@ -210,7 +230,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
+                        report=obj.progress())
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve
     for program in programs:
@@ -242,7 +262,7 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: st
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
+                        report=obj.progress())
     for program in programs:
         manifest, _ = read_manifest(backend, program.pipeline)
         if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
@@ -265,7 +285,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
+                        report=obj.progress())
     names = select_pipelines(project, pipeline)
     while True:
         for name in names:
@@ -290,7 +310,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
+                        report=obj.progress())
     outcome, _ = ops.execute_insert(project, backend, engine, pipeline, sql)
     _report(outcome)
 
@@ -312,31 +332,10 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.enter(terminal_progress(sys.stderr.isatty())))
+                        report=obj.progress())
     frame = ops.query_pipeline(backend, engine, pipeline, sql)
-    columns = frame.columns
-    rows = [{name: _plain(value) for name, value in zip(columns, row, strict=True)}
-            for row in frame.collect()]
-    if output_format == "json":
-        click.echo(json.dumps(rows, indent=2))
-    elif output_format == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    else:
-        table = Table(*columns)
-        for row in rows:
-            table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
-        _console().print(table)
-
-
-def _plain(value: Any) -> Any:
-    """JSON-friendly values: decimals as strings (exact), dates and times in ISO 8601."""
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, (date, datetime)):
-        return value.isoformat()
-    return value
+    # Streamed a partition at a time: a query's result is printed, never held whole.
+    print_rows(frame.columns, frame.toLocalIterator(), output_format, _console())
 
 
 @cli.command()
@@ -410,6 +409,28 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
         document = backend.read_history(pipeline, serial)
         click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
                    f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}")
+
+
+@state.command("gc")
+@click.option("--pipeline", "-p", help="Only this pipeline (default: all deployed).")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+@backend_option
+@pass_cli
+def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
+             backend_url: str | None) -> None:
+    """Delete files no retained manifest can read (the pass every commit runs)."""
+    project = load_project(obj.project_dir)
+    backend = open_backend(project, backend_url)
+    names = [pipeline] if pipeline else backend.list_pipelines()
+    ops = _operations()
+    for name in names:
+        with backend.locked(name, "gc"):
+            done = ops.collect_garbage(project, backend, name, dry_run=dry_run, strict=True)
+        files, size = (len(done.files), done.bytes) if done else (0, 0)
+        for path in (done.files if done and dry_run else []):
+            click.echo(f"  {path}")
+        verb = "would remove" if dry_run else "removed"
+        click.echo(f"{name}: {verb} {files} file(s), {size:,} bytes")
 
 
 @state.command("force-unlock")

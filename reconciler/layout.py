@@ -42,6 +42,10 @@ class Layout:
                                      "paths under the storage root are built from plain names")
         return "/".join([self.root.rstrip("/"), self.pipeline, *parts])
 
+    def folder(self, part: str) -> str:
+        """`<storage>/<pipeline>/<part>`: `tables`, `views`, `connectors`, `quarantine`."""
+        return self._join(part)
+
     def relation(self, kind: str, name: str) -> str:
         return self._join("tables" if kind == "table" else "views", name)
 

@@ -234,6 +234,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
                         settings=settings_summary(project.settings))
     _commit(backend, done, etag)
     _discard_unused(engine, manifest, done)
+    collect_garbage(project, backend, name)
     recomputed = ", ".join(result.recomputed) or "nothing"
     return Outcome(name, "bootstrapped",
                    f"{name}: bootstrapped (serial {done.serial}); recomputed {recomputed}",
@@ -272,6 +273,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
                              "ingested": step.ingested, "refreshed": step.refreshed})
     _commit(backend, done, etag)
     _discard_unused(engine, manifest, done)
+    collect_garbage(project, backend, program.pipeline)
     return Outcome(program.pipeline, "refreshed",
                    f"{program.pipeline}: full refresh (serial {done.serial}); re-ingested "
                    f"{', '.join(step.ingested) or 'no connector'}", done.serial)
@@ -297,6 +299,34 @@ def _undo_uncommitted_writes(engine: Engine, manifest: Manifest) -> Manifest:
         relations[name] = {**state, "version": engine.storage.restore(state["path"],
                                                                       state["version"])}
     return replace(manifest, relations=relations)
+
+
+def collect_garbage(project: Project, backend: StateBackend, name: str, *,
+                    dry_run: bool = False, strict: bool = False) -> Any:
+    """Retention after a commit (see `engine/retention.py`); no Spark is started.
+
+    The retained manifests are the newest `retention.serials` of the backend's history,
+    each checked against the layout first. After a commit a failure here only skips the
+    pass (the commit stands; the next one tries again); `strict` (for `state gc`) raises.
+    """
+    from reconciler.engine.retention import collect_garbage as collect
+
+    layout = pipeline_layout(project, name)
+    retention = project.settings.retention
+    try:
+        serials = sorted(backend.list_history(name), reverse=True)[:retention.serials]
+        documents = [backend.read_history(name, serial) for serial in serials]
+        where = f"{backend.url}/{name}/history"
+        for document in documents:
+            Manifest.from_document(document, where).check_layout(layout, where)
+        if not documents:
+            return None
+        return collect(layout, documents, min_age_seconds=retention.min_age_seconds,
+                       dry_run=dry_run)
+    except Exception:
+        if strict:
+            raise
+        return None
 
 
 def _discard_unused(engine: Engine, before: Manifest, after: Manifest) -> None:
@@ -337,6 +367,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted})
         _commit(backend, committed, etag)
+        collect_garbage(project, backend, name)
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}); refreshed "
                        f"{', '.join(step.refreshed) or 'no views'}", committed.serial), step

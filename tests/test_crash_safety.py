@@ -85,7 +85,8 @@ def killed_run(project: Path, point: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["step-after-ingest", "step-before-commit"])
+@pytest.mark.parametrize("point", ["storage-before-commit", "step-after-ingest",
+                                   "step-before-commit"])
 def test_killed_step_converges(spark: SparkSession, tmp_path: Path, point: str) -> None:
     project = write_files(tmp_path, PROJECT_FILES)
     reconcile(project, "apply", "--auto-approve")
@@ -148,3 +149,24 @@ def test_killed_execute_is_discarded_and_retry_inserts_once(spark: SparkSession,
     assert grade_rows(project) == [(4, "art", 60), (4, "art", 70)]
     assert query(project, "p", AVERAGES) == [{"student_id": 4, "class": "art", "class_avg": 65}]
     assert "no new input" in reconcile(project, "run")
+
+
+@pytest.mark.slow
+def test_a_dead_jvm_is_one_line_and_the_next_run_converges(spark: SparkSession,
+                                                            tmp_path: Path) -> None:
+    """The Spark JVM is SIGKILLed mid-step (as the kernel's OOM killer would): one line
+    naming the stage, exit 1, the lock released, the committed state intact."""
+    project = write_files(tmp_path, PROJECT_FILES)
+    reconcile(project, "apply", "--auto-approve")
+    committed = manifest(project, "p")
+    add_grades(project, "part-1.json", [(1, "algebra", 90)])
+    env = {**os.environ, **FAST_JVM_ENV, CRASH_ENV: "jvm:step-after-ingest"}
+    process = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run"],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 1, process.stderr
+    ours = [line for line in process.stderr.splitlines() if line.startswith("error:")]
+    assert len(ours) == 1 and "the Spark JVM died while" in ours[0], process.stderr
+    assert "Traceback" not in process.stderr
+    assert manifest(project, "p")["serial"] == committed["serial"]
+    assert "step committed" in reconcile(project, "run")  # no stuck lock, converges
+    assert grade_rows(project) == [(1, "algebra", 90)]

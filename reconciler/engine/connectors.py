@@ -17,6 +17,7 @@ import glob
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -297,39 +298,29 @@ def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], change
         return runtime.storage.row_count(path, runtime.storage.latest_version(path) or 0)
     kind = "snapshot" if snapshot else "changes"
     name_in_folder = f"{serial:010d}-{kind}.{definition['format']}"
-    folder = _local(path)
-    if folder is None:  # object storage: Spark writes it (a folder holding one part file)
-        changes = changes.cache()
+    # Spark writes the file (one task, as the file is one by contract), never the driver.
+    changes = changes.cache()
+    try:
         rows = changes.count()
-        if rows or snapshot:
-            changes.coalesce(1).write.mode("overwrite").format(definition["format"]).save(
-                f"{path.rstrip('/')}/{name_in_folder}")
-        changes.unpersist()
+        if not rows and not snapshot:
+            return 0
+        writer = changes.coalesce(1).write.mode("overwrite").format(definition["format"])
+        if definition["format"] == "csv":
+            writer = writer.option("header", "true")
+        elif definition["format"] == "json":
+            writer = writer.option("ignoreNullFields", "false")
+        folder = _local(path)
+        if folder is None:  # object storage: the folder `name_in_folder` holds one part file
+            writer.save(f"{path.rstrip('/')}/{name_in_folder}")
+            return rows
+        staging = os.path.join(folder, f".{serial:010d}-{kind}.tmp")
+        writer.save(staging)
+        [part] = glob.glob(os.path.join(glob.escape(staging), "part-*"))
+        os.replace(part, os.path.join(folder, name_in_folder))  # a retried step overwrites
+        shutil.rmtree(staging, ignore_errors=True)
         return rows
-    table = changes.toArrow()
-    if table.num_rows == 0 and not snapshot:
-        return 0
-    os.makedirs(folder, exist_ok=True)
-    target = os.path.join(folder, name_in_folder)
-    temporary = os.path.join(folder, f".{serial:010d}.tmp")
-    _write_arrow(table, definition["format"], temporary)
-    os.replace(temporary, target)
-    return table.num_rows
-
-
-def _write_arrow(table: Any, fmt: str, path: str) -> None:
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, path)
-    elif fmt == "csv":
-        import pyarrow.csv as pacsv
-
-        pacsv.write_csv(table, path)
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
-            for row in table.to_pylist():
-                handle.write(json.dumps(row, default=str, sort_keys=False) + "\n")
+    finally:
+        changes.unpersist()
 
 
 def changes_between(old: DataFrame | None, new: DataFrame) -> DataFrame:

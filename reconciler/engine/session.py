@@ -32,6 +32,7 @@ flag Spark's launcher always passes; no logging setting reaches it.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import re
 import shutil
@@ -64,7 +65,7 @@ appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%throwable{none}
 logger.repl.name = org.apache.spark.repl.Main
 logger.repl.level = error
 logger.context.name = org.apache.spark.SparkContext
@@ -82,6 +83,10 @@ logger.parquet.level = error
 warnings.filterwarnings(
     "ignore", message=r"PySpark does not yet fully support pandas", category=FutureWarning
 )
+
+# py4j logs a traceback of its own when the JVM goes away; the CLI says it in one line
+# (engine/failures.py), and `--debug` shows the exception itself.
+logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 _scratch_lock = threading.Lock()
 _scratch_dir: Path | None = None

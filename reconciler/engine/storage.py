@@ -10,11 +10,12 @@ Two writers, chosen once at construction:
 * **delta-spark** when the session has Delta's SQL extension (a real cluster):
   Spark writes ``format("delta")`` itself, in parallel, with Delta's own app
   transactions for idempotent appends.
-* **delta-rs** (``deltalake``) otherwise (a laptop, CI): Delta's Spark jars are
-  not always obtainable, so the DataFrame is collected to Arrow
-  (``DataFrame.toArrow()``) and committed by delta-rs. Reads ask delta-rs for
-  the data files of the pinned version and let Spark scan those parquet files
-  with the declared schema, so reads stay lazy and parallel.
+* **delta-rs** (``deltalake``) otherwise (a laptop, CI, a cluster without
+  Delta's jars): Spark's executors write the Parquet files and delta-rs commits
+  them in one transaction (``engine/writer.py``); no rows pass through the
+  driver. Reads ask delta-rs for the data files of the pinned version and let
+  Spark scan those parquet files with the declared schema, so reads stay lazy
+  and parallel.
 
 Both produce ordinary Delta tables (``_delta_log`` + parquet) that either
 writer, and any other Delta reader, can open.
@@ -31,11 +32,10 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import DeltaError
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -55,7 +55,9 @@ from reconciler.engine.delta_log import (
 )
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
+from reconciler.engine.writer import commit_files, write_files
 from reconciler.errors import ReconcileError
+from reconciler.faults import crash_point
 
 Writer = Literal["delta-spark", "delta-rs"]
 
@@ -182,16 +184,12 @@ class DeltaStorage:
                 .save(uri)
             )
             return self._spark_commit_version(uri, tag)
-        before = self.latest_version(uri)
-        arrow = self._to_arrow(data, schema, where=uri)
-        self._write(
-            uri,
-            arrow,
-            mode="overwrite",
-            schema_mode="overwrite",
-            storage_options=self.storage_options(uri),
-            commit_properties=CommitProperties(custom_metadata={COMMIT_TAG: tag}),
-        )
+        check_delta_rs_location(uri)
+        table = self._delta_rs(uri)
+        before = None if table is None else table.version()
+        files = write_files(self.spark, data, uri, schema)
+        commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
+                     table=table, storage_options=self.storage_options(uri))
         return self._rs_commit_version(uri, tag, before)
 
     def append(
@@ -235,24 +233,19 @@ class DeltaStorage:
         table = self._delta_rs(uri)
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there to append to")
-        transactions = None
+        transaction = None
         if app_id is not None and txn_version is not None:
             done = table.transaction_version(app_id)
             if done is not None and done >= txn_version:
                 return table.version()
-            transactions = [Transaction(app_id, txn_version)]
+            transaction = (app_id, txn_version)
         schema = struct_from_json(table.schema().to_json())
-        arrow = self._to_arrow(conform(df, schema, where=uri), schema, where=uri)
-        before = table.version()  # write_deltalake refreshes `table` in place
-        self._write(
-            uri,
-            arrow,
-            table=table,
-            mode="append",
-            commit_properties=CommitProperties(
-                custom_metadata={COMMIT_TAG: tag}, app_transactions=transactions
-            ),
-        )
+        before = table.version()
+        files = write_files(self.spark, df, uri, schema)
+        crash_point("storage-before-commit")  # the files exist, no log names them yet
+        commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
+                     table=table, storage_options=self.storage_options(uri),
+                     app_transaction=transaction)
         return self._rs_commit_version(uri, tag, before)
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
@@ -300,13 +293,8 @@ class DeltaStorage:
             raise ReconcileError(f"{uri}: no Delta table there to truncate")
         schema = struct_from_json(table.schema().to_json())
         before = table.version()
-        self._write(
-            uri,
-            arrow_schema(schema).empty_table(),
-            table=table,
-            mode="overwrite",
-            commit_properties=CommitProperties(custom_metadata={COMMIT_TAG: tag}),
-        )
+        commit_files(uri, [], schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
+                     table=table, storage_options=self.storage_options(uri))
         return self._rs_commit_version(uri, tag, before)
 
     def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
@@ -326,8 +314,9 @@ class DeltaStorage:
             return conform(df, schema, where=uri)
         table = self._at_version(uri, version)
         if needs_delta_reader(table):
-            return self._read_via_arrow(table, schema)
-        return self._scan(table.file_uris(), schema, whole_table=table)
+            raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
+                                 "need Delta's Spark reader (delta-spark on the cluster)")
+        return self._scan(table.file_uris(), schema)
 
     def read_appended(self, path: PathLike, since: int | None,
                       schema: T.StructType) -> tuple[DataFrame, int]:
@@ -348,15 +337,10 @@ class DeltaStorage:
         if needs_delta_reader(table):
             raise ReconcileError(f"{uri}: partitioned or column-mapped tables are not supported "
                                  "by the delta connector yet")
-        return self._scan([f for f in now if f not in before], schema, whole_table=None), latest
+        return self._scan([f for f in now if f not in before], schema), latest
 
-    def _scan(self, files: list[str], schema: T.StructType, *,
-              whole_table: DeltaTable | None) -> DataFrame:
-        """Spark reading these parquet files with ``schema``.
-
-        When Spark has no filesystem for their scheme and ``files`` are all of
-        ``whole_table``'s, that table is loaded through delta-rs and Arrow instead.
-        """
+    def _scan(self, files: list[str], schema: T.StructType) -> DataFrame:
+        """Spark reading these parquet files with ``schema`` (lazily, in parallel)."""
         if not files:
             return self.spark.createDataFrame([], schema)
         if all(is_local(file) for file in files):
@@ -366,10 +350,8 @@ class DeltaStorage:
             _ = frame.schema  # Spark Connect analyses lazily: make a missing filesystem fail here
             return frame
         except Exception as error:  # no Hadoop filesystem for the scheme (e.g. s3, no hadoop-aws)
-            if whole_table is None:
-                raise ReconcileError(f"Spark cannot read {files[0]}: {_first_line(error)}; "
-                                     "add the filesystem's jars (e.g. hadoop-aws)") from None
-            return self._read_via_arrow(whole_table, schema)
+            raise ReconcileError(f"Spark cannot read {files[0]}: {_first_line(error)}; "
+                                 "add the filesystem's jars (e.g. hadoop-aws)") from None
 
     def row_count(self, path: PathLike, version: int) -> int:
         """Rows in the table at ``version``: from the log's per-file stats when all files have
@@ -401,29 +383,6 @@ class DeltaStorage:
         delete_remote(uri, self.storage_options(uri))
 
     # -- delta-rs specifics --------------------------------------------------------
-    def _to_arrow(self, df: DataFrame, schema: T.StructType, *, where: str) -> pa.Table:
-        """Collect ``df`` as Arrow with exactly the table's Arrow schema (types, nullability)."""
-        table = df.toArrow()
-        target = arrow_schema(schema)
-        try:
-            return table.cast(target)
-        except (ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-            # e.g. "Casting field 'id' with null values to non-nullable" (a NOT NULL column)
-            raise ReconcileError(f"{where}: data does not fit the table schema: {error}") from None
-
-    @staticmethod
-    def _write(
-        uri: str, data: pa.Table, *, table: DeltaTable | None = None, **options: Any
-    ) -> None:
-        """``write_deltalake`` with its (multi-line) errors turned into one ReconcileError line."""
-        try:
-            write_deltalake(table if table is not None else uri, data, **options)
-        except DeltaError as error:
-            lines = [line for line in str(error).splitlines() if line.strip()]
-            raise ReconcileError(
-                f"{uri}: Delta write failed: {lines[0] if lines else type(error).__name__}"
-            ) from error
-
     def _rs_commit_version(self, uri: str, tag: str, before: int | None) -> int:
         """The version our tagged commit got.
 
@@ -439,14 +398,6 @@ class DeltaStorage:
             if entry.get(COMMIT_TAG) == tag:
                 return int(entry["version"])
         return latest
-
-    def _read_via_arrow(self, table: DeltaTable, schema: T.StructType) -> DataFrame:
-        """Load the pinned version through delta-rs into the driver, then into Spark."""
-        data = table.to_pyarrow_table()
-        if data.num_rows == 0:
-            return self.spark.createDataFrame([], schema)
-        data = data.select(schema.names).cast(arrow_schema(schema))
-        return self.spark.createDataFrame(data, schema=schema)
 
     # -- delta-spark specifics -----------------------------------------------------
     def _spark_latest_version(self, uri: str) -> int | None:

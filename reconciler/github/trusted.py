@@ -38,7 +38,7 @@ from reconciler.spec.project import (
 )
 from reconciler.spec.workspace import load_programs
 
-TRUSTED_KEYS = ("backend", "storage", "spark")
+TRUSTED_KEYS = ("backend", "storage", "spark", "retention")
 """Top-level keys of `reconcile.yaml` that never come from the pull request's head."""
 
 
@@ -113,7 +113,7 @@ def _trusted_settings(base: BaseBranch, inputs: Inputs,
                               conf=spark.conf)
     return ProjectSettings(backend=inputs.backend or from_base.backend,
                            storage=inputs.storage or from_base.storage, spark=spark,
-                           pipelines=head.pipelines)
+                           pipelines=head.pipelines, retention=from_base.retention)
 
 
 def _settings_notes(head: ProjectSettings, trusted: ProjectSettings,

@@ -87,6 +87,31 @@ def check_project_conf(settings: ProjectSettings, document: YamlDocument, shown:
                 file=shown, line=document.line_of(("spark", "conf", key)))
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)?")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class RetentionSettings(_Strict):
+    """What old state to keep (see `engine/retention.py`): the files the last `serials`
+    manifests can read, and anything younger than `min_age` (`90s`, `30m`, `1h`, `2d`)."""
+
+    serials: int = Field(default=10, ge=1)
+    min_age: str = "1h"
+
+    @model_validator(mode="after")
+    def _check_age(self) -> RetentionSettings:
+        if not _DURATION.fullmatch(self.min_age.strip()):
+            raise ValueError(f"retention.min_age '{self.min_age}' is not a duration "
+                             "(e.g. 90s, 30m, 1h, 2d)")
+        return self
+
+    @property
+    def min_age_seconds(self) -> float:
+        match = _DURATION.fullmatch(self.min_age.strip())
+        assert match is not None
+        return float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+
+
 class ProjectSettings(_Strict):
     """`reconcile.yaml`; every key is optional."""
 
@@ -94,6 +119,7 @@ class ProjectSettings(_Strict):
     storage: str = ".reconcile/data"
     spark: SparkSettings = Field(default_factory=SparkSettings)
     pipelines: str = "pipelines"
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
 
 def settings_summary(settings: ProjectSettings) -> dict[str, str]:

@@ -1,0 +1,60 @@
+"""Spark dying under a command, said in one line.
+
+An `OutOfMemoryError`, a JVM killed by the kernel, a lost executor or a Spark
+Connect server that went away surface as pages of Java and Python tracebacks.
+The CLI asks `engine_failure` for one line instead: what died, during which
+stage and object, and the setting to change. The lock is released and the last
+committed manifest is untouched either way (nothing commits on these paths);
+`--debug` still shows everything. Errors are recognised by class name and text
+only, so importing this module needs no pyspark.
+"""
+
+from __future__ import annotations
+
+from reconciler.errors import ReconcileError
+
+_OUT_OF_MEMORY = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
+_JVM_GONE = ("Py4JNetworkError", "Answer from Java side is empty", "Connection refused",
+             "Error while receiving", "Error while sending", "Java gateway process exited",
+             "SparkContext was shut down", "SparkContext has been shutdown",
+             "Cannot call methods on a stopped SparkContext")
+_EXECUTOR_LOST = ("ExecutorLostFailure", "Executor heartbeat timed out", "executor lost")
+_CONNECT_GONE = ("SparkConnectGrpcException", "StatusCode.UNAVAILABLE", "failed to connect to all")
+
+
+def engine_failure(error: BaseException, during: str | None) -> ReconcileError | None:
+    """One line for a Spark failure that is about resources, not about the pipeline."""
+    text = f"{type(error).__name__}: {error}"
+    where = f" while {during}" if during else ""
+    from_spark = _from_spark(error)
+    if not from_spark:
+        return None
+    if any(sign in text for sign in _OUT_OF_MEMORY):
+        return ReconcileError(f"Spark ran out of memory{where}; give it more with "
+                              "spark.driver.memory (embedded Spark, or the driver) or "
+                              "spark.executor.memory (a cluster's executors)")
+    if any(sign in text for sign in _EXECUTOR_LOST):
+        return ReconcileError(f"Spark lost an executor{where} (killed, or out of memory); "
+                              "check the cluster, or raise spark.executor.memory")
+    if any(sign in text for sign in _CONNECT_GONE):
+        return ReconcileError(f"lost the Spark Connect server{where}; check that it runs "
+                              "and is reachable, then run the command again")
+    if any(sign in text for sign in _JVM_GONE):
+        return ReconcileError(f"the Spark JVM died{where} (killed, or out of memory: raise "
+                              "spark.driver.memory); nothing was committed, run the command "
+                              "again")
+    return None
+
+
+def _from_spark(error: BaseException) -> bool:
+    """Raised by Spark's client libraries (py4j, pyspark, grpc), judged by the error's class
+    or by where it was raised: a dead JVM can surface as a plain ConnectionRefusedError."""
+    if type(error).__module__.split(".")[0] in ("py4j", "pyspark", "grpc"):
+        return True
+    trace = error.__traceback__
+    while trace is not None:
+        if any(part in trace.tb_frame.f_code.co_filename
+               for part in ("/py4j/", "/pyspark/", "/grpc/")):
+            return True
+        trace = trace.tb_next
+    return False

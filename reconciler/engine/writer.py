@@ -1,0 +1,145 @@
+"""The distributed Delta writer: Spark's executors write the files, delta-rs commits them.
+
+Without Delta's Spark jars there is no `format("delta")` writer, and collecting a
+DataFrame to the driver to hand it to delta-rs caps a pipeline at what one
+process can hold (and, over Spark Connect, ships every row to the client). So:
+
+1. Spark writes the rows as Parquet into a fresh folder inside the table's
+   location (`<table>/w-<id>/part-*.parquet`), in parallel, wherever the cluster
+   runs. The files are Delta-compatible: the table's field names and types
+   (`conform`), timestamps as `TIMESTAMP_MICROS`, NOT NULL checked by Spark.
+2. The driver (or Spark Connect client) lists what was written through
+   `pyarrow.fs` and reads each file's row count from its Parquet footer: no
+   rows, no second Spark job, and it works wherever delta-rs can commit.
+3. The driver (or Connect client) commits the files in ONE Delta transaction
+   with delta-rs: `create_write_transaction` (append or overwrite, with app
+   transactions for exactly-once appends) or `create_table_with_add_actions`.
+   Each add carries `numRecords`, so row counts need no scan.
+
+Files of a write that never committed are in no Delta log, so no reader ever
+sees them; retention deletes them once they are old enough (`retention`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+from deltalake.exceptions import DeltaError
+from deltalake.transaction import AddAction, create_table_with_add_actions
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reconciler.engine.delta_log import hadoop_uri, is_local
+from reconciler.engine.files import FileStore
+from reconciler.engine.schema import arrow_schema, conform
+from reconciler.errors import ReconcileError
+
+WRITE_FOLDER_PREFIX = "w-"
+"""Each write's files go to `<table>/w-<id>/`: what one write produced is one listing."""
+
+PARQUET_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+"""Delta readers expect microsecond timestamps; Spark's default (INT96) is legacy."""
+
+_NOT_NULL_MARK = "reconciler: NULL in NOT NULL column "
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file of a write, as its Delta add action describes it."""
+
+    path: str  # relative to the table's root
+    size: int
+    records: int
+    modified_ms: int
+
+    def add_action(self) -> AddAction:
+        return AddAction(self.path, self.size, {}, self.modified_ms, True,
+                         json.dumps({"numRecords": self.records}))
+
+
+def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructType) -> list[
+        WrittenFile]:
+    """Have Spark write `df`, shaped to `schema`, as Parquet files inside the table at `uri`."""
+    folder = f"{WRITE_FOLDER_PREFIX}{uuid.uuid4().hex}"
+    for key, value in PARQUET_CONF.items():
+        spark.conf.set(key, value)  # a runtime SQL conf: classic and Connect sessions alike
+    rows = _checked(conform(df, schema, where=uri), schema)
+    target = f"{uri.rstrip('/')}/{folder}"
+    try:
+        rows.write.mode("errorifexists").parquet(target if is_local(uri) else hadoop_uri(target))
+    except Exception as error:
+        text = str(error)
+        if _NOT_NULL_MARK in text:
+            column = text.split(_NOT_NULL_MARK, 1)[1].split()[0].strip("'\".,")
+            raise ReconcileError(f"{uri}: data does not fit the table schema: column "
+                                 f"'{column}' is NOT NULL but a row has a NULL") from None
+        if any(sign in text for sign in ("No FileSystem for scheme", "S3AFileSystem not found",
+                                         "UnsupportedFileSystemException")):
+            raise ReconcileError(f"Spark cannot write to {uri}: add the filesystem's jars to "
+                                 "the cluster (e.g. hadoop-aws for s3a://)") from None
+        raise
+    return list_written(uri, folder)
+
+
+def list_written(uri: str, folder: str) -> list[WrittenFile]:
+    """The Parquet files one write produced, with sizes and row counts from their footers.
+
+    Listed through `pyarrow.fs` by the driver (or Spark Connect client), which must
+    reach the storage anyway to commit; only footers are read, never rows. Files
+    without rows (Spark writes one for an empty DataFrame) are left out of the commit.
+    """
+    store = FileStore.for_root(uri)
+    location = f"{uri.rstrip('/')}/{folder}"
+    written = []
+    for name, size, modified in store.files(location):
+        if "/" in name or not name.endswith(".parquet") or name.startswith(("_", ".")):
+            continue  # _SUCCESS, .crc checksums, Spark's _temporary leftovers
+        rows = store.parquet_rows(f"{location}/{name}")
+        if rows:
+            written.append(WrittenFile(f"{folder}/{name}", size, rows, int(modified * 1000)))
+    return sorted(written, key=lambda file: file.path)
+
+
+def _checked(rows: DataFrame, schema: T.StructType) -> DataFrame:
+    """NOT NULL columns checked while Spark writes (Delta writers enforce the schema)."""
+    columns = []
+    for field in schema.fields:
+        column = F.col(f"`{field.name.replace('`', '``')}`")
+        if not field.nullable:
+            column = F.when(column.isNull(), F.raise_error(
+                F.lit(f"{_NOT_NULL_MARK}'{field.name}'"))).otherwise(column)
+        columns.append(column.alias(field.name))
+    return rows.select(*columns)
+
+
+def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, *,
+                 mode: Literal["append", "overwrite"], tag_key: str, tag: str,
+                 table: DeltaTable | None, storage_options: dict[str, str],
+                 app_transaction: tuple[str, int] | None = None) -> None:
+    """One Delta commit adding `files` (overwrite: and removing every other file).
+
+    A new table is created by the same commit. The commit is tagged (`tag_key`) so
+    the caller can find its version even if another writer committed right after.
+    """
+    properties = CommitProperties(
+        custom_metadata={tag_key: tag},
+        app_transactions=[Transaction(*app_transaction)] if app_transaction else None)
+    actions = [file.add_action() for file in files]
+    try:
+        if table is None:
+            create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema(schema)), actions,
+                                          mode="error", storage_options=storage_options,
+                                          commit_properties=properties)
+        else:
+            table.create_write_transaction(actions, mode, arrow_schema(schema),
+                                           commit_properties=properties)
+    except DeltaError as error:
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        raise ReconcileError(f"{uri}: Delta commit failed: "
+                             f"{lines[0] if lines else type(error).__name__}") from error

@@ -1,0 +1,49 @@
+"""Printing a query's rows as a table, JSON or CSV, one row at a time.
+
+`reconcile query` streams its result (Spark hands it over a partition at a time),
+so nothing here holds more than one row; `--format json` prints a JSON array of
+row objects, with decimals as strings (exact) and dates and times in ISO 8601.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+
+def print_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], output_format: str,
+               console: Console) -> None:
+    records = ({name: _plain(value) for name, value in zip(columns, row, strict=True)}
+               for row in rows)
+    if output_format == "json":
+        click.echo("[")
+        for position, record in enumerate(records):
+            click.echo(("," if position else "") + json.dumps(record))
+        click.echo("]")
+    elif output_format == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+    else:
+        table = Table(*columns)
+        for record in records:
+            table.add_row(*("" if record[c] is None else str(record[c]) for c in columns))
+        console.print(table)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly values: decimals as strings (exact), dates and times in ISO 8601."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (date, datetime)):
+        return value.isoformat()
+    return value
