@@ -13,7 +13,13 @@ With default settings, on embedded Spark (`local[*]`, capped at 4 cores):
   then 30 steps of 1,000 new rows; storage after the first and the 30th step
   (goal: at most 1.5x), for retention settings given in `--retention`.
 
-Usage: `python bench/scale_bench.py [--rows 12000000 48000000] [--skip-growth]`.
+* **Spark Connect** (`--connect ROWS`): a Connect server started from the pyspark
+  distribution on loopback; a table of ROWS rows ingested by embedded Spark, then a
+  new view over all of them bootstrapped through the server; the peak RSS of the
+  client process (goal: under 500 MB, as no rows reach the client).
+
+Usage: `python bench/scale_bench.py [--rows 12000000 48000000] [--skip-growth]
+[--connect 10000000]`.
 """
 
 from __future__ import annotations
@@ -192,12 +198,65 @@ def growth(work: Path, retention: str) -> dict[str, float | str]:
             "ratio": stored() / first, "seconds_per_step": (time.time() - start) / 30}
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def connect_bootstrap(rows: int, work: Path) -> dict[str, float]:
+    """Bootstrap a view over `rows` rows through a Spark Connect server; client peak RSS."""
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).parent
+    port = free_port()
+    server = subprocess.Popen(
+        [str(spark_home / "bin/spark-submit"), "--class",
+         "org.apache.spark.sql.connect.service.SparkConnectServer",
+         "--conf", f"spark.connect.grpc.binding.port={port}",
+         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+         "--conf", "spark.ui.enabled=false", "spark-internal"],
+        env={**os.environ, "SPARK_HOME": str(spark_home)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        import socket
+
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(1)
+        else:
+            raise SystemExit("the Spark Connect server did not start")
+        data = work / f"connect-input-{rows}"
+        subprocess.run([PYTHON, "-c", GENERATE, str(rows), str(data)], check=True,
+                       capture_output=True)
+        folder = project(work / f"connect-{rows}", data, TABLE)
+        reconcile(folder, "apply", "--auto-approve")
+        reconcile(folder, "run")  # ingested by embedded Spark
+        (folder / "pipelines/p/program.sql").write_text(TABLE + VIEW)
+        seconds, peak, _ = reconcile(folder, "apply", "--auto-approve",
+                                     "--spark-remote", f"sc://127.0.0.1:{port}")
+        _, _, counted = reconcile(folder, "query", "-p", "p", "--format", "json",
+                                  "SELECT count(*) AS n FROM everything")
+        assert json.loads(counted)[0]["n"] == rows, counted
+        return {"rows": rows, "seconds": seconds, "client_peak_rss_mb": peak / 1e6}
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="*", default=[12_000_000, 48_000_000])
     parser.add_argument("--retention", nargs="*",
                         default=["", "{serials: 10, min_age: 0s}", "{serials: 2, min_age: 0s}"])
     parser.add_argument("--skip-growth", action="store_true")
+    parser.add_argument("--connect", type=int, nargs="*", default=[],
+                        help="rows for the Spark Connect bootstrap measurement")
     arguments = parser.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
@@ -211,6 +270,11 @@ def main() -> None:
                   f"(goal >= 0.7); peak RSS {result['peak_rss_mb']:.0f} MB; with a view of "
                   f"every row: {result['with_view_run_s']:.1f} s, peak RSS "
                   f"{result['with_view_peak_rss_mb']:.0f} MB, counts exact", flush=True)
+        for rows in arguments.connect:
+            result = connect_bootstrap(rows, work)
+            print(f"Spark Connect: bootstrapping a view over {rows:,} rows took "
+                  f"{result['seconds']:.1f} s; client peak RSS {result['client_peak_rss_mb']:.0f}"
+                  " MB (goal < 500 MB)", flush=True)
         if not arguments.skip_growth:
             sys.path.insert(0, str(ROOT))
             for retention in arguments.retention:

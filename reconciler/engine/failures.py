@@ -17,7 +17,8 @@ _OUT_OF_MEMORY = ("OutOfMemoryError", "Java heap space", "GC overhead limit exce
 _JVM_GONE = ("Py4JNetworkError", "Answer from Java side is empty", "Connection refused",
              "Error while receiving", "Error while sending", "Java gateway process exited",
              "SparkContext was shut down", "SparkContext has been shutdown",
-             "Cannot call methods on a stopped SparkContext")
+             "Cannot call methods on a stopped SparkContext",
+             "does not exist in the JVM")  # py4j's answer to any call once the JVM is gone
 _EXECUTOR_LOST = ("ExecutorLostFailure", "Executor heartbeat timed out", "executor lost")
 _CONNECT_GONE = ("SparkConnectGrpcException", "StatusCode.UNAVAILABLE", "failed to connect to all")
 

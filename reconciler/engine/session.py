@@ -84,9 +84,10 @@ warnings.filterwarnings(
     "ignore", message=r"PySpark does not yet fully support pandas", category=FutureWarning
 )
 
-# py4j logs a traceback of its own when the JVM goes away; the CLI says it in one line
-# (engine/failures.py), and `--debug` shows the exception itself.
+# py4j logs a traceback of its own (on the root logger) when the JVM goes away; the CLI
+# says it in one line (engine/failures.py), and `--debug` shows the exception itself.
 logging.getLogger("py4j").setLevel(logging.CRITICAL)
+logging.getLogger().addFilter(lambda record: "/py4j/" not in record.pathname)
 
 _scratch_lock = threading.Lock()
 _scratch_dir: Path | None = None
