@@ -268,10 +268,13 @@ def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id
     go to the quarantine folder of this batch, overwritten when a batch is
     replayed after a crash so that they are never kept twice.
     """
-    cached = frame.cache()
+    # Cached only when malformed rows are looked for (json, csv): that check and the write
+    # are two passes over the batch. A parquet batch is read once, by the write itself.
+    checked = CORRUPT_COLUMN in frame.columns
+    cached = frame.cache() if checked else frame
     try:
         good = cached
-        if CORRUPT_COLUMN in cached.columns:
+        if checked:
             bad = cached.filter(F.col(CORRUPT_COLUMN).isNotNull())
             bad_rows = bad.count()
             if bad_rows and not quarantine:
@@ -284,7 +287,8 @@ def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id
         rows = good.select(*(F.col(f.name).cast(f.dataType) for f in schema))
         runtime.storage.append(table_path, rows, app_id=transaction, txn_version=batch_id)
     finally:
-        cached.unpersist()
+        if checked:
+            cached.unpersist()
 
 
 def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], changes: DataFrame,

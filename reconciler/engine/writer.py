@@ -72,7 +72,7 @@ def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructTy
     rows = _checked(conform(df, schema, where=uri), schema)
     target = f"{uri.rstrip('/')}/{folder}"
     try:
-        rows.write.mode("errorifexists").parquet(target if is_local(uri) else hadoop_uri(target))
+        rows.write.mode("error").parquet(target if is_local(uri) else hadoop_uri(target))
     except Exception as error:
         text = str(error)
         if _NOT_NULL_MARK in text:
