@@ -163,16 +163,18 @@ GROWTH_SQL = TABLE + textwrap.dedent("""\
     """)
 
 
-def growth(work: Path, retention: str) -> dict[str, float | str]:
+def growth(work: Path, retention: str, label: str) -> dict[str, float | str]:
     """1M rows, then 30 steps of 1,000 rows, in one process (one JVM) through the CLI."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from click.testing import CliRunner
 
     from reconciler.cli import cli
 
-    data = work / f"growth-input-{abs(hash(retention))}"
-    subprocess.run([PYTHON, "-c", GENERATE, "1000000", str(data / "base")], check=True,
+    data = work / f"growth-input-{label}"
+    subprocess.run([PYTHON, "-c", GENERATE, "1000000", str(data)], check=True,
                    capture_output=True)
-    folder = project(work / f"growth-{abs(hash(retention))}", data, GROWTH_SQL,
+    folder = project(work / f"growth-{label}", data, GROWTH_SQL,
                      f"retention: {retention}\n" if retention else "")
     runner = CliRunner()
 
@@ -189,15 +191,17 @@ def growth(work: Path, retention: str) -> dict[str, float | str]:
     first = stored()
     start = time.time()
     for step in range(30):
-        rows = [{"id": 10_000_000 + step * 1000 + i, "k": i % 1000, "v": i * 97 % 100000,
-                 "s": f"x{i}"} for i in range(1000)]
-        batch = data / "steps" / f"step-{step:02d}.json"
-        batch.parent.mkdir(parents=True, exist_ok=True)
-        batch.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+        ids = range(10_000_000 + step * 1000, 10_000_000 + (step + 1) * 1000)
+        batch = pa.table({"id": pa.array(ids, pa.int64()),
+                          "k": pa.array([i % 1000 for i in ids], pa.int32()),
+                          "v": pa.array([i * 97 % 100000 for i in ids], pa.int32()),
+                          "s": pa.array([f"x{i}" for i in ids])})
+        pq.write_table(batch, data / f"step-{step:02d}.parquet")
         invoke("run")
+    after = stored()
     return {"retention": retention or "(defaults: serials 10, min_age 1h)",
-            "after_first_mb": first / 1e6, "after_30_mb": stored() / 1e6,
-            "ratio": stored() / first, "seconds_per_step": (time.time() - start) / 30}
+            "after_first_mb": first / 1e6, "after_30_mb": after / 1e6, "ratio": after / first,
+            "seconds_per_step": (time.time() - start) / 30}
 
 
 def free_port() -> int:
@@ -279,8 +283,8 @@ def main() -> None:
                   " MB (goal < 500 MB)", flush=True)
         if not arguments.skip_growth:
             sys.path.insert(0, str(ROOT))
-            for retention in arguments.retention:
-                result = growth(work, retention)
+            for position, retention in enumerate(arguments.retention):
+                result = growth(work, retention, str(position))
                 print(f"growth, retention {result['retention']}: {result['after_first_mb']:.1f} "
                       f"MB after step 1, {result['after_30_mb']:.1f} MB after 30 steps of "
                       f"1,000 rows, ratio {result['ratio']:.2f} (goal <= 1.5), "

@@ -198,3 +198,24 @@ def test_state_gc_reports_what_it_removes(spark: SparkSession, tmp_path: Path) -
     done = reconcile(project, "state", "gc", "-p", "p")
     assert done.startswith("p: removed ") and storage_bytes(project) < before, done
     assert query(project, "p", "SELECT count(*) AS n FROM big") == [{"n": 2}]
+
+
+def test_many_small_appends_are_compacted_into_one_commit(spark: SparkSession,
+                                                          tmp_path: Path) -> None:
+    storage = DeltaStorage(spark)
+    path = tmp_path / "t"
+    storage.create(path, SCHEMA)
+    for batch in range(17):
+        version = storage.append(path, sample(spark, 10).withColumn("id", F.col("id") + batch * 10)
+                                 .coalesce(1), app_id="c", txn_version=batch)
+    rows = sorted(tuple(row) for row in storage.read(path, version, SCHEMA).collect())
+    assert len(DeltaTable(str(path), version=version).file_uris()) == 17
+    compacted = storage.compact(path)
+    assert compacted is not None and compacted > version
+    assert len(DeltaTable(str(path)).file_uris()) == 1
+    assert sorted(tuple(row) for row in storage.read(path, compacted, SCHEMA).collect()) == rows
+    assert storage.row_count(path, compacted) == 170
+    last = DeltaTable(str(path)).history(1)[0]
+    assert last["operation"] == "WRITE"
+    assert DeltaTable(str(path)).transaction_version("c") == 16  # kept by the compaction
+    assert storage.compact(path) is None  # nothing small left

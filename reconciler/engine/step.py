@@ -152,4 +152,8 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
             changes = changes_between(before, runtime.frame(view))
             result.emitted[connector] = emit(runtime, connector, program["connectors"][connector],
                                              changes, serial, base_dir, snapshot=False)
+    for table in result.changed_tables:  # last: every read above used the appended files
+        compacted = runtime.storage.compact(runtime.relations[table]["path"])
+        if compacted is not None:
+            runtime.adopt_table_version(table, compacted)
     return result

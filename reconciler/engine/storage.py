@@ -33,6 +33,7 @@ import shutil
 import uuid
 from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -63,6 +64,11 @@ Writer = Literal["delta-spark", "delta-rs"]
 
 COMMIT_TAG = "reconciler.commit"
 """Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
+
+SMALL_FILE_BYTES = 8 * 1024 * 1024
+COMPACT_AFTER = 16
+TARGET_FILE_BYTES = 128 * 1024 * 1024
+"""Compaction: more than 16 files under 8 MiB are rewritten into ~128 MiB files."""
 
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
@@ -246,6 +252,37 @@ class DeltaStorage:
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri),
                      app_transaction=transaction)
+        return self._rs_commit_version(uri, tag, before)
+
+    def compact(self, path: PathLike) -> int | None:
+        """Rewrite many small files into few, same rows, in one `dataChange=false` commit.
+
+        Many small appends (a step every few seconds) leave many small files, which
+        slow every read. Once more than `COMPACT_AFTER` files are under
+        `SMALL_FILE_BYTES`, Spark rewrites them into files of about `TARGET_FILE_BYTES`.
+        Returns the new version, or None when there was nothing to do (or delta-spark
+        writes this table: Delta's own OPTIMIZE is the tool there).
+        """
+        if self.writer == "delta-spark":
+            return None
+        uri = table_uri(path)
+        table = self._require(uri)
+        if needs_delta_reader(table):
+            return None
+        actions = pa.table(table.get_add_actions(flatten=True))
+        small = [(file, size) for file, size in zip(actions.column("path").to_pylist(),
+                                                    actions.column("size_bytes").to_pylist(),
+                                                    strict=True) if size < SMALL_FILE_BYTES]
+        if len(small) <= COMPACT_AFTER:
+            return None
+        schema = struct_from_json(table.schema().to_json())
+        root = uri.rstrip("/")
+        frame = self._scan([f"{root}/{unquote(file)}" for file, _ in small], schema)
+        pieces = max(1, -(-sum(size for _, size in small) // TARGET_FILE_BYTES))
+        files = write_files(self.spark, frame.coalesce(pieces), uri, schema)
+        tag, before = uuid.uuid4().hex, table.version()
+        commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
+                     table=table, storage_options=self.storage_options(uri), replaces=small)
         return self._rs_commit_version(uri, tag, before)
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:

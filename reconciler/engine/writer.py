@@ -23,6 +23,7 @@ sees them; retention deletes them once they are old enough (`retention`).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Literal
 
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.exceptions import DeltaError
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -58,8 +59,8 @@ class WrittenFile:
     records: int
     modified_ms: int
 
-    def add_action(self) -> AddAction:
-        return AddAction(self.path, self.size, {}, self.modified_ms, True,
+    def add_action(self, data_change: bool = True) -> AddAction:
+        return AddAction(self.path, self.size, {}, self.modified_ms, data_change,
                          json.dumps({"numRecords": self.records}))
 
 
@@ -121,16 +122,22 @@ def _checked(rows: DataFrame, schema: T.StructType) -> DataFrame:
 def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, *,
                  mode: Literal["append", "overwrite"], tag_key: str, tag: str,
                  table: DeltaTable | None, storage_options: dict[str, str],
-                 app_transaction: tuple[str, int] | None = None) -> None:
+                 app_transaction: tuple[str, int] | None = None,
+                 replaces: Sequence[tuple[str, int]] = ()) -> None:
     """One Delta commit adding `files` (overwrite: and removing every other file).
 
     A new table is created by the same commit. The commit is tagged (`tag_key`) so
     the caller can find its version even if another writer committed right after.
+    `replaces` (path, size) makes it a compaction: those files are removed and the
+    new ones added with `dataChange=false`, in one commit (same rows, fewer files).
     """
     properties = CommitProperties(
         custom_metadata={tag_key: tag},
         app_transactions=[Transaction(*app_transaction)] if app_transaction else None)
-    actions = [file.add_action() for file in files]
+    now = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [
+        file.add_action(data_change=not replaces) for file in files]
+    actions += [RemoveAction(path, False, now, size) for path, size in replaces]
     try:
         if table is None:
             create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema(schema)), actions,
