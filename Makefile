@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint demo demo-orders bench clean check-java constraints
+.PHONY: test lint demo demo-orders bench bench-scale clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ demo: $(STAMP) check-java
 
 bench: $(STAMP) check-java
 	$(BIN)/python bench/plan_bench.py
+
+# Ingest 12M and 48M rows against bare Spark, storage over 30 steps, Spark Connect RSS
+# (several minutes; see the script's docstring).
+bench-scale: $(STAMP) check-java
+	$(BIN)/python bench/scale_bench.py --connect 10000000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache examples/*/.reconcile
