@@ -230,7 +230,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress())
+                        report=obj.progress(), debug=obj.debug)
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve
     for program in programs:
@@ -262,7 +262,7 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: st
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress())
+                        report=obj.progress(), debug=obj.debug)
     for program in programs:
         manifest, _ = read_manifest(backend, program.pipeline)
         if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
@@ -285,7 +285,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress())
+                        report=obj.progress(), debug=obj.debug)
     names = select_pipelines(project, pipeline)
     while True:
         for name in names:
@@ -310,7 +310,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress())
+                        report=obj.progress(), debug=obj.debug)
     outcome, _ = ops.execute_insert(project, backend, engine, pipeline, sql)
     _report(outcome)
 
@@ -332,7 +332,7 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress())
+                        report=obj.progress(), debug=obj.debug)
     frame = ops.query_pipeline(backend, engine, pipeline, sql)
     # Streamed a partition at a time: a query's result is printed, never held whole.
     print_rows(frame.columns, frame.toLocalIterator(), output_format, _console())

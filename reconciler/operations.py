@@ -36,12 +36,14 @@ class Engine:
     master: str | None = None
     remote: str | None = None
     report: Reporter = no_progress
+    debug: bool = False  # Spark logs warnings too (on stderr), not only errors
 
     @cached_property
     def spark(self) -> Any:
         from reconciler.engine.session import get_spark
 
-        return get_spark(self.project.settings.spark, master=self.master, remote=self.remote)
+        return get_spark(self.project.settings.spark, master=self.master, remote=self.remote,
+                         log_level="WARN" if self.debug else "ERROR")
 
     @cached_property
     def storage(self) -> Any:

@@ -17,7 +17,7 @@ there only the UTC timezone, no console progress bar and log level ERROR are
 set. User ``conf`` from ``reconcile.yaml`` always wins over every default here.
 
 Pipeline SQL comes from pull requests, so the JVM starts with a cleaned
-environment (``jvm_environment``): only what Java, Spark, Python workers and the
+environment (``jvm_launch``): only what Java, Spark, Python workers and the
 cloud storage clients need passes (no ``GITHUB_TOKEN``, no action inputs, no
 runner tokens), ``PYTHONSAFEPATH=1`` keeps Spark's Python workers (started as
 ``python -m pyspark.daemon`` in the working directory, which may be a pull
@@ -36,6 +36,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import warnings
@@ -121,17 +122,29 @@ from their working directory either (a cluster's own executors are its owner's).
 
 
 @contextmanager
-def jvm_environment() -> Iterator[None]:
-    """While the JVM starts, ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus
-    ``PYTHONSAFEPATH=1``); the JVM copies it at launch, and the caller's is put back."""
+def jvm_launch() -> Iterator[None]:
+    """What the JVM inherits when it starts: a cleaned environment and no stdout.
+
+    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``), and
+    file descriptor 1 points at stderr, so whatever the JVM ever writes to its stdout
+    (unified logging such as a GC warning, ``System.out``) lands on stderr: stdout
+    carries only what a command prints (``--json``, ``--format json``). The caller's
+    environment and stdout are put back once the JVM runs.
+    """
     saved = dict(os.environ)
+    sys.stdout.flush()
+    saved_stdout = os.dup(1)
     try:
         for key in saved:
             if not JVM_ENVIRONMENT.fullmatch(key):
                 del os.environ[key]
         os.environ["PYTHONSAFEPATH"] = "1"
+        os.dup2(2, 1)
         yield
     finally:
+        sys.stdout.flush()
+        os.dup2(saved_stdout, 1)
+        os.close(saved_stdout)
         os.environ.clear()
         os.environ.update(saved)
 
@@ -156,7 +169,8 @@ def _merged_java_options(ours: str, user: str | None) -> str:
     return f"{ours} {user or ''}".strip()
 
 
-def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool]) -> dict[str, str]:
+def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
+               log_level: str = "ERROR") -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
@@ -164,7 +178,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool]) -
         "spark.app.name": "pipeline-reconciler",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
-        "spark.log.level": "ERROR",
+        "spark.log.level": log_level,
     }
     if master.startswith("local"):
         scratch = _scratch()
@@ -193,6 +207,7 @@ def get_spark(
     *,
     master: str | None = None,
     remote: str | None = None,
+    log_level: str = "ERROR",
 ) -> SparkSession:
     """The reconciler's Spark session; reuses the active one when there is one.
 
@@ -229,9 +244,9 @@ def get_spark(
 
     require_java()
     builder = SparkSession.builder
-    for key, value in spark_conf(master or default_master(), user_conf).items():
+    for key, value in spark_conf(master or default_master(), user_conf, log_level).items():
         builder = builder.config(key, value)
-    with jvm_environment():
+    with jvm_launch():
         return builder.getOrCreate()
 
 
