@@ -9,6 +9,7 @@ writer and the pinned parquet reads; every table is checked with
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -304,3 +305,32 @@ def test_s3_table_through_moto(
     assert storage.latest_version(path) == 1
     storage.delete(path)
     assert storage.latest_version(path) is None
+
+
+def test_spark_flags_replace_where_the_file_says_spark_runs(spark: SparkSession,
+                                                            tmp_path: Path) -> None:
+    """`--spark-remote` over a file that sets spark.master (and the reverse) is not a
+    conflict: the flag says where Spark runs. An unreachable Connect server is one line,
+    at once, without the URL's parameters."""
+    from click.testing import CliRunner
+
+    from reconciler.cli import cli
+    from tests.projects import copy_example
+
+    project = copy_example("grades", tmp_path)  # reconcile.yaml sets spark.master
+    runner = CliRunner()
+    started = time.monotonic()
+    refused = runner.invoke(cli, ["-C", str(project), "apply", "--auto-approve",
+                                  "--spark-remote", "sc://127.0.0.1:1/;token=SECRET"])
+    assert refused.exit_code == 1
+    assert refused.output.strip() == ("error: cannot reach Spark Connect at sc://127.0.0.1:1/: "
+                                      "Connection refused; is the server running and the port "
+                                      "open?")
+    assert time.monotonic() - started < 30
+    settings = project / "reconcile.yaml"
+    settings.write_text(settings.read_text().replace("master: local[2]",
+                                                     "remote: sc://127.0.0.1:1"))
+    applied = runner.invoke(cli, ["-C", str(project), "apply", "--auto-approve",
+                                  "--spark-master", "local[2]"])
+    assert applied.exit_code == 0, applied.output
+    assert "deployed" in applied.output

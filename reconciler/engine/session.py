@@ -36,6 +36,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -43,6 +44,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
@@ -211,17 +213,18 @@ def get_spark(
 ) -> SparkSession:
     """The reconciler's Spark session; reuses the active one when there is one.
 
-    ``master``/``remote`` override ``settings``. With ``remote`` (``sc://host:port``)
+    ``master``/``remote`` (the CLI's flags, the Action's inputs) replace what
+    ``settings`` says about where Spark runs; its ``conf`` still applies. With ``remote`` (``sc://host:port``)
     this is a Spark Connect client and no local Java is needed; otherwise Java is
     checked first so a missing JDK is one clear line, not a Py4J traceback.
     An existing session keeps its static settings (master, warehouse); only
     runtime SQL conf from ``settings.conf`` is applied to it, as Spark does.
     """
     settings = settings or SparkSettings()
-    master = master or settings.master
-    remote = remote or settings.remote
+    if not (master or remote):  # a flag says where Spark runs, whatever the file says
+        master, remote = settings.master, settings.remote
     if master and remote:
-        raise ReconcileError("set either spark.master or spark.remote, not both")
+        raise ReconcileError("give either --spark-master or --spark-remote, not both")
     user_conf = {key: _conf_value(value) for key, value in settings.conf.items()}
 
     if remote:
@@ -229,6 +232,7 @@ def get_spark(
             raise ReconcileError(
                 f"spark.remote must be a Spark Connect URL (sc://host:port): {redact_url(remote)}"
             )
+        _check_reachable(remote)
         builder = SparkSession.builder.remote(remote)
         connect_conf = {"spark.sql.session.timeZone": "UTC"} | user_conf | SAFE_SQL_CONF
         for key, value in connect_conf.items():
@@ -248,6 +252,28 @@ def get_spark(
         builder = builder.config(key, value)
     with jvm_launch():
         return builder.getOrCreate()
+
+
+CONNECT_PROBE_SECONDS = 10.0
+"""How long to wait for a Spark Connect server's port before saying it is unreachable
+(pyspark's client would otherwise retry for many minutes without a word)."""
+
+
+def _check_reachable(remote: str) -> None:
+    """One TCP connection to the Connect server's port, or a one-line error."""
+    parsed = urlparse(remote.replace("sc://", "http://", 1))
+    try:
+        host, port = parsed.hostname or "localhost", parsed.port or 15002
+    except ValueError:
+        raise ReconcileError(f"spark.remote is not a Spark Connect URL: {redact_url(remote)}") \
+            from None
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_SECONDS).close()
+    except OSError as error:
+        reason = "timed out" if isinstance(error, TimeoutError) else (
+            error.strerror or type(error).__name__)
+        raise ReconcileError(f"cannot reach Spark Connect at {redact_url(remote)}: {reason}; "
+                             "is the server running and the port open?") from None
 
 
 def is_connect(spark: SparkSession) -> bool:

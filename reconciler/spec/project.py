@@ -239,6 +239,9 @@ def _validation_error(error: ValidationError, document: YamlDocument, shown: str
         message = str(first["msg"]).removeprefix("Value error, ")
     elif kind == "string_pattern_mismatch":
         message = f"{dotted}: '{first['input']}' is not a valid name (letters, digits, underscore)"
+    elif kind in ("literal_error", "enum"):  # name the bad value, not only the good ones
+        expected = (first.get("ctx") or {}).get("expected", "")
+        message = f"{dotted}: '{first['input']}' is not one of {expected}"
     else:
         message = f"{dotted}: {first['msg']}" if dotted else str(first["msg"])
     return ReconcileError(message, file=shown, line=document.line_of(location))
