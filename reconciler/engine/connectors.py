@@ -32,6 +32,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta_source import ingest_delta
 from reconciler.engine.runtime import PipelineRuntime, table_schema
+from reconciler.engine.session import is_connect
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 
@@ -181,6 +182,12 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
     path = resolve_path(definition["path"], base_dir)
     if not has_new_files(path, state["checkpoint"]):
         return None
+    if is_connect(runtime.spark):
+        # foreachBatch over Spark Connect runs its function on the server, which cannot
+        # carry this process's runtime; until ingest is server-side, say so in one line.
+        raise ReconcileError(f"connector '{name}': files connectors do not run over Spark "
+                             "Connect yet; run this step with --spark-master (a cluster or "
+                             "embedded Spark)")
     table = definition["relation"]
     schema = table_schema(runtime.program["tables"][table])
     table_path = runtime.relations[table]["path"]

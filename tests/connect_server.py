@@ -1,0 +1,67 @@
+"""A Spark Connect server for the test run, started from the installed pyspark.
+
+pyspark's distribution ships the server (`jars/spark-connect_*.jar`); it is started
+with `bin/spark-submit --class ...SparkConnectServer spark-internal` on a free
+loopback port, once per test session, and stopped at the end. Clients are the
+real CLI in subprocesses (`reconcile ... --spark-remote sc://127.0.0.1:PORT`), as a
+GitHub runner or a laptop would be.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def connect_server(folder: Path) -> Iterator[str]:
+    """Yield `sc://127.0.0.1:PORT` of a running server; its log is `folder/connect.log`."""
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    log = (folder / "connect.log").open("wb")
+    server = subprocess.Popen(
+        [str(SPARK_HOME / "bin/spark-submit"), "--master", "local[2]",
+         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+         "--conf", f"spark.connect.grpc.binding.port={port}",
+         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+         "--conf", f"spark.sql.warehouse.dir={folder / 'warehouse'}", "spark-internal"],
+        env={**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_SUBMIT_OPTS": FAST_JVM},
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        cwd=folder)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the Spark Connect server did not start:\n"
+                                   + (folder / "connect.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+        log.close()
