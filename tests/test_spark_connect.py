@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -106,3 +107,35 @@ def test_a_files_connector_over_spark_connect_is_refused_in_one_line(
     rows = json.loads(cli(project, remote, "query", "-p", "p", "--format", "json",
                           "SELECT k, n, s FROM totals ORDER BY k"))
     assert rows == [{"k": "a", "n": 1, "s": 2}, {"k": "b", "n": 1, "s": 3}]
+
+
+@pytest.mark.slow
+def test_a_client_killed_mid_bootstrap_over_spark_connect_converges(remote: str,
+                                                                    tmp_path: Path) -> None:
+    """The client (a runner, say) is SIGKILLed between two views of a bootstrap: the server
+    keeps running, the last committed state stays readable, and the next apply resumes."""
+    project = copy_example("grades", tmp_path)
+    cli(project, remote, "apply", "--auto-approve")
+    cli(project, remote, "execute", "-p", "grades", SEED_STUDENTS)
+    cli(project, remote, "execute", "-p", "grades", SEED_GRADES)
+    apply_seed_modification(project)
+    killed = subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve",
+         "--spark-remote", remote], capture_output=True, text=True, timeout=300, check=False,
+        cwd=project, env={**os.environ, "RECONCILE_CRASH_AT": "bootstrap-after-view:avg_grade"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert enriched(project, remote) == [("Alice", "algebra", 97), ("Alice", "physics", 89),
+                                         ("Bob", "algebra", 85), ("Bob", "physics", 93)]
+    locked = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "apply",
+                             "--spark-remote", remote], capture_output=True, text=True,
+                            timeout=300, check=False, cwd=project)
+    lock_id = re.search(r"lock id (\S+),", locked.stderr)
+    assert lock_id, locked.stderr
+    unlocked = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "state",
+                               "force-unlock", lock_id.group(1), "-p", "grades"],
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert unlocked.returncode == 0, unlocked.stderr
+    assert "bootstrapped" in cli(project, remote, "apply")  # approved before the kill
+    assert enriched(project, remote) == [("Alice", "algebra", 96), ("Alice", "physics", 88),
+                                         ("Bob", "algebra", Decimal("91.5")),
+                                         ("Bob", "physics", 92)]
