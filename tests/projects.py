@@ -50,3 +50,20 @@ def apply_seed_modification(project: Path) -> None:
     spec.write_text(spec.read_text().replace("2025-12-15", "2026-06-10"))
     sql = project / "pipelines/grades/program.sql"
     sql.write_text(sql.read_text() + (STORY / "new_view.sql").read_text())
+
+
+def events_pipeline(sql: str, settings: str = "") -> dict[str, str]:
+    """Files of a project whose pipeline `p` feeds table `events` from json files in
+    `input/events` (a `files` connector), with `sql` as its program."""
+    return {"reconcile.yaml": settings,
+            "pipelines/p/pipeline.yaml": """
+                name: p
+                bootstrap_policy: allow
+                connectors:
+                  - name: events_in
+                    table: events
+                    type: files
+                    format: json
+                    path: input/events
+                """,
+            "pipelines/p/program.sql": sql}

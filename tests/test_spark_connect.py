@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from tests.connect_server import connect_server
-from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
+from tests.projects import (
+    SEED_GRADES,
+    SEED_STUDENTS,
+    apply_seed_modification,
+    copy_example,
+    events_pipeline,
+)
 
 ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
 
@@ -61,23 +67,11 @@ def test_seed_story_over_spark_connect(remote: str, tmp_path: Path) -> None:
     assert not list((tmp_path / "grades").glob("spark-warehouse")), "no client-side Spark"
 
 
-FILES_PROJECT = {
-    "pipelines/p/pipeline.yaml": """
-        name: p
-        bootstrap_policy: allow
-        connectors:
-          - name: events_in
-            table: events
-            type: files
-            format: json
-            path: input/events
-        """,
-    "pipelines/p/program.sql": """
-        create table events (id bigint not null, k string, v int);
-        create materialized view totals as select k, count(*) as n, sum(v) as s from events
-        group by k;
-        """,
-}
+FILES_PROJECT = events_pipeline("""
+    create table events (id bigint not null, k string, v int);
+    create materialized view totals as select k, count(*) as n, sum(v) as s from events
+    group by k;
+    """)
 
 
 @pytest.mark.slow

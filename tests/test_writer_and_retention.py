@@ -23,7 +23,7 @@ from reconciler.engine.writer import WRITE_FOLDER_PREFIX
 from reconciler.layout import Layout
 from reconciler.spec.sql import ColumnDef
 from tests.cli_helpers import manifest, query, reconcile
-from tests.projects import write_files
+from tests.projects import events_pipeline, write_files
 
 SCHEMA = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("amount", "DECIMAL(10,2)", True),
                        ColumnDef("at", "TIMESTAMP", True), ColumnDef("day", "DATE", True),
@@ -120,29 +120,12 @@ def test_an_uncommitted_write_is_invisible_and_collected(spark: SparkSession,
     assert storage.read(path, version, SCHEMA).count() == 0
 
 
-RETENTION_PROJECT = {
-    "reconcile.yaml": """
-        retention:
-          serials: 2
-          min_age: 0s
-        """,
-    "pipelines/p/pipeline.yaml": """
-        name: p
-        bootstrap_policy: allow
-        connectors:
-          - name: events_in
-            table: events
-            type: files
-            format: json
-            path: input/events
-        """,
-    "pipelines/p/program.sql": """
-        create table events (id bigint not null, k string, v int);
-        create materialized view big as select id, k, v from events where v > 10;
-        create materialized view totals as select k, count(*) as n, sum(v) as s from events
-        group by k;
-        """,
-}
+RETENTION_PROJECT = events_pipeline("""
+    create table events (id bigint not null, k string, v int);
+    create materialized view big as select id, k, v from events where v > 10;
+    create materialized view totals as select k, count(*) as n, sum(v) as s from events
+    group by k;
+    """, settings="retention:\n  serials: 2\n  min_age: 0s\n")
 
 
 def storage_bytes(project: Path) -> int:
