@@ -361,6 +361,7 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
             "rows": {n: s.get("rows") for n, s in manifest.relations.items()} if manifest
             else {},
             "connectors": manifest.connectors if manifest else {},
+            "spark": manifest.engine.get("spark_target") if manifest else None,
             "lock": lock.to_dict() if lock else None,
         })
     if as_json:
@@ -369,6 +370,8 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
     for report in reports:
         click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
                    f"updated {report['updated_at']})")
+        if report["spark"]:
+            click.echo(f"  last run on Spark: {report['spark']}")
         details = report["status_details"] or {}
         for key, names in (details.get("program_diff") or {}).items():
             if names:

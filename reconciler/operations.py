@@ -22,6 +22,7 @@ from reconciler.manifest import Manifest
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
+from reconciler.redact import redact_url
 from reconciler.spec.program import Program
 from reconciler.spec.project import Project, settings_summary
 from reconciler.state import pipeline_layout, read_manifest
@@ -44,6 +45,17 @@ class Engine:
 
         return get_spark(self.project.settings.spark, master=self.master, remote=self.remote,
                          log_level="WARN" if self.debug else "ERROR")
+
+    @property
+    def target(self) -> str:
+        """Where Spark runs, as a person may see it: the flags, else reconcile.yaml, else
+        embedded Spark; Connect URLs without credentials or parameters."""
+        settings = self.project.settings.spark
+        master, remote = ((self.master, self.remote) if self.master or self.remote
+                          else (settings.master, settings.remote))
+        if remote:
+            return redact_url(remote)
+        return master or "embedded (local)"
 
     @cached_property
     def storage(self) -> Any:
@@ -74,7 +86,11 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def _commit(backend: StateBackend, manifest: Manifest, etag: str | None) -> str:
+def _commit(backend: StateBackend, manifest: Manifest, etag: str | None,
+            engine: Engine | None = None) -> str:
+    """Write the manifest; with `engine`, it records where Spark ran (`status` shows it)."""
+    if engine is not None:
+        manifest = replace(manifest, engine={**manifest.engine, "spark_target": engine.target})
     return backend.write_manifest(manifest.pipeline, manifest.to_document(), etag)
 
 
@@ -202,7 +218,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=True)
     manifest = Manifest.first(program.pipeline, document, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha, settings=settings)
-    _commit(backend, manifest, None)
+    _commit(backend, manifest, None, engine)
     return Outcome(program.pipeline, "deployed",
                    f"{program.pipeline}: deployed {len(program.tables)} tables and "
                    f"{len(program.views)} views (serial 1)", 1)
@@ -234,7 +250,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
                         relations=result.relations, connectors=result.connectors,
                         git_sha=git_sha or manifest.git_sha,
                         settings=settings_summary(project.settings))
-    _commit(backend, done, etag)
+    _commit(backend, done, etag, engine)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, name)
     recomputed = ", ".join(result.recomputed) or "nothing"
@@ -273,7 +289,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
                          settings=settings_summary(project.settings),
                          git_sha=git_sha or manifest.git_sha, last_step={
                              "ingested": step.ingested, "refreshed": step.refreshed})
-    _commit(backend, done, etag)
+    _commit(backend, done, etag, engine)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, program.pipeline)
     return Outcome(program.pipeline, "refreshed",
@@ -368,7 +384,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                                   last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted})
-        _commit(backend, committed, etag)
+        _commit(backend, committed, etag, engine)
         collect_garbage(project, backend, name)
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}); refreshed "

@@ -65,6 +65,10 @@ def test_seed_story_over_spark_connect(remote: str, tmp_path: Path) -> None:
                                          ("Bob", "algebra", Decimal("91.5")),
                                          ("Bob", "physics", 92)]
     assert not list((tmp_path / "grades").glob("spark-warehouse")), "no client-side Spark"
+    status = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "status",
+                             "--json", "-p", "grades"], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert json.loads(status.stdout)["spark"] == remote  # the flag, not the file's master
 
 
 FILES_PROJECT = events_pipeline("""
