@@ -334,7 +334,9 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
     frame = ops.query_pipeline(backend, engine, pipeline, sql)
-    # Streamed a partition at a time: a query's result is printed, never held whole.
+    # The rows are what this command prints, so they come to this process, but streamed a
+    # partition at a time and never held whole. Results too large for a terminal belong in
+    # a view with an output connector, which the executors write.
     print_rows(frame.columns, frame.toLocalIterator(), output_format, _console())
 
 

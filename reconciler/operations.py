@@ -9,6 +9,7 @@ converges to the same result.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -341,9 +342,12 @@ def collect_garbage(project: Project, backend: StateBackend, name: str, *,
             return None
         return collect(layout, documents, min_age_seconds=retention.min_age_seconds,
                        dry_run=dry_run)
-    except Exception:
+    except Exception as error:
         if strict:
             raise
+        logging.getLogger("reconciler").warning(
+            "retention skipped for %s (%s); `reconcile state gc -p %s` retries it",
+            name, public_message(error), name)
         return None
 
 

@@ -56,7 +56,7 @@ from reconciler.engine.delta_log import (
 )
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
-from reconciler.engine.writer import commit_files, write_files
+from reconciler.engine.writer import PARQUET_CONF, commit_files, write_files
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
 
@@ -95,6 +95,9 @@ class DeltaStorage:
             "delta-spark" if has_delta_extension(spark) else "delta-rs"
         )
         self._storage_options = dict(storage_options) if storage_options is not None else None
+        if self.writer == "delta-rs":
+            for key, value in PARQUET_CONF.items():
+                spark.conf.set(key, value)
 
     def __repr__(self) -> str:
         return f"DeltaStorage(writer={self.writer!r})"

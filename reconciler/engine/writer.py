@@ -45,7 +45,8 @@ WRITE_FOLDER_PREFIX = "w-"
 """Each write's files go to `<table>/w-<id>/`: what one write produced is one listing."""
 
 PARQUET_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
-"""Delta readers expect microsecond timestamps; Spark's default (INT96) is legacy."""
+"""Delta readers expect microsecond timestamps; Spark's default (INT96) is legacy. A
+runtime SQL conf (classic and Connect alike), set once by the storage that writes."""
 
 _NOT_NULL_MARK = "reconciler: NULL in NOT NULL column "
 
@@ -68,8 +69,6 @@ def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructTy
         WrittenFile]:
     """Have Spark write `df`, shaped to `schema`, as Parquet files inside the table at `uri`."""
     folder = f"{WRITE_FOLDER_PREFIX}{uuid.uuid4().hex}"
-    for key, value in PARQUET_CONF.items():
-        spark.conf.set(key, value)  # a runtime SQL conf: classic and Connect sessions alike
     rows = _checked(conform(df, schema, where=uri), schema)
     target = f"{uri.rstrip('/')}/{folder}"
     try:

@@ -22,7 +22,6 @@ from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky
 from reconciler.github.event import Context, Inputs, credentials_from_inputs
-from reconciler.github.guard import SHA_RE
 from reconciler.github.runner import (
     Outputs,
     annotate,
@@ -31,7 +30,7 @@ from reconciler.github.runner import (
     mask_url_parameters,
     write_summary,
 )
-from reconciler.github.trusted import BaseBranch, repository_prefix, trusted_project
+from reconciler.github.trusted import BaseBranch, trusted_project
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -114,13 +113,9 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
 def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Any:
     """On a pull request, under the settings of its base branch (see `trusted`); on any other
     event (`command: plan` on a push, say) the checkout is the repository's own code."""
-    base_sha = str((pull.get("base") or {}).get("sha") or "")
     if not pull:
         return compute_plan(project_dir, inputs.pipeline, inputs.backend)
-    if not SHA_RE.fullmatch(base_sha):
-        raise ReconcileError("the pull request's base commit is missing from the event")
-    base = BaseBranch(context.client(), context.repository, base_sha,
-                      repository_prefix(project_dir))
+    base = BaseBranch.of_pull(context.client(), context.repository, pull, project_dir)
     return trusted_project(project_dir, inputs.pipeline, inputs, base).plan()
 
 

@@ -25,7 +25,6 @@ from reconciler.github.comment import (
 )
 from reconciler.github.event import ApplyRequest, Context, Inputs, Refused, parse_command
 from reconciler.github.guard import (
-    SHA_RE,
     check_approver,
     check_backend,
     check_checkout,
@@ -47,7 +46,7 @@ from reconciler.github.runner import (
     write_summary,
 )
 from reconciler.github.truncation import fit_comment
-from reconciler.github.trusted import BaseBranch, Trusted, repository_prefix, trusted_project
+from reconciler.github.trusted import BaseBranch, Trusted, trusted_project
 from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
 from reconciler.state import open_backend
@@ -165,7 +164,7 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     check_named_plan(request.plan_id, shown)
     check_checkout(project_dir, head_sha)
     trusted = trusted_project(project_dir, inputs.pipeline, inputs,
-                              base_branch(run.client, repo, pull, project_dir))
+                              BaseBranch.of_pull(run.client, repo, pull, project_dir))
     check_backend(trusted.project, run.context.workspace)
     document = trusted.plan()
     if document["plan_id"] != shown.plan_id:
@@ -187,15 +186,6 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
         raise
     _refresh_after_apply(run, trusted, inputs, key, head_sha, document, outcomes)
     return outcomes, document
-
-
-def base_branch(client: GitHubClient, repo: str, pull: dict[str, Any],
-                project_dir: Path) -> BaseBranch:
-    """Where trusted settings are read: the pull request's base commit."""
-    sha = str((pull.get("base") or {}).get("sha") or "")
-    if not SHA_RE.fullmatch(sha):
-        raise Refused("the pull request's base commit could not be read")
-    return BaseBranch(client, repo, sha, repository_prefix(project_dir))
 
 
 def apply_selected(trusted: Trusted, document: dict[str, Any], selected: list[str],

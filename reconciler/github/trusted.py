@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from reconciler.errors import ReconcileError
 from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs
+from reconciler.github.guard import SHA_RE
 from reconciler.plan.planner import plan_project
 from reconciler.spec.program import Program
 from reconciler.spec.project import (
@@ -50,6 +51,15 @@ class BaseBranch:
     repo: str
     sha: str
     prefix: str  # the project's folder in the repository, "" or ending in "/"
+
+    @classmethod
+    def of_pull(cls, client: GitHubClient, repo: str, pull: dict[str, Any],
+                project_dir: Path) -> BaseBranch:
+        """The base commit of a pull request (from the event or the API)."""
+        sha = str((pull.get("base") or {}).get("sha") or "")
+        if not SHA_RE.fullmatch(sha):
+            raise ReconcileError("the pull request's base commit could not be read")
+        return cls(client, repo, sha, repository_prefix(project_dir))
 
     def read(self, relative: str) -> str | None:
         return self.client.file_at(self.repo, self.prefix + relative, self.sha)
