@@ -119,6 +119,9 @@ def validate(obj: CliContext, pipeline: str | None) -> None:
         outputs = len(program.connectors) - inputs
         click.echo(f"{program.pipeline}: {len(program.tables)} tables, {len(program.views)} views, "
                    f"{inputs} input and {outputs} output connectors: ok")
+        for name in program.order:
+            if name in program.views:
+                click.echo(f"  view {name}: {program.views[name].refresh.describe()}")
 
 
 def _console() -> Console:

@@ -431,7 +431,8 @@ def test_duplicate_relation_names_first_location(tmp_path: Path) -> None:
 def test_valid_project_passes(tmp_path: Path) -> None:
     result = run_validate(write_project(tmp_path, {}))
     assert result.exit_code == 0, result.output
-    assert result.output == "p: 1 tables, 1 views, 1 input and 1 output connectors: ok\n"
+    assert result.output == ("p: 1 tables, 1 views, 1 input and 1 output connectors: ok\n"
+                             "  view daily: maintained incrementally\n")
 
 
 def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
@@ -450,7 +451,11 @@ def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
     root = write_project(tmp_path, {SQL: sql, SPEC: spec})
     result = run_validate(root)
     assert result.exit_code == 0, result.output
-    assert result.output == "p: 1 tables, 3 views, 1 input and 1 output connectors: ok\n"
+    assert result.output.splitlines() == [
+        "p: 1 tables, 3 views, 1 input and 1 output connectors: ok",
+        "  view daily: maintained incrementally",
+        "  view summary: recomputed each step: WITH clause",
+        "  view totals: recomputed each step: WITH clause"]
 
 
 def test_valid_materialized_spellings(tmp_path: Path) -> None:
@@ -464,7 +469,8 @@ def test_valid_materialized_spellings(tmp_path: Path) -> None:
     root = write_project(tmp_path, {SQL: sql})
     result = run_validate(root)
     assert result.exit_code == 0, result.output
-    assert result.output == "p: 4 tables, 1 views, 1 input and 1 output connectors: ok\n"
+    assert result.output.splitlines()[0] == \
+        "p: 4 tables, 1 views, 1 input and 1 output connectors: ok"
     _, [program] = load_programs(root)
     assert {name: program.tables[name].materialized for name in ("t1", "t2", "t3")} == \
         {"t1": False, "t2": True, "t3": False}
@@ -481,7 +487,9 @@ def test_valid_project_two_pipelines_without_settings(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         "p: 1 tables, 1 views, 1 input and 1 output connectors: ok",
+        "  view daily: maintained incrementally",
         "q: 1 tables, 1 views, 0 input and 0 output connectors: ok",
+        "  view v: maintained incrementally",
     ]
 
 

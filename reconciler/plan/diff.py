@@ -44,7 +44,9 @@ Change = Literal["added", "removed", "modified", "unchanged"]
 # SQL text (kept for diffs and reviews) and connector options that only tune
 # throughput. They are removed before diffing (cheaper than deepdiff's per-path
 # exclusion patterns); the document's evaluation order is not compared at all.
-IGNORED_KEYS = frozenset({"sql", "throughput_options"})
+# A view's refresh mode (maintained or recomputed) is compared on its own
+# (`refresh_changes`): it changes how steps keep the view, not its contents.
+IGNORED_KEYS = frozenset({"sql", "throughput_options", "refresh"})
 
 EMPTY_PROGRAM: dict[str, Any] = {"tables": {}, "views": {}, "connectors": {}}
 
@@ -74,9 +76,19 @@ class ProgramDiff:
 
     @property
     def has_changes(self) -> bool:
-        return self.has_program_changes or any(
+        return self.has_program_changes or bool(self.refresh_changes) or any(
             entry for key, entry in self.status_details().items()
             if key.endswith("_connectors"))
+
+    @property
+    def refresh_changes(self) -> dict[str, tuple[str, str]]:
+        """Unchanged views whose refresh mode changes: (old, new). A manifest written before
+        modes were recorded recomputed every view, hence `full`."""
+        return {name: (self.old["views"][name].get("refresh", "full"),
+                       self.new["views"][name].get("refresh", "full"))
+                for name, change in self.views.items()
+                if change == "unchanged" and self.old["views"][name].get("refresh", "full")
+                != self.new["views"][name].get("refresh", "full")}
 
     def status_details(self) -> dict[str, Any]:
         """Feldera's diff shape, lists sorted; removed connectors of removed relations omitted."""

@@ -30,10 +30,14 @@ class Action:
     name: str
     action: ActionKind
     reasons: tuple[str, ...] = ()
+    refresh: str | None = None  # views: how each step keeps it (`maintained incrementally`)
 
     def document(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "action": self.action,
-                "reasons": list(self.reasons)}
+        document = {"kind": self.kind, "name": self.name, "action": self.action,
+                    "reasons": list(self.reasons)}
+        if self.refresh is not None:
+            document["refresh"] = self.refresh
+        return document
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
     diff = diff_programs(manifest.program if manifest else None, program.document())
     base = (Base(manifest.lineage, manifest.serial, etag or "", manifest.status)
             if manifest else None)
-    actions = (*_relation_actions(diff), *_connector_actions(diff))
+    actions = (*_relation_actions(diff, program), *_connector_actions(diff))
     return PipelinePlan(name=program.pipeline, base=base,
                         desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
                         notes=(*_notes(diff, manifest), *_settings_notes(manifest, settings),
@@ -171,23 +175,34 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
                         bootstrap_policy=program.bootstrap_policy)
 
 
-def _relation_actions(diff: ProgramDiff) -> list[Action]:
+def _relation_actions(diff: ProgramDiff, program: Program) -> list[Action]:
     actions = []
     for name in _ordered(diff):
         kind: ObjectKind = "table" if name in diff.tables else "view"
         section = "tables" if kind == "table" else "views"
         change = getattr(diff, section)[name]
+        view = program.views.get(name)
+        refresh = view.refresh.describe() if view is not None else None
         if change == "added":
-            actions.append(Action(kind, name, "create", (f"new {kind}",)))
+            actions.append(Action(kind, name, "create", (f"new {kind}",), refresh))
         elif change == "removed":
             actions.append(Action(kind, name, "drop", (f"{kind} removed: its state is discarded",)))
         elif change == "modified" and kind == "table":
             actions.append(Action(kind, name, "truncate", tuple(_table_reasons(diff, name))))
         elif change == "modified":
-            actions.append(Action(kind, name, "recompute", tuple(_view_reasons(diff, name))))
+            actions.append(Action(kind, name, "recompute", tuple(_view_reasons(diff, name)),
+                                  refresh))
+        elif name in diff.refresh_changes:
+            actions.append(Action(kind, name, "keep", (
+                "refresh changes: " + " -> ".join(_MODES[mode] for mode in
+                                                   diff.refresh_changes[name])
+                + "; nothing is recomputed now",), refresh))
         else:
-            actions.append(Action(kind, name, "keep"))
+            actions.append(Action(kind, name, "keep", (), refresh))
     return actions
+
+
+_MODES = {"incremental": "maintained incrementally", "full": "recomputed each step"}
 
 
 def _ordered(diff: ProgramDiff) -> list[str]:

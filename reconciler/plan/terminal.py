@@ -41,6 +41,8 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
             text.append(f"  {action['action']}", "bold")
             if action["reasons"]:
                 text.append("  " + "; ".join(action["reasons"]), "dim")
+            if action.get("refresh") and action["action"] != "drop":
+                text.append(f"  [{action['refresh']}]", "dim")
             text.append("\n")
         for note in pipeline["notes"]:
             text.append("  note: ", "cyan").append(f"{note}\n")

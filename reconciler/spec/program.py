@@ -15,6 +15,7 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
 from reconciler.errors import ReconcileError
+from reconciler.spec.maintenance import Refresh, refresh_of
 from reconciler.spec.project import ConnectorSpec, PipelineSource
 from reconciler.spec.sql import (
     ColumnDef,
@@ -78,8 +79,11 @@ class View:
     location: Location
     sql: str
     fingerprint: str
+    refresh: Refresh = field(default_factory=lambda: Refresh("full", "not analysed"))
 
     def definition(self) -> dict[str, Any]:
+        """What makes a view a different view. Its refresh mode is not part of it: how a view
+        is kept up to date does not change its contents."""
         return {"query": self.query, "materialized": self.materialized}
 
 
@@ -143,7 +147,7 @@ class Program:
         views = {}
         for view in self.views.values():
             entry = {**view.definition(), "reads": list(view.reads),
-                     "fingerprint": view.fingerprint}
+                     "fingerprint": view.fingerprint, "refresh": view.refresh.mode}
             if with_sql:
                 entry["sql"] = view.sql
             views[view.name] = entry
@@ -192,7 +196,8 @@ def build_program(source: PipelineSource) -> Program:
         else:
             view = View(name=name, query=statement.query, materialized=statement.materialized,
                         reads=statement.reads, location=statement.location,
-                        sql=statement.sql, fingerprint="")
+                        sql=statement.sql, fingerprint="",
+                        refresh=_refresh(statement, source.spec.refresh, views))
             fingerprints[name] = stable_hash({
                 "kind": "view", **view.definition(),
                 "reads": {dependency: fingerprints[dependency] for dependency in view.reads},
@@ -202,6 +207,21 @@ def build_program(source: PipelineSource) -> Program:
     return Program(pipeline=source.spec.name, tables=tables, views=views,
                    connectors=connectors, order=tuple(order),
                    bootstrap_policy=source.spec.bootstrap_policy)
+
+
+def _refresh(statement: ViewStatement, policy: str, views: dict[str, View]) -> Refresh:
+    """How a view is refreshed; with `refresh: incremental_strict` a recomputed view is an
+    error, unless the view itself asks for it (TBLPROPERTIES ('refresh' = 'full'))."""
+    retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
+    refresh = refresh_of(statement.tree, opted_out=statement.full_refresh,
+                         policy="full" if policy == "full" else "incremental",
+                         input_retracts=retracts)
+    if policy == "incremental_strict" and refresh.mode == "full" and not statement.full_refresh:
+        raise statement.location.error(
+            f"view '{statement.name}' cannot be maintained incrementally ({refresh.reason}) and "
+            "pipeline.yaml says refresh: incremental_strict; change the query or add "
+            "TBLPROPERTIES ('refresh' = 'full')")
+    return refresh
 
 
 def _dependency_order(graph: dict[str, tuple[str, ...]],

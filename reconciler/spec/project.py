@@ -180,6 +180,7 @@ class PipelineSpec(_Strict):
     sql: list[str] | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     bootstrap_policy: BootstrapPolicy = "await_approval"
+    refresh: Literal["incremental", "incremental_strict", "full"] = "incremental"
     connectors: list[ConnectorSpec] = Field(default_factory=list)
 
 

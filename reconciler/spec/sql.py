@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
@@ -72,6 +72,8 @@ class ViewStatement:
     reads: tuple[str, ...]
     location: Location
     sql: str
+    full_refresh: bool = False  # TBLPROPERTIES ('refresh' = 'full')
+    tree: exp.Query = field(default_factory=exp.Select, compare=False, repr=False)  # parsed
 
 
 Statement = TableStatement | ViewStatement
@@ -290,16 +292,26 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
         raise location.error(f"view '{name}' needs AS <query>")
     properties = expression.args.get("properties")
     materialized = False
+    full_refresh = False
     for prop in properties.expressions if properties else []:
         if isinstance(prop, exp.MaterializedProperty):
             materialized = True
+        elif isinstance(prop, exp.Property) and prop.name.lower() == "refresh":
+            value = prop.args.get("value")
+            text = value.name.lower() if isinstance(value, exp.Literal) else ""
+            if text not in ("full", "incremental"):
+                raise location.error(f"view '{name}': 'refresh' must be 'full' or "
+                                     f"'incremental', got {text or value.sql(DIALECT)!r}")
+            full_refresh = text == "full"
         else:
-            raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}'")
+            raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}' "
+                                 "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ...))")
     check_view_query(query, text, name, location.file, location.line)
     body = next(index for index, token in enumerate(tokens) if token.token_type == TokenType.ALIAS)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(query, name, location),
-                         location=location, sql=text)
+                         location=location, sql=text, full_refresh=full_refresh,
+                         tree=query)
 
 
 def canonical_text(tokens: list[Token]) -> str:
