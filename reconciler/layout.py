@@ -1,7 +1,8 @@
 """Where a pipeline's state lives under the project's storage root.
 
 `<storage>/<pipeline>/tables/<name>` and `<storage>/<pipeline>/views/<name>` are
-Delta tables; `connectors/<name>/<generation>` is an input connector's streaming
+Delta tables, and `state/<view>` the per-group state of a maintained aggregate
+view; `connectors/<name>/<generation>` is an input connector's streaming
 checkpoint (a reset starts a new generation, a fresh id, so the old one stays valid
 for the committed manifest until the new manifest is written).
 
@@ -43,11 +44,16 @@ class Layout:
         return "/".join([self.root.rstrip("/"), self.pipeline, *parts])
 
     def folder(self, part: str) -> str:
-        """`<storage>/<pipeline>/<part>`: `tables`, `views`, `connectors`, `quarantine`."""
+        """`<storage>/<pipeline>/<part>`: `tables`, `views`, `state`, `connectors`,
+        `quarantine`."""
         return self._join(part)
 
     def relation(self, kind: str, name: str) -> str:
         return self._join("tables" if kind == "table" else "views", name)
+
+    def state(self, view: str) -> str:
+        """The per-group state kept beside an incrementally maintained aggregate view."""
+        return self._join("state", view)
 
     def checkpoint(self, connector: str, generation: str) -> str:
         return self._join("connectors", connector, str(generation))

@@ -106,6 +106,9 @@ class Manifest:
                                      file=where)
             expected.append((f"{kind} '{name}'", state.get("path"),
                              layout.relation(kind, name)))
+            if kind == "view" and isinstance(state.get("state"), dict):
+                expected.append((f"state of view '{name}'", state["state"].get("path"),
+                                 layout.state(name)))
         for name, state in self.connectors.items():
             if isinstance(state, dict) and "checkpoint" in state:
                 expected.append((f"connector '{name}'", state["checkpoint"],

@@ -39,10 +39,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-# Test-only JVM flags: tests run many tiny jobs, where C1-only JIT (no C2 warm-up)
-# and the serial GC start and finish them faster; production keeps the defaults.
+# Test-only settings: tests run many tiny jobs, where C1-only JIT (no C2 warm-up), the
+# serial GC and a few shuffle partitions (not 200 tasks per shuffle of a dozen rows)
+# start and finish them faster; production keeps the defaults.
 TEST_SPARK_CONF = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.sql.shuffle.partitions": "4",
 }
 
 

@@ -3,9 +3,10 @@
 Follows Feldera's semantics on Spark + Delta: state of removed relations is
 discarded; modified tables are truncated and their input connectors reset; new
 tables are created empty; new and modified views are computed, in dependency
-order, from the existing state of unchanged relations and sent in full to their
-output connectors. No input is ingested. Unchanged views are neither recomputed
-nor re-emitted: their Delta versions stay the same.
+order, from the existing state of unchanged relations (a maintained aggregate
+view starts its per-group state too) and sent in full to their output
+connectors. No input is ingested. Unchanged views are neither recomputed nor
+re-emitted: their Delta versions stay the same.
 
 Nothing here commits: the caller writes the returned state into a new manifest,
 the only commit point. Until then the previous manifest pins the old versions.
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine.connectors import emit, outputs_by_relation
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.view import start_state
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
@@ -73,11 +76,24 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             result.created_tables.append(name)
     result.connectors = connector_states(runtime, diff, previous_connectors)
     outputs = outputs_by_relation(diff.new)
+    frames = StepFrames(runtime.spark, old=runtime.frame, new=runtime.frame)
+    try:
+        _compute(runtime, diff, frames, result, outputs, serial, base_dir, silent)
+    finally:
+        frames.close()
+    return result
+
+
+def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
+             result: BootstrapResult, outputs: dict[str, list[str]], serial: int,
+             base_dir: Path, silent: bool) -> None:
+    """New and modified views from the state as it stands, sent to their outputs."""
     for name in diff.new["order"]:
         if diff.views.get(name) in ("added", "modified"):
             runtime.report("compute view", name)
             try:
                 runtime.write_view(name, runtime.evaluate(name))
+                start_state(runtime, frames, name)
             except ReconcileError:
                 raise
             except Exception as error:  # Spark's: keep which view, and its class apart
@@ -93,4 +109,3 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             result.emitted[connector] = emit(runtime, connector,
                                              diff.new["connectors"][connector], contents,
                                              serial, base_dir, snapshot=True)
-    return result

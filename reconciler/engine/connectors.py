@@ -37,7 +37,6 @@ from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 
 CORRUPT_COLUMN = "_corrupt_record"
-OP_COLUMN = "_op"
 
 
 @dataclass(frozen=True)
@@ -332,12 +331,3 @@ def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], change
         return rows
     finally:
         changes.unpersist()
-
-
-def changes_between(old: DataFrame | None, new: DataFrame) -> DataFrame:
-    """Rows to delete and insert to turn `old` into `new`, marked in the `_op` column."""
-    inserts = new.withColumn(OP_COLUMN, F.lit("insert"))
-    if old is None:
-        return inserts
-    deletes = old.exceptAll(new).withColumn(OP_COLUMN, F.lit("delete"))
-    return deletes.unionByName(new.exceptAll(old).withColumn(OP_COLUMN, F.lit("insert")))

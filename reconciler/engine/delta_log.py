@@ -197,3 +197,11 @@ def delete_remote(uri: str, options: Mapping[str, str]) -> None:
     if info.type == pafs.FileType.NotFound:
         return
     filesystem.delete_dir(folder)
+
+
+def relative_file(uri: str, file: str) -> str:
+    """A data file, as delta-rs (absolute, percent-encoded) or Spark (`file:` URI) names it,
+    relative to the table's root: the form of its add action's path."""
+    root = (urlparse(uri).path if urlparse(uri).scheme else uri).rstrip("/") + "/"
+    path = unquote(urlparse(file).path if urlparse(file).scheme else file)  # `file:/tmp/...`
+    return path[len(root):] if path.startswith(root) else path

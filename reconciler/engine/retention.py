@@ -28,9 +28,8 @@ from __future__ import annotations
 import re
 import time
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-from reconciler.engine.delta_log import open_delta_rs, table_uri
+from reconciler.engine.delta_log import open_delta_rs, relative_file, table_uri
 from reconciler.engine.files import Collected, FileStore
 from reconciler.layout import Layout
 
@@ -50,13 +49,15 @@ def collect_garbage(layout: Layout, manifests: list[dict[str, Any]], *, min_age_
     generations: dict[str, set[str]] = {}
     for manifest in manifests:
         for state in (manifest.get("relations") or {}).values():
-            pinned.setdefault(state["path"], set()).add(int(state["version"]))
+            for table in (state, state.get("state")):
+                if isinstance(table, dict):
+                    pinned.setdefault(table["path"], set()).add(int(table["version"]))
         for name, state in (manifest.get("connectors") or {}).items():
             if "generation" in state:
                 generations.setdefault(name, set()).add(str(state["generation"]))
     for path, versions in pinned.items():
         _collect_table(store, path, versions, cutoff, dry_run, done)
-    for kind in ("tables", "views"):
+    for kind in ("tables", "views", "state"):
         folder = layout.folder(kind)
         for child in store.children(folder):
             if child not in pinned and store.newest(child) < cutoff:
@@ -81,7 +82,7 @@ def _collect_table(store: FileStore, path: str, versions: set[int], cutoff: floa
         table = latest_table if version == latest else open_delta_rs(
             uri.replace("s3a://", "s3://", 1), version)
         if table is not None:
-            live.update(_relative(uri, file) for file in table.file_uris())
+            live.update(relative_file(uri, file) for file in table.file_uris())
     emptied: set[str] = set()
     for relative, size, modified in store.files(uri):
         if relative.startswith("_delta_log/") or relative in live or modified >= cutoff:
@@ -114,10 +115,3 @@ def _expire_log(store: FileStore, table: Any, oldest_pinned: int, cutoff: float,
     for version, _kind, relative, size, modified in entries:
         if version < start and modified < cutoff:
             store.remove(f"{log}/{relative}", size, dry_run, done)
-
-
-def _relative(uri: str, file: str) -> str:
-    """A data file as delta-rs names it (absolute, percent-encoded) relative to the table."""
-    root = (urlparse(uri).path if "://" in uri else uri).rstrip("/") + "/"
-    path = unquote(urlparse(file).path if "://" in file else file)
-    return path[len(root):] if path.startswith(root) else path

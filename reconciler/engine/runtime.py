@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from reconciler.engine.merge import apply_changes
 from reconciler.engine.schema import spark_schema, struct_from_json
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
@@ -49,7 +50,10 @@ class PipelineRuntime:
     report: Reporter = no_progress
 
     def frame(self, name: str) -> DataFrame:
-        state = self.relations[name]
+        return self.frame_of(self.relations[name])
+
+    def frame_of(self, state: dict[str, Any]) -> DataFrame:
+        """A relation (or a view's maintenance state) at the version `state` pins."""
         return self.storage.read(state["path"], state["version"],
                                  struct_from_json(state["schema"]))
 
@@ -101,11 +105,37 @@ class PipelineRuntime:
         return state
 
     def write_view(self, name: str, contents: DataFrame) -> dict[str, Any]:
-        """Replace a view's stored contents with `contents`; returns its state entry."""
+        """Replace a view's stored contents with `contents`; returns its state entry.
+
+        Any maintenance state of the view is dropped with the old contents (it described
+        them); the caller starts a new one when the view is maintained."""
         path = self.layout.relation("view", name)
         version = self.storage.overwrite(path, contents, contents.schema)
         return self._record(name, "view", path, version, contents.schema,
                             rows=self.storage.row_count(path, version))
+
+    def apply_view_changes(self, name: str, inserts: DataFrame | None,
+                           deletes: DataFrame | None) -> None:
+        """Apply a maintained view's change to its stored contents (its state entry stays)."""
+        state = self.relations[name]
+        schema = struct_from_json(state["schema"])
+        version = apply_changes(self.storage, state["path"], state["version"], schema,
+                                inserts, deletes)
+        self.relations[name] = {**state, "version": version,
+                                "rows": self.storage.row_count(state["path"], version)}
+
+    def write_state(self, name: str, contents: DataFrame) -> None:
+        """Replace the per-group state kept beside an aggregate view."""
+        path = self.layout.state(name)
+        version = self.storage.overwrite(path, contents, contents.schema)
+        self.relations[name]["state"] = {"path": path, "version": version,
+                                         "schema": contents.schema.json()}
+
+    def apply_state_changes(self, name: str, inserts: DataFrame, deletes: DataFrame) -> None:
+        state = self.relations[name]["state"]
+        version = apply_changes(self.storage, state["path"], state["version"],
+                                struct_from_json(state["schema"]), inserts, deletes)
+        self.relations[name]["state"] = {**state, "version": version}
 
     def adopt_table_version(self, name: str, version: int) -> dict[str, Any]:
         """Point a table's state at a newer Delta version written by ingestion or `execute`."""

@@ -1,10 +1,12 @@
 """One step of a running pipeline: ingest, refresh, emit; the caller commits.
 
 A step ingests every input connector to the end of its available input, then
-recomputes the views whose inputs changed (in dependency order), and sends each
-refreshed view's changes (`_op` = insert/delete) to its output connectors. When
-no table has a Delta version newer than the manifest's, nothing runs on Spark
-and nothing is committed.
+refreshes the views whose inputs changed (in dependency order): a maintained
+view from its inputs' changes (`engine/maintenance`), any other by recomputing
+it. Each changed relation's change (a Z-set) goes to its output connectors as
+`_op` = insert/delete rows, and to the views that read it. When no table has a
+Delta version newer than the manifest's, nothing runs on Spark and nothing is
+committed.
 
 Table versions newer than the manifest's can also come from a step that crashed
 before its commit: they hold rows ingested exactly once (app transactions) that
@@ -21,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine.connectors import (
-    changes_between,
     emit,
     has_new_files,
     ingest,
     outputs_by_relation,
 )
 from reconciler.engine.delta_source import has_new_versions
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.view import refresh_view
+from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
 from reconciler.layout import resolve_path
 
@@ -122,38 +127,54 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
                 if ingested is not None:
                     result.ingested[name] = ingested.batches
         crash_point("step-after-ingest")
-    table_before = {}
+    before = {name: dict(state) for name, state in runtime.relations.items()}
+    frames = StepFrames(runtime.spark, old=lambda name: runtime.frame_of(before[name]),
+                        new=runtime.frame)
     for table in program["tables"]:
         state = runtime.relations[table]
         latest = runtime.storage.latest_version(state["path"])
         if latest is not None and latest != state["version"]:
-            table_before[table] = runtime.frame(table)
             runtime.adopt_table_version(table, latest)
+            frames.changes[table] = table_change(runtime, before[table], runtime.relations[table])
             result.changed_tables.append(table)
     if not result.changed_tables:
         return result
-    changed = set(result.changed_tables)
     outputs = outputs_by_relation(program)
-    for table in result.changed_tables:
-        for connector in outputs.get(table, []):
-            changes = changes_between(table_before[table], runtime.frame(table))
-            result.emitted[connector] = emit(runtime, connector, program["connectors"][connector],
-                                             changes, serial, base_dir, snapshot=False)
-    for view in program["order"]:
-        definition = program["views"].get(view)
-        if definition is None or not changed.intersection(definition["reads"]):
-            continue
-        runtime.report("refresh", view)
-        before = runtime.frame(view)
-        runtime.write_view(view, runtime.evaluate(view))
-        changed.add(view)
-        result.refreshed.append(view)
-        for connector in outputs.get(view, []):
-            changes = changes_between(before, runtime.frame(view))
-            result.emitted[connector] = emit(runtime, connector, program["connectors"][connector],
-                                             changes, serial, base_dir, snapshot=False)
-    for table in result.changed_tables:  # last: every read above used the appended files
-        compacted = runtime.storage.compact(runtime.relations[table]["path"])
+    try:
+        for relation in program["order"]:
+            definition = program["views"].get(relation)
+            if definition is not None:
+                if not any(read in frames.changes for read in definition["reads"]):
+                    continue
+                runtime.report("refresh", relation)
+                change = refresh_view(runtime, frames, relation)
+                result.refreshed.append(relation)
+                if change.is_empty:
+                    continue
+                frames.changes[relation] = change
+            elif relation not in frames.changes:
+                continue
+            rows = frames.changes[relation].changes()
+            for connector in outputs.get(relation, []) if rows is not None else []:
+                result.emitted[connector] = emit(runtime, connector,
+                                                 program["connectors"][connector], rows,
+                                                 serial, base_dir, snapshot=False)
+    finally:
+        frames.close()
+    for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files
+        compacted = runtime.storage.compact(runtime.relations[relation]["path"])
         if compacted is not None:
-            runtime.adopt_table_version(table, compacted)
+            runtime.relations[relation] = {**runtime.relations[relation], "version": compacted}
     return result
+
+
+def table_change(runtime: PipelineRuntime, before: dict[str, Any],
+                 after: dict[str, Any]) -> ZSet:
+    """A table's change in this step: the rows of the data files it gained (ingestion and
+    `execute` only append). If files were also removed (a compaction of a step that never
+    committed), the two versions are compared in full."""
+    appended = runtime.storage.appended_files(after["path"], before["version"])
+    if appended is None:
+        return ZSet.between(runtime.frame_of(before), runtime.frame_of(after))
+    schema = struct_from_json(after["schema"])
+    return ZSet(inserts=runtime.storage.scan(appended, schema)) if appended else ZSet()

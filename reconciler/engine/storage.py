@@ -111,7 +111,7 @@ class DeltaStorage:
         """The delta-rs handle of a table (at ``version``), or None when there is no table."""
         return open_delta_rs(uri, version, self._storage_options)
 
-    def _require(self, uri: str, version: int | None = None) -> DeltaTable:
+    def require(self, uri: str, version: int | None = None) -> DeltaTable:
         table = self._delta_rs(uri, version)
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there")
@@ -119,7 +119,7 @@ class DeltaStorage:
 
     def _at_version(self, uri: str, version: int) -> DeltaTable:
         try:
-            return self._require(uri, version)
+            return self.require(uri, version)
         except ReconcileError:
             raise
         except Exception as error:  # delta-rs: version missing or vacuumed
@@ -199,7 +199,7 @@ class DeltaStorage:
         files = write_files(self.spark, data, uri, schema)
         commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri))
-        return self._rs_commit_version(uri, tag, before)
+        return self.rs_commit_version(uri, tag, before)
 
     def append(
         self,
@@ -255,7 +255,7 @@ class DeltaStorage:
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri),
                      app_transaction=transaction)
-        return self._rs_commit_version(uri, tag, before)
+        return self.rs_commit_version(uri, tag, before)
 
     def compact(self, path: PathLike) -> int | None:
         """Rewrite many small files into few, same rows, in one `dataChange=false` commit.
@@ -269,7 +269,7 @@ class DeltaStorage:
         if self.writer == "delta-spark":
             return None
         uri = table_uri(path)
-        table = self._require(uri)
+        table = self.require(uri)
         if needs_delta_reader(table):
             return None
         actions = pa.table(table.get_add_actions(flatten=True))
@@ -280,13 +280,13 @@ class DeltaStorage:
             return None
         schema = struct_from_json(table.schema().to_json())
         root = uri.rstrip("/")
-        frame = self._scan([f"{root}/{unquote(file)}" for file, _ in small], schema)
+        frame = self.scan([f"{root}/{unquote(file)}" for file, _ in small], schema)
         pieces = max(1, -(-sum(size for _, size in small) // TARGET_FILE_BYTES))
         files = write_files(self.spark, frame.coalesce(pieces), uri, schema)
         tag, before = uuid.uuid4().hex, table.version()
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri), replaces=small)
-        return self._rs_commit_version(uri, tag, before)
+        return self.rs_commit_version(uri, tag, before)
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
         """The last app-transaction version recorded for ``app_id``; None if none (or no table)."""
@@ -309,7 +309,7 @@ class DeltaStorage:
             if latest is None:
                 raise ReconcileError(f"{uri}: no Delta table there to restore")
             return latest
-        table = self._require(uri)
+        table = self.require(uri)
         table.restore(version)
         return table.version()
 
@@ -335,7 +335,7 @@ class DeltaStorage:
         before = table.version()
         commit_files(uri, [], schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri))
-        return self._rs_commit_version(uri, tag, before)
+        return self.rs_commit_version(uri, tag, before)
 
     def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
         """A DataFrame of the table exactly as of ``version`` (later writes are invisible).
@@ -356,31 +356,38 @@ class DeltaStorage:
         if needs_delta_reader(table):
             raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
                                  "need Delta's Spark reader (delta-spark on the cluster)")
-        return self._scan(table.file_uris(), schema)
+        return self.scan(table.file_uris(), schema)
 
     def read_appended(self, path: PathLike, since: int | None,
                       schema: T.StructType) -> tuple[DataFrame, int]:
         """Rows an append-only table gained after version ``since`` (all rows when None),
-        and the version they go up to.
-
-        The data files of the latest version that were not in ``since``'s. A table
-        that also lost files (a delete, an overwrite) is not append-only: refused.
+        and the version they go up to. A table that also lost files (a delete, an
+        overwrite) is not append-only: refused.
         """
         uri = table_uri(path)
-        table = self._require(uri)
-        latest = table.version()
+        latest = self.require(uri).version()
+        appended = self.appended_files(uri, since)
+        if appended is None:
+            raise ReconcileError(f"{uri}: files were removed between versions {since} and "
+                                 f"{latest}; the delta connector reads append-only tables")
+        return self.scan(appended, schema), latest
+
+    def appended_files(self, path: PathLike, since: int | None) -> list[str] | None:
+        """Data files of the latest version that ``since``'s did not have, or None when files
+        were also removed in between (so the change is not just these rows)."""
+        uri = table_uri(path)
+        table = self.require(uri)
         before = set() if since is None else set(self._at_version(uri, since).file_uris())
         now = table.file_uris()
         if before - set(now):
-            raise ReconcileError(f"{uri}: files were removed between versions {since} and "
-                                 f"{latest}; the delta connector reads append-only tables")
+            return None
         if needs_delta_reader(table):
             raise ReconcileError(f"{uri}: partitioned or column-mapped tables are not supported "
-                                 "by the delta connector yet")
-        return self._scan([f for f in now if f not in before], schema), latest
+                                 "here yet")
+        return [file for file in now if file not in before]
 
-    def _scan(self, files: list[str], schema: T.StructType) -> DataFrame:
-        """Spark reading these parquet files with ``schema`` (lazily, in parallel)."""
+    def scan(self, files: list[str], schema: T.StructType) -> DataFrame:
+        """Spark reading these data files with ``schema`` (lazily, in parallel)."""
         if not files:
             return self.spark.createDataFrame([], schema)
         if all(is_local(file) for file in files):
@@ -423,14 +430,14 @@ class DeltaStorage:
         delete_remote(uri, self.storage_options(uri))
 
     # -- delta-rs specifics --------------------------------------------------------
-    def _rs_commit_version(self, uri: str, tag: str, before: int | None) -> int:
+    def rs_commit_version(self, uri: str, tag: str, before: int | None) -> int:
         """The version our tagged commit got.
 
         Normally the one right after ``before``; only if another writer got in
         between is the history searched for the tag (``DeltaTable.history`` holds
         the GIL during its I/O, so it is kept off the common path).
         """
-        table = self._require(uri)
+        table = self.require(uri)
         latest = table.version()
         if latest == (0 if before is None else before + 1):
             return latest

@@ -122,21 +122,23 @@ def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, *
                  mode: Literal["append", "overwrite"], tag_key: str, tag: str,
                  table: DeltaTable | None, storage_options: dict[str, str],
                  app_transaction: tuple[str, int] | None = None,
-                 replaces: Sequence[tuple[str, int]] = ()) -> None:
+                 replaces: Sequence[tuple[str, int]] = (), changes_rows: bool = False) -> None:
     """One Delta commit adding `files` (overwrite: and removing every other file).
 
     A new table is created by the same commit. The commit is tagged (`tag_key`) so
     the caller can find its version even if another writer committed right after.
-    `replaces` (path, size) makes it a compaction: those files are removed and the
-    new ones added with `dataChange=false`, in one commit (same rows, fewer files).
+    `replaces` (path, size) removes those files in the same commit: a compaction
+    (same rows, fewer files: `dataChange=false`) or, with `changes_rows`, a
+    copy-on-write update (files rewritten without some rows, plus new ones).
     """
     properties = CommitProperties(
         custom_metadata={tag_key: tag},
         app_transactions=[Transaction(*app_transaction)] if app_transaction else None)
     now = int(time.time() * 1000)
+    data_change = changes_rows or not replaces
     actions: list[AddAction | RemoveAction] = [
-        file.add_action(data_change=not replaces) for file in files]
-    actions += [RemoveAction(path, False, now, size) for path, size in replaces]
+        file.add_action(data_change=data_change) for file in files]
+    actions += [RemoveAction(path, data_change, now, size) for path, size in replaces]
     try:
         if table is None:
             create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema(schema)), actions,

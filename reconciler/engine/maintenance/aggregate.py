@@ -1,0 +1,149 @@
+"""The aggregate rule: GROUP BY (or global, or DISTINCT) with COUNT, SUM, AVG, MIN, MAX.
+
+Each group keeps a row of state beside the view (a Delta table of its own):
+the group keys `__k<j>`, the group's row count `__rows` (its Z-set weight),
+and per aggregate `i` what makes it updatable by addition:
+
+    COUNT(*)      __rows
+    COUNT(x)      __c<i> = Σ w·[x IS NOT NULL]
+    SUM(x)        __s<i> = Σ w·x   and __c<i> (SUM is NULL when no x is)
+    AVG(x)        __s<i>, __c<i>  (the result is Spark's: sum / count, same types)
+    MIN/MAX(x)    __m<i>          (only over inputs that never delete rows)
+
+A step adds the change's contributions (`w` = +1 inserted, -1 deleted) to the
+state of the groups it touches, and the view's change is, for those groups
+only, the old output rows deleted and the new ones inserted (identical rows
+cancel). `__s<i>` has SUM's own type (DECIMAL(p+10,s) for DECIMAL(p,s)), so
+sums stay exact, and AVG over DECIMAL divides exactly as Spark's AVG does
+(DECIMAL(p+4,s+4)). A grouped view drops a group whose `__rows` reaches 0; a
+global aggregate always has its one row, as SQL says.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.linear import select_change, select_contents
+from reconciler.engine.maintenance.zset import ZSet, positional, union_all
+from reconciler.spec.maintenance import Aggregate
+from reconciler.spec.sql import DIALECT
+
+WEIGHT = "__w"
+
+
+def keys_of(shape: Aggregate) -> list[str]:
+    return [f"__k{j}" for j in range(shape.keys)]
+
+
+def initial_state(frames: StepFrames, shape: Aggregate) -> DataFrame:
+    """Every group's state computed from the relations as they stand (bootstrap)."""
+    rows = frames.spark.sql(select_contents(frames, shape.source))
+    return _kept(_contributions(rows.withColumn(WEIGHT, F.lit(1)), shape), shape)
+
+
+def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
+                     view_schema: T.StructType) -> tuple[ZSet, ZSet] | None:
+    """This step's change of the view and of its state; None when the input did not change
+    the groups at all (no row of the source select changed)."""
+    source = select_change(frames, shape.source)
+    signed = union_all([
+        None if source.inserts is None else source.inserts.withColumn(WEIGHT, F.lit(1)),
+        None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])
+    if signed is None:
+        return None
+    # Each is read several times below (and by the callers): computed once, on the
+    # executors. All three are per touched group, so as small as the change.
+    added = _contributions(signed, shape).localCheckpoint()
+    keys = keys_of(shape)
+    touched = (state.join(added.select(*keys), _same_keys(state, added, keys), "left_semi")
+               if keys else state).localCheckpoint()
+    merged = _kept(_merge(touched, added, shape, state.schema), shape).localCheckpoint()
+    arguments = {field.name: field.dataType for field in signed.schema.fields}
+    before = output_rows(frames, shape, touched, arguments, view_schema)
+    after = output_rows(frames, shape, merged, arguments, view_schema)
+    return (ZSet(inserts=after.exceptAll(before), deletes=before.exceptAll(after)),
+            ZSet(inserts=merged, deletes=touched))
+
+
+def output_rows(frames: StepFrames, shape: Aggregate, state: DataFrame,
+                arguments: dict[str, T.DataType], view_schema: T.StructType) -> DataFrame:
+    """The view's rows for the groups in `state`: its select list over each group's values."""
+    values = state.select(*keys_of(shape), "__rows", *(
+        _value(i, call.function, arguments.get(f"__a{i}")).alias(f"__agg{i}")
+        for i, call in enumerate(shape.calls)))
+    query = exp.select(*(item.copy() for item in shape.output)).from_(frames.temporary(values))
+    conditions = [] if shape.is_global else [exp.column("__rows") > 0]
+    if shape.having is not None:
+        conditions.append(shape.having.copy())
+    if conditions:
+        query = query.where(exp.and_(*conditions))
+    return positional(frames.spark.sql(query.sql(dialect=DIALECT)), view_schema)
+
+
+def _value(i: int, function: str, argument: T.DataType | None) -> Column:
+    count = F.col(f"__c{i}")
+    if function == "count":
+        return F.col("__rows") if argument is None else count
+    if function in ("min", "max"):
+        return F.col(f"__m{i}")
+    total = F.col(f"__s{i}")
+    if function == "sum":
+        return F.when(count > 0, total)
+    if isinstance(argument, T.DecimalType):  # Spark's Average on DECIMAL(p,s), step for step
+        result = T.DecimalType(min(argument.precision + 4, 38), min(argument.scale + 4, 38))
+        return F.when(count > 0, (total / count.cast(T.DecimalType(20, 0))).cast(result))
+    return F.when(count > 0, total.cast("double") / count.cast("double"))
+
+
+def _contributions(signed: DataFrame, shape: Aggregate) -> DataFrame:
+    """Per group, what the weighted rows add to its state."""
+    weight = F.col(WEIGHT)
+    columns = [F.coalesce(F.sum(weight), F.lit(0)).cast("long").alias("__rows")]
+    for i, call in enumerate(shape.calls):
+        argument = F.col(f"__a{i}")
+        if call.function in ("count", "sum", "avg") and call.argument is not None:
+            columns.append(F.coalesce(F.sum(F.when(argument.isNotNull(), weight)), F.lit(0))
+                           .cast("long").alias(f"__c{i}"))
+        if call.function in ("sum", "avg"):
+            columns.append(F.sum(F.when(weight > 0, argument).otherwise(-argument))
+                           .alias(f"__s{i}"))
+        if call.function in ("min", "max"):
+            columns.append((F.min if call.function == "min" else F.max)(argument)
+                           .alias(f"__m{i}"))
+    return signed.groupBy(*keys_of(shape)).agg(*columns)
+
+
+def _merge(touched: DataFrame, added: DataFrame, shape: Aggregate,
+           schema: T.StructType) -> DataFrame:
+    """Old state plus contributions, per group, in the state's own types."""
+    types = {field.name: field.dataType for field in schema.fields}
+    columns = []
+    for name in added.columns[shape.keys:]:
+        combine = (F.min if name.startswith("__m") and _is_min(shape, name) else
+                   F.max if name.startswith("__m") else F.sum)
+        columns.append(combine(F.col(name)).cast(types.get(name, added.schema[name].dataType))
+                       .alias(name))
+    both = touched.unionByName(added, allowMissingColumns=False)
+    return both.groupBy(*keys_of(shape)).agg(*columns)
+
+
+def _is_min(shape: Aggregate, name: str) -> bool:
+    return shape.calls[int(name[3:])].function == "min"
+
+
+def _kept(state: DataFrame, shape: Aggregate) -> DataFrame:
+    """Groups with rows left (a global aggregate keeps its one row regardless)."""
+    return state if shape.is_global else state.where(F.col("__rows") != 0)
+
+
+def _same_keys(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
+    condition = None
+    for key in keys:
+        equal = left[key].eqNullSafe(right[key])
+        condition = equal if condition is None else condition & equal
+    assert condition is not None
+    return condition

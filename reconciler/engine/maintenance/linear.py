@@ -1,0 +1,60 @@
+"""Linear and join rules: projections, filters, UNION ALL and inner joins.
+
+A select over one relation is linear: `Δ(Q(R)) = Q(ΔR)`, so the view's own
+query runs on the change alone (inserted rows and deleted rows separately, see
+`zset`). A join is bilinear; for relations `R1 ... Rn` joined in one select,
+
+    Δ(R1 ⋈ ... ⋈ Rn) = Σ_i  R1' ⋈ ... ⋈ R(i-1)' ⋈ ΔRi ⋈ R(i+1) ⋈ ... ⋈ Rn
+
+where `R'` is the relation after this step's change and `R` before it (the
+version the last manifest pinned). With one changed relation that is one term:
+new fact rows joined with the dimensions as they stand (Spark broadcasts the
+small side). A term for each side of each changed relation is the view's query
+with its relations renamed to those versions; each keeps its alias (or its
+own name as alias), so every column reference still resolves. UNION ALL adds
+up its branches' changes.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from reconciler.engine.maintenance.frames import Part, StepFrames
+from reconciler.engine.maintenance.zset import ZSet, union_all
+from reconciler.spec.maintenance import tables_of
+from reconciler.spec.sql import DIALECT
+
+
+def select_change(frames: StepFrames, select: exp.Select) -> ZSet:
+    """The change of one select (inner joins, filters, projections) in this step."""
+    occurrences = tables_of(select)
+    inserts, deletes = [], []
+    for position, occurrence in enumerate(occurrences):
+        change = frames.changes.get(occurrence.name.lower())
+        if change is None:
+            continue
+        for side, found in (("inserts", inserts), ("deletes", deletes)):
+            if getattr(change, side) is None:
+                continue
+            parts: list[Part] = [
+                "new" if index < position and other.name.lower() in frames.changes else "old"
+                for index, other in enumerate(occurrences)]
+            parts[position] = side  # type: ignore[call-overload]
+            found.append(frames.spark.sql(_renamed(select, frames, parts)))
+    return ZSet(union_all(inserts), union_all(deletes))
+
+
+def _renamed(select: exp.Select, frames: StepFrames, parts: list[Part]) -> str:
+    """The select's SQL with its i-th relation occurrence reading version `parts[i]`."""
+    copy = select.copy()
+    for occurrence, part in zip(tables_of(copy), parts, strict=True):
+        relation = occurrence.name.lower()
+        if not occurrence.alias:
+            occurrence.set("alias", exp.TableAlias(this=exp.to_identifier(relation)))
+        occurrence.set("this", exp.to_identifier(frames.name(relation, part)))
+    return copy.sql(dialect=DIALECT)
+
+
+def select_contents(frames: StepFrames, select: exp.Select) -> str:
+    """SQL of the select over the new version of every relation (a from-scratch result)."""
+    return _renamed(select, frames, ["new"] * len(tables_of(select)))

@@ -1,0 +1,97 @@
+"""Refresh one view in a step: apply its Z-set rule, or recompute it.
+
+The mode comes from the committed program (`refresh` of each view, decided at
+plan time by `spec.maintenance`), so a step does what the approved plan said.
+A maintained aggregate without state (a manifest from before it was
+maintained) is recomputed once and its state started; so is a MIN/MAX view
+whose input deleted rows, which plan time rules out but a recomputed input
+can still produce.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.linear import select_change
+from reconciler.engine.maintenance.zset import ZSet, positional, union_all
+from reconciler.engine.runtime import PipelineRuntime, view_query
+from reconciler.engine.schema import struct_from_json
+from reconciler.spec.maintenance import Aggregate, Fallback, Linear, Shape, analyse
+
+
+@cache
+def _shape(statement_sql: str) -> Shape | None:
+    try:
+        return analyse(view_query(statement_sql))
+    except Fallback:
+        return None
+
+
+def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
+    """The shape a step maintains `view` by, or None when it is recomputed."""
+    definition = runtime.program["views"][view]
+    if definition.get("refresh") != "incremental":
+        return None
+    return _shape(definition["sql"])
+
+
+def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSet:
+    """Bring `view` up to date with this step's changes (in `frames`); returns its change."""
+    shape = maintained_shape(runtime, view)
+    schema = struct_from_json(runtime.relations[view]["schema"])
+    if isinstance(shape, Linear):
+        change = _linear_change(frames, shape, schema).materialized()
+        if not change.is_empty:
+            runtime.apply_view_changes(view, change.inserts, change.deletes)
+        return change
+    if isinstance(shape, Aggregate) and "state" in runtime.relations[view] \
+            and not _min_max_sees_deletes(runtime, frames, view, shape):
+        state = runtime.frame_of(runtime.relations[view]["state"])
+        changed = aggregate_change(frames, shape, state, schema)
+        if changed is None:
+            return ZSet()
+        view_change, state_change = changed[0].materialized(), changed[1]  # state: computed
+        runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
+        assert state_change.inserts is not None and state_change.deletes is not None
+        runtime.apply_state_changes(view, state_change.inserts, state_change.deletes)
+        return view_change
+    return recompute_view(runtime, frames, view)
+
+
+def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSet:
+    """Compute `view` from scratch (and start its state when it is a maintained aggregate)."""
+    before = runtime.frame(view) if view in runtime.relations else None
+    runtime.write_view(view, runtime.evaluate(view))
+    start_state(runtime, frames, view)
+    return ZSet.between(before, runtime.frame(view)).materialized()
+
+
+def start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None:
+    """Compute a maintained aggregate view's per-group state from its inputs as they stand."""
+    shape = maintained_shape(runtime, view)
+    if isinstance(shape, Aggregate):
+        runtime.write_state(view, initial_state(frames, shape))
+
+
+def _linear_change(frames: StepFrames, shape: Linear, schema: StructType) -> ZSet:
+    inserts: list[DataFrame | None] = []
+    deletes: list[DataFrame | None] = []
+    for branch in shape.branches:
+        change = select_change(frames, branch)
+        inserts.append(None if change.inserts is None else positional(change.inserts, schema))
+        deletes.append(None if change.deletes is None else positional(change.deletes, schema))
+    return ZSet(union_all(inserts), union_all(deletes))
+
+
+def _min_max_sees_deletes(runtime: PipelineRuntime, frames: StepFrames, view: str,
+                          shape: Aggregate) -> bool:
+    if not any(call.function in ("min", "max") for call in shape.calls):
+        return False
+    reads = runtime.program["views"][view]["reads"]
+    return any(frames.changes[read].deletes is not None for read in reads
+               if read in frames.changes)

@@ -1,0 +1,74 @@
+"""Z-sets: a relation's change in one step, as rows inserted and rows deleted.
+
+DBSP writes a change as one collection of rows with integer weights. Here the
+two signs are kept as two DataFrames (multisets): a linear query distributes
+over them (`Q(ins - del) = Q(ins) - Q(del)`), so each is evaluated by the
+view's own SQL, unmodified, and no weight column ever meets a `SELECT *`. A
+side that is statically empty is `None`: a step that only appends never runs a
+job for deletions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+OP_COLUMN = "_op"
+"""The column an output connector's changelog marks each row with: `insert` or `delete`."""
+
+
+@dataclass(frozen=True)
+class ZSet:
+    """Rows inserted and rows deleted (each a multiset, `None` when none can exist)."""
+
+    inserts: DataFrame | None = None
+    deletes: DataFrame | None = None
+
+    @staticmethod
+    def between(old: DataFrame | None, new: DataFrame) -> ZSet:
+        """The change that turns `old` into `new` (a full comparison: for recomputed views)."""
+        if old is None:
+            return ZSet(inserts=new)
+        return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new))
+
+    def materialized(self) -> ZSet:
+        """Both sides computed once and kept on the executors (`localCheckpoint`).
+
+        A change is read several times (to apply it, by each output, by every reader and
+        their readers); without this each read would replay the whole chain of rules
+        that produced it, so a chain of n views would cost n² jobs. Never collected: the
+        rows stay where Spark computed them.
+        """
+        return ZSet(*(None if side is None else side.localCheckpoint(eager=True)
+                      for side in (self.inserts, self.deletes)))
+
+    @property
+    def is_empty(self) -> bool:
+        return self.inserts is None and self.deletes is None
+
+    def changes(self) -> DataFrame | None:
+        """Both sides as one changelog with `_op` = insert/delete (an output's rows)."""
+        return union_all(side.withColumn(OP_COLUMN, F.lit(op)) for side, op in
+                         ((self.deletes, "delete"), (self.inserts, "insert")) if side is not None)
+
+
+def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:
+    """The multiset union of the frames that exist (by position), or None when none do."""
+    present = [frame for frame in frames if frame is not None]
+    return reduce(DataFrame.union, present) if present else None
+
+
+def positional(df: DataFrame, schema: T.StructType) -> DataFrame:
+    """`df`'s columns, by position, named and typed as `schema` (a view's stored columns).
+
+    A query's own output names can repeat (`SELECT t.a, u.a`) or be Spark's generated
+    ones (`count(1)`), so columns are matched by position, as an INSERT would.
+    """
+    numbered = df.toDF(*(f"__c{i}" for i in range(len(df.columns))))
+    return numbered.select(*(F.col(f"__c{i}").cast(field.dataType).alias(field.name)
+                             for i, field in enumerate(schema.fields)))
