@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint demo demo-orders bench bench-scale clean check-java constraints
+.PHONY: test lint demo demo-orders bench bench-scale bench-step clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ bench: $(STAMP) check-java
 
 # Ingest 12M and 48M rows against bare Spark, storage over 30 steps, Spark Connect RSS
 # (several minutes; see the script's docstring).
+# A step of 1,000 rows on 1M and 16M rows, maintained and recomputed (several minutes).
+bench-step: $(STAMP) check-java
+	$(BIN)/python bench/step_bench.py
+
 bench-scale: $(STAMP) check-java
 	$(BIN)/python bench/scale_bench.py --connect 10000000
 

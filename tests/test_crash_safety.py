@@ -2,8 +2,9 @@
 
 `reconcile run` runs in a subprocess (its own JVM) with `RECONCILE_CRASH_AT`
 set, so it kills itself at a named point (see reconciler/faults.py): after the
-input connectors have appended their batches to Delta, and after the views and
-outputs are written but before the manifest is. The test process reads the
+input connectors have appended their batches to Delta, between a maintained
+view's write and its state's, and after the views and outputs are written but
+before the manifest is. The test process reads the
 same local folders through the CLI in-process, on the shared Spark session.
 """
 
@@ -86,7 +87,7 @@ def killed_run(project: Path, point: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["storage-before-commit", "step-after-ingest",
-                                   "step-before-commit"])
+                                   "maintain-before-state", "step-before-commit"])
 def test_killed_step_converges(spark: SparkSession, tmp_path: Path, point: str) -> None:
     project = write_files(tmp_path, PROJECT_FILES)
     reconcile(project, "apply", "--auto-approve")

@@ -127,8 +127,8 @@ def _integrated(spark: SparkSession, folder: Path, schema: T.StructType) -> Data
         return spark.createDataFrame([], schema)
     log = spark.read.schema(T.StructType([*schema.fields, T.StructField("_op", T.StringType())])
                             ).json(files)
-    weights = log.groupBy(*schema.names).agg(
-        F.sum(F.when(F.col("_op") == "delete", -1).otherwise(1)).alias("weight"))  # snapshot: no _op
+    weights = log.groupBy(*schema.names).agg(  # a snapshot's rows have no _op: inserts
+        F.sum(F.when(F.col("_op") == "delete", -1).otherwise(1)).alias("weight"))
     assert weights.where("weight < 0").isEmpty(), f"{folder}: a row deleted more than inserted"
     return weights.where("weight > 0").select(
         *schema.names, F.explode(F.array_repeat(F.lit(1), F.col("weight").cast("int")))

@@ -25,7 +25,7 @@ _CONNECT_GONE = ("SparkConnectGrpcException", "StatusCode.UNAVAILABLE", "failed 
 
 def engine_failure(error: BaseException, during: str | None) -> ReconcileError | None:
     """One line for a Spark failure that is about resources, not about the pipeline."""
-    text = f"{type(error).__name__}: {error}"
+    text = " | ".join(f"{type(link).__name__}: {link}" for link in _chain(error))
     where = f" while {during}" if during else ""
     from_spark = _from_spark(error)
     if not from_spark:
@@ -40,11 +40,27 @@ def engine_failure(error: BaseException, during: str | None) -> ReconcileError |
     if any(sign in text for sign in _CONNECT_GONE):
         return ReconcileError(f"lost the Spark Connect server{where}; check that it runs "
                               "and is reachable, then run the command again")
-    if any(sign in text for sign in _JVM_GONE):
+    # A bare Py4JError (a Py4JJavaError would carry the Java exception) is py4j's answer
+    # to a call the JVM could not even fail properly: it was being killed.
+    bare = type(error).__name__ == "Py4JError" and str(error).startswith(
+        "An error occurred while calling")
+    if bare or any(sign in text for sign in _JVM_GONE):
         return ReconcileError(f"the Spark JVM died{where} (killed, or out of memory: raise "
                               "spark.driver.memory); nothing was committed, run the command "
                               "again")
     return None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and what it was raised from or during: py4j reports a call on a JVM that
+    just died as `Py4JError: An error occurred while calling o49.read`, raised while
+    handling the `Py4JNetworkError` that says what happened."""
+    chain: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and link not in chain and len(chain) < 8:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return chain
 
 
 def _from_spark(error: BaseException) -> bool:

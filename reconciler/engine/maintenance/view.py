@@ -21,6 +21,7 @@ from reconciler.engine.maintenance.linear import select_change
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
 from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
+from reconciler.faults import crash_point
 from reconciler.spec.maintenance import Aggregate, Fallback, Linear, Shape, analyse
 
 
@@ -57,6 +58,7 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
             return ZSet()
         view_change, state_change = changed[0].materialized(), changed[1]  # state: computed
         runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
+        crash_point("maintain-before-state")  # the view moved on, its state did not
         assert state_change.inserts is not None and state_change.deletes is not None
         runtime.apply_state_changes(view, state_change.inserts, state_change.deletes)
         return view_change

@@ -1,0 +1,143 @@
+"""Incremental maintenance through the CLI: modes in plan and validate, opting out, strict
+mode, a mode change without recompute, and steps that write only what changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from tests.cli_helpers import manifest, query, reconcile, versions
+from tests.projects import events_pipeline, write_files
+
+SQL = """
+create table events (id bigint, kind string, amount decimal(10,2));
+create materialized view big as select id, amount from events where amount > 10;
+create materialized view by_kind as
+  select kind, count(*) as n, sum(amount) as total, avg(amount) as average
+  from events group by kind;
+create materialized view busy as select kind, n from by_kind where n > 1;
+create materialized view ranked as
+  select id, row_number() over (order by id) as position from events;
+"""
+BY_KIND_SCRATCH = """select kind, count(*) as n, sum(amount) as total, avg(amount) as average
+from events group by kind order by kind"""
+
+
+def _events(project: Path, name: str, rows: list[tuple[int, str, str]]) -> None:
+    inbox = project / "input/events"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / name).write_text("".join(json.dumps({"id": i, "kind": k, "amount": a}) + "\n"
+                                      for i, k, a in rows))
+
+
+def _actions(plan: dict[str, object]) -> dict[str, dict[str, object]]:
+    [pipeline] = plan["pipelines"]  # type: ignore[index]
+    return {action["name"]: action for action in pipeline["actions"]}  # type: ignore[index]
+
+
+def _commit_actions(table: str, version: int) -> list[str]:
+    """The kinds of actions (`add`, `remove`) in one Delta commit of a table."""
+    log = Path(table) / "_delta_log" / f"{version:020d}.json"
+    return sorted({next(iter(json.loads(line))) for line in log.read_text().splitlines()}
+                  & {"add", "remove"})
+
+
+def test_plan_and_validate_show_how_each_view_is_refreshed(tmp_path: Path) -> None:
+    project = write_files(tmp_path, events_pipeline(SQL))
+    lines = reconcile(project, "validate").splitlines()
+    assert lines[1:] == ["  view big: maintained incrementally",
+                         "  view by_kind: maintained incrementally",
+                         "  view ranked: recomputed each step: window function ROW_NUMBER",
+                         "  view busy: maintained incrementally"]
+    plan = json.loads(reconcile(project, "plan", "--json"))
+    assert _actions(plan)["ranked"]["refresh"] == \
+        "recomputed each step: window function ROW_NUMBER"
+    assert _actions(plan)["by_kind"]["refresh"] == "maintained incrementally"
+    assert "[recomputed each step: window function ROW_NUMBER]" in reconcile(project, "plan")
+    markdown = tmp_path / "plan.md"
+    reconcile(project, "plan", "--markdown", str(markdown))
+    assert "| recomputed each step: window function ROW_NUMBER |" in markdown.read_text()
+
+
+def test_opting_out_and_strict_mode(tmp_path: Path) -> None:
+    files = events_pipeline(SQL.replace(
+        "create materialized view big as",
+        "create materialized view big tblproperties ('refresh' = 'full') as"))
+    project = write_files(tmp_path / "a", files)
+    assert "  view big: recomputed each step: TBLPROPERTIES ('refresh' = 'full')" in \
+        reconcile(project, "validate").splitlines()
+
+    strict = write_files(tmp_path / "b", events_pipeline(SQL))
+    spec = strict / "pipelines/p/pipeline.yaml"
+    spec.write_text(spec.read_text() + "refresh: incremental_strict\n")
+    error = reconcile(strict, "plan", expect=1)
+    assert error.strip().splitlines() == [
+        f"error: {strict / 'pipelines/p/program.sql'}:7: view 'ranked' cannot be maintained "
+        "incrementally (window function ROW_NUMBER) and pipeline.yaml says refresh: "
+        "incremental_strict; change the query or add TBLPROPERTIES ('refresh' = 'full')"]
+
+    bad = write_files(tmp_path / "c", events_pipeline(SQL.replace(
+        "create materialized view big as",
+        "create materialized view big tblproperties ('refresh' = 'sometimes') as")))
+    assert "view 'big': 'refresh' must be 'full' or 'incremental', got 'sometimes'" in \
+        reconcile(bad, "validate", expect=1)
+
+
+def test_steps_write_only_the_change(spark: SparkSession, tmp_path: Path) -> None:
+    """A filter view gains an append (no file removed); an aggregate rewrites only the files
+    holding the groups that changed; both equal their queries from scratch."""
+    project = write_files(tmp_path, events_pipeline(SQL))
+    reconcile(project, "apply", "--auto-approve")
+    _events(project, "1.json", [(1, "a", "5.00"), (2, "b", "20.00"), (3, "b", "30.50")])
+    reconcile(project, "run")
+    state = manifest(project, "p")["relations"]
+    assert state["by_kind"]["state"]["path"].endswith("/p/state/by_kind")
+
+    _events(project, "2.json", [(4, "a", "11.25"), (5, "c", "1.00")])
+    reconcile(project, "run")
+    after = manifest(project, "p")["relations"]
+    assert _commit_actions(after["big"]["path"], after["big"]["version"]) == ["add"]
+    assert _commit_actions(after["by_kind"]["path"], after["by_kind"]["version"]) == \
+        ["add", "remove"]
+    assert query(project, "p", "select * from by_kind order by kind") == \
+        query(project, "p", BY_KIND_SCRATCH)
+    assert query(project, "p", "select id from big order by id") == [{"id": 2}, {"id": 3},
+                                                                       {"id": 4}]
+    assert query(project, "p", "select kind, n from busy order by kind") == [
+        {"kind": "a", "n": 2}, {"kind": "b", "n": 2}]
+
+
+def test_a_mode_change_recomputes_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    project = write_files(tmp_path, events_pipeline(SQL))
+    spec = project / "pipelines/p/pipeline.yaml"
+    spec.write_text(spec.read_text() + "refresh: full\n")
+    reconcile(project, "apply", "--auto-approve")
+    _events(project, "1.json", [(1, "a", "5.00"), (2, "b", "20.00")])
+    reconcile(project, "run")
+    assert "state" not in manifest(project, "p")["relations"]["by_kind"]
+    before = versions(project, "p")
+
+    spec.write_text(spec.read_text().replace("refresh: full\n", ""))
+    plan = json.loads(reconcile(project, "plan", "--json"))
+    assert _actions(plan)["by_kind"]["action"] == "keep"
+    assert _actions(plan)["by_kind"]["reasons"] == [
+        "refresh changes: recomputed each step -> maintained incrementally; nothing is "
+        "recomputed now"]
+    assert "ranked" not in [name for name, action in _actions(plan).items()
+                            if action["reasons"]]
+    reconcile(project, "apply", "--auto-approve")
+    assert versions(project, "p") == before
+    assert manifest(project, "p")["program"]["views"]["by_kind"]["refresh"] == "incremental"
+
+    _events(project, "2.json", [(3, "a", "7.00")])
+    reconcile(project, "run")  # starts the aggregate's state, then maintains it
+    assert "state" in manifest(project, "p")["relations"]["by_kind"]
+    _events(project, "3.json", [(4, "b", "1.00")])
+    reconcile(project, "run")
+    assert query(project, "p", "select * from by_kind order by kind") == \
+        query(project, "p", BY_KIND_SCRATCH)
+    table = DeltaTable(manifest(project, "p")["relations"]["by_kind"]["state"]["path"])
+    assert table.version() >= 1
