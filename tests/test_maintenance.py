@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
+from reconciler.engine import merge
+from reconciler.engine.merge import apply_changes
+from reconciler.engine.storage import DeltaStorage
 from tests.cli_helpers import manifest, query, reconcile, versions
 from tests.projects import events_pipeline, write_files
 
@@ -141,3 +146,32 @@ def test_a_mode_change_recomputes_nothing(spark: SparkSession, tmp_path: Path) -
         query(project, "p", BY_KIND_SCRATCH)
     table = DeltaTable(manifest(project, "p")["relations"]["by_kind"]["state"]["path"])
     assert table.version() >= 1
+
+
+def test_a_deletion_rewrites_only_the_files_holding_it(spark: SparkSession, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copy-on-write on a table too big to rewrite whole: a deleted row (with a NULL) in one
+    of three files replaces only that file; a duplicated row loses exactly one copy."""
+    monkeypatch.setattr(merge, "REWRITE_WHOLE_BYTES", 0)
+    storage = DeltaStorage(spark)
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("n", T.LongType())])
+    path = str(tmp_path / "t")
+    storage.create(path, schema)
+    for rows in ([("a", 1), ("b", 2)], [("a", 1), ("c", None)], [("d", 4)]):
+        version = storage.append(path, spark.createDataFrame(rows, schema).coalesce(1))
+
+    def rows(*values: tuple[str, int | None]) -> list[tuple[str, int | None]]:
+        return sorted(spark.createDataFrame(list(values), schema).collect())
+
+    before = set(DeltaTable(path).file_uris())
+    version = apply_changes(storage, path, version, schema,
+                            spark.createDataFrame([("e", 5)], schema),
+                            spark.createDataFrame([("c", None)], schema))
+    after = set(DeltaTable(path).file_uris())
+    assert len(before - after) == 1  # the other two files stay as they are
+    assert sorted(storage.read(path, version, schema).collect()) == rows(
+        ("a", 1), ("a", 1), ("b", 2), ("d", 4), ("e", 5))
+    version = apply_changes(storage, path, version, schema, None,
+                            spark.createDataFrame([("a", 1)], schema))
+    assert sorted(storage.read(path, version, schema).collect()) == rows(
+        ("a", 1), ("b", 2), ("d", 4), ("e", 5))

@@ -69,6 +69,11 @@ def test_seed_story_over_spark_connect(remote: str, tmp_path: Path) -> None:
                              "--json", "-p", "grades"], capture_output=True, text=True,
                             timeout=60, check=True)
     assert json.loads(status.stdout)["spark"] == remote  # the flag, not the file's master
+    plan = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "plan",
+                           "--json"], capture_output=True, text=True, timeout=60, check=True)
+    [notes] = [pipeline["notes"] for pipeline in json.loads(plan.stdout)["pipelines"]]
+    assert any(note.startswith(f"last applied with Spark at {remote}; reconcile.yaml says ")
+               for note in notes), notes
 
 
 FILES_PROJECT = events_pipeline("""

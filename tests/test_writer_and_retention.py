@@ -144,13 +144,16 @@ def test_storage_does_not_grow_with_steps(spark: SparkSession, tmp_path: Path) -
         (inbox / f"part-{step}.json").write_text("\n".join(rows) + "\n")
         assert "step committed" in reconcile(project, "run")
         sizes.append(storage_bytes(project))
-    # Two retained manifests: the views' replaced versions go; what is left is the table's
-    # appended files and the views' last two versions, plus a bounded Delta log.
+    # Two retained manifests: replaced files go; what is left is the table's and the filter
+    # view's appended files, the aggregate's last two versions, plus a bounded Delta log.
     assert sizes[-1] < sizes[2] * 1.6, sizes
-    views = project / ".reconcile/data/p/views"
-    for view in ("big", "totals"):
-        folders = [d for d in (views / view).iterdir() if d.name.startswith(WRITE_FOLDER_PREFIX)]
+    data = project / ".reconcile/data/p"
+    for grouped in (data / "views/totals", data / "state/totals"):  # rewritten each step
+        folders = [d for d in grouped.iterdir() if d.name.startswith(WRITE_FOLDER_PREFIX)]
         assert len(folders) <= 2, folders
+    appended = data / "views/big"  # maintained by appends: every file left is a live one
+    assert {str(file) for file in appended.rglob("*.parquet")} == \
+        set(DeltaTable(str(appended)).file_uris())
     assert query(project, "p", "SELECT count(*) AS n FROM big") == [{"n": 8 * 49}]
     assert query(project, "p", "SELECT sum(n) AS n FROM totals") == [{"n": 8 * 60}]
     # The previous manifest is retained, so its pinned versions still read.

@@ -29,6 +29,8 @@ from reconciler.engine.writer import commit_files, write_files
 from reconciler.errors import ReconcileError
 
 FILE_COLUMN = "__file"
+REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
+"""A table this small (a grouped view, a state table) is rewritten whole on a deletion."""
 
 
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
@@ -45,14 +47,15 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         kept = storage.read(uri, version, schema).exceptAll(deletes)
         return storage.overwrite(uri, kept.union(inserts), schema)
     table = storage.require(uri)
-    stored_files = table.file_uris()
-    files = _files_holding(storage.scan(stored_files, schema), deletes, schema) \
-        if stored_files else []
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = dict(zip(actions.column("path").to_pylist(),
                      actions.column("size_bytes").to_pylist(), strict=True))
-    replaced = [(relative, sizes.get(relative)) for relative in
-                (relative_file(uri, file) for file in files)]
+    if sum(sizes.values()) <= REWRITE_WHOLE_BYTES:  # one job fewer than finding the files
+        replaced: list[tuple[str, int | None]] = list(sizes.items())
+    else:
+        files = _files_holding(storage.scan(table.file_uris(), schema), deletes, schema)
+        replaced = [(relative, sizes.get(relative)) for relative in
+                    (relative_file(uri, file) for file in files)]
     unknown = [relative for relative, size in replaced if size is None]
     if unknown:  # never drop a deletion silently: the table must be as the log says
         raise ReconcileError(f"{uri}: data file {unknown[0]} holds a deleted row but is not in "

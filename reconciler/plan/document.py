@@ -170,7 +170,7 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
     return PipelinePlan(name=program.pipeline, base=base,
                         desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
                         notes=(*_notes(diff, manifest), *_settings_notes(manifest, settings),
-                               *extra_notes),
+                               *_spark_notes(manifest, settings), *extra_notes),
                         refusals=tuple(_refusals(diff)), settings=settings,
                         bootstrap_policy=program.bootstrap_policy)
 
@@ -350,6 +350,20 @@ def _settings_notes(manifest: Manifest | None, settings: dict[str, str] | None) 
                       f"{settings.get(key, '(unset)')}" for key in changed)
     return [f"reconcile.yaml settings changed since the last apply: {shown} "
             "(review them: they run with the pipeline's credentials)"]
+
+
+def _spark_notes(manifest: Manifest | None, settings: dict[str, str] | None) -> list[str]:
+    """Where the pipeline last ran, when reconcile.yaml now says another Spark (flags given
+    to that apply, or a changed file): the approver should know which cluster holds it."""
+    recorded = manifest.engine.get("spark_target") if manifest is not None else None
+    if not recorded or settings is None:
+        return []
+    configured = (settings.get("spark.remote") or settings.get("spark.master")
+                  or "embedded (local)")
+    if configured == recorded:
+        return []
+    return [f"last applied with Spark at {recorded}; reconcile.yaml says {configured} "
+            "(apply's --spark-master/--spark-remote override it)"]
 
 
 def _refusals(diff: ProgramDiff) -> list[str]:
