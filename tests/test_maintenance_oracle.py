@@ -25,14 +25,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine import merge
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.step import run_step
@@ -145,12 +143,6 @@ def _integrated(spark: SparkSession, folder: Path, schema: T.StructType) -> Data
 @given(steps=st.lists(batch, min_size=1, max_size=3))
 def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
                                                   steps: list[dict[str, list[Any]]]) -> None:
-    with pytest.MonkeyPatch.context() as patch:  # find the files holding deleted rows,
-        patch.setattr(merge, "REWRITE_WHOLE_BYTES", 0)  # as on tables too big to rewrite
-        _run_steps(spark, steps)
-
-
-def _run_steps(spark: SparkSession, steps: list[dict[str, list[Any]]]) -> None:
     root = Path(tempfile.mkdtemp(prefix="oracle-"))
     write_files(root, {"pipelines/shop/pipeline.yaml": SPEC + "sql: [program.sql]\n",
                        "pipelines/shop/program.sql": SQL})

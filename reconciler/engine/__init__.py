@@ -1,9 +1,11 @@
 """The data plane: everything that runs on Spark or touches a Delta table.
 
 Owns the Java check (``java``), the Spark session (``session``), column types
-(``schema``), Delta storage (``delta_log``, ``storage``), a pipeline's relations
-as DataFrames (``runtime``), input and output connectors (``connectors``,
-``delta_source``), a step (``step``) and a bootstrap (``bootstrap``).
+(``schema``), Delta storage (``delta_log``, ``storage``, ``writer``, ``merge``
+for row-level changes, ``retention``), a pipeline's relations as DataFrames
+(``runtime``), input and output connectors (``connectors``, ``delta_source``),
+incremental view maintenance (``maintenance/``), a step (``step``) and a
+bootstrap (``bootstrap``).
 
 May import: ``spec`` (a program's definitions), the plan's data types (a
 bootstrap carries out a ``plan.diff``), ``errors`` and the shared helpers. Never

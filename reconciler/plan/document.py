@@ -353,11 +353,15 @@ def _settings_notes(manifest: Manifest | None, settings: dict[str, str] | None) 
 
 
 def _spark_notes(manifest: Manifest | None, settings: dict[str, str] | None) -> list[str]:
-    """Where the pipeline last ran, when reconcile.yaml now says another Spark (flags given
-    to that apply, or a changed file): the approver should know which cluster holds it."""
+    """Where the pipeline last ran, when that was not what reconcile.yaml says (the apply
+    had --spark-master/--spark-remote): the approver should know which cluster holds it."""
     recorded = manifest.engine.get("spark_target") if manifest is not None else None
-    if not recorded or settings is None:
+    if not recorded or settings is None or manifest is None:
         return []
+    keys = ("spark.remote", "spark.master")
+    if manifest.settings is not None and any(
+            manifest.settings.get(key) != settings.get(key) for key in keys):
+        return []  # the settings note already shows the change
     configured = (settings.get("spark.remote") or settings.get("spark.master")
                   or "embedded (local)")
     if configured == recorded:

@@ -55,12 +55,12 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
         None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])
     if signed is None:
         return None
-    # Each is read several times below (and by the callers): computed once, on the
-    # executors. All three are per touched group, so as small as the change.
+    # Read several times below (and by the callers): computed once, on the executors. Both
+    # are per touched group, so as small as the change; `touched` is a cheap state lookup.
     added = _contributions(signed, shape).localCheckpoint()
     keys = keys_of(shape)
     touched = (state.join(added.select(*keys), _same_keys(state, added, keys), "left_semi")
-               if keys else state).localCheckpoint()
+               if keys else state)
     merged = _kept(_merge(touched, added, shape, state.schema), shape).localCheckpoint()
     arguments = {field.name: field.dataType for field in signed.schema.fields}
     before = output_rows(frames, shape, touched, arguments, view_schema)

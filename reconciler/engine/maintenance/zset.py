@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 OP_COLUMN = "_op"
 """The column an output connector's changelog marks each row with: `insert` or `delete`."""
+SIDE = "__inserted"
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,14 @@ class ZSet:
         that produced it, so a chain of n views would cost n² jobs. Never collected: the
         rows stay where Spark computed them.
         """
-        return ZSet(*(None if side is None else side.localCheckpoint(eager=True)
-                      for side in (self.inserts, self.deletes)))
+        if self.inserts is None or self.deletes is None:
+            return ZSet(*(None if side is None else side.localCheckpoint(eager=True)
+                          for side in (self.inserts, self.deletes)))
+        marked = union_all([self.inserts.withColumn(SIDE, F.lit(True)),
+                            self.deletes.withColumn(SIDE, F.lit(False))])
+        assert marked is not None
+        both = marked.localCheckpoint(eager=True)  # one job for both sides
+        return ZSet(both.where(F.col(SIDE)).drop(SIDE), both.where(~F.col(SIDE)).drop(SIDE))
 
     @property
     def is_empty(self) -> bool:
