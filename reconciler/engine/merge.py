@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -79,9 +79,18 @@ def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) 
     located = stored.select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
     # Renamed: `deletes` may come from the same scan, and Spark would then see one column.
     wanted = deletes.toDF(*(f"__d{i}" for i in range(len(schema.fields)))).distinct()
-    condition = None
-    for i, field in enumerate(schema.fields):
-        equal = located[field.name].eqNullSafe(wanted[f"__d{i}"])
-        condition = equal if condition is None else condition & equal
+    condition = null_safe_equal([(located[field.name], wanted[f"__d{i}"])
+                                 for i, field in enumerate(schema.fields)])
     matched = located.join(wanted, condition, "left_semi").select(FILE_COLUMN).distinct()
+    # File names only, one per data file touched: small by construction, never table rows.
     return [row[0] for row in matched.collect()]
+
+
+def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:
+    """All pairs equal, NULL equal to NULL (how SQL's GROUP BY and EXCEPT see rows)."""
+    condition = None
+    for left, right in pairs:
+        equal = left.eqNullSafe(right)
+        condition = equal if condition is None else condition & equal
+    assert condition is not None, "no columns to compare"
+    return condition

@@ -29,6 +29,7 @@ from sqlglot import exp
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import select_change, select_contents
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
+from reconciler.engine.merge import null_safe_equal
 from reconciler.spec.maintenance import Aggregate
 from reconciler.spec.sql import DIALECT
 
@@ -59,8 +60,8 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
     # are per touched group, so as small as the change; `touched` is a cheap state lookup.
     added = _contributions(signed, shape).localCheckpoint()
     keys = keys_of(shape)
-    touched = (state.join(added.select(*keys), _same_keys(state, added, keys), "left_semi")
-               if keys else state)
+    touched = (state.join(added.select(*keys), null_safe_equal(
+        [(state[key], added[key]) for key in keys]), "left_semi") if keys else state)
     merged = _kept(_merge(touched, added, shape, state.schema), shape).localCheckpoint()
     arguments = {field.name: field.dataType for field in signed.schema.fields}
     before = output_rows(frames, shape, touched, arguments, view_schema)
@@ -139,11 +140,3 @@ def _kept(state: DataFrame, shape: Aggregate) -> DataFrame:
     """Groups with rows left (a global aggregate keeps its one row regardless)."""
     return state if shape.is_global else state.where(F.col("__rows") != 0)
 
-
-def _same_keys(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
-    condition = None
-    for key in keys:
-        equal = left[key].eqNullSafe(right[key])
-        condition = equal if condition is None else condition & equal
-    assert condition is not None
-    return condition
