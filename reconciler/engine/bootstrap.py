@@ -19,10 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
 from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import start_state
+from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.schema import struct_from_json
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
 from reconciler.plan.diff import ProgramDiff
@@ -89,6 +94,7 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
              base_dir: Path, silent: bool) -> None:
     """New and modified views from the state as it stands, sent to their outputs."""
     for name in diff.new["order"]:
+        before = runtime.relations.get(name)
         if diff.views.get(name) in ("added", "modified"):
             runtime.report("compute view", name)
             try:
@@ -102,10 +108,29 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
             crash_point(f"bootstrap-after-view:{name}")
         elif name not in result.created_tables:
             continue
-        if silent:
+        if silent or not outputs.get(name):
             continue
         contents = runtime.frame(name)  # a created table's contents: empty
-        for connector in outputs.get(name, []):
-            result.emitted[connector] = emit(runtime, connector,
-                                             diff.new["connectors"][connector], contents,
-                                             serial, base_dir, snapshot=True)
+        change = _net_change(runtime, before, contents)
+        for connector in outputs[name]:
+            definition = diff.new["connectors"][connector]
+            snapshot = (change is None or diff.connectors[connector] != "unchanged"
+                        or definition.get("snapshot_on_bootstrap", False))
+            rows = contents if snapshot else (change.changes() if change else None)
+            if rows is not None:
+                result.emitted[connector] = emit(runtime, connector, definition, rows, serial,
+                                                 base_dir, snapshot=snapshot)
+
+
+def _net_change(runtime: PipelineRuntime, before: dict[str, Any] | None,
+                contents: DataFrame) -> ZSet | None:
+    """Old contents (as the committed manifest pins them) against new; None when there is no
+    old version or its columns differ (a reader of the changelog must start over)."""
+    if before is None or _columns(struct_from_json(before["schema"])) != _columns(contents.schema):
+        return None
+    return ZSet.between(runtime.frame_of(before), contents).materialized()
+
+
+def _columns(schema: StructType) -> list[tuple[str, str]]:
+    """Names and types (nullability aside: it does not change a row)."""
+    return [(field.name, field.dataType.simpleString()) for field in schema.fields]

@@ -288,8 +288,11 @@ def _connector_actions(diff: ProgramDiff) -> list[Action]:
             actions.append(Action(kind, name, "reset",
                                   (f"table {relation} truncated: re-ingest from the start",)))
         elif direction == "output" and relation_change in ("modified", "added"):
-            actions.append(Action(kind, name, "keep",
-                                  (f"receives the full contents of recomputed {relation}",)))
+            actions.append(Action(kind, name, "keep", (
+                f"receives the full contents of recomputed {relation}"
+                if document.get("snapshot_on_bootstrap") else
+                f"receives the rows of recomputed {relation} that change (_op delete/insert; "
+                "the full contents if its columns change)",)))
         else:
             actions.append(Action(kind, name, "keep"))
     return actions

@@ -98,10 +98,13 @@ class Connector:
     options: dict[str, Any]
     on_error: str
     location: Location
+    snapshot_on_bootstrap: bool = False
 
     def definition(self) -> dict[str, Any]:
-        """Configuration that changes what the connector reads or writes."""
-        return {
+        """Configuration that changes what the connector reads or writes (the snapshot flag
+        only when set, so documents written before it existed compare equal)."""
+        flag = {"snapshot_on_bootstrap": True} if self.snapshot_on_bootstrap else {}
+        return {**flag,
             "direction": self.direction,
             "relation": self.relation,
             "type": self.type,
@@ -261,4 +264,5 @@ def _connector(spec: ConnectorSpec, location: Location, tables: dict[str, Table]
         raise location.error(f"output connector '{spec.name}' names an unknown view '{relation}'")
     return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
                      format=spec.format, path=spec.path, options=dict(spec.options),
-                     on_error=spec.on_error, location=location)
+                     on_error=spec.on_error, location=location,
+                     snapshot_on_bootstrap=spec.snapshot_on_bootstrap)
