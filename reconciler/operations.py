@@ -259,6 +259,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
                    f"{name}: bootstrapped (serial {done.serial}); recomputed {recomputed}",
                    done.serial, {"recomputed": result.recomputed,
                                  "created_tables": result.created_tables,
+                                 "evolved_tables": result.evolved_tables,
                                  "emitted": result.emitted})
 
 

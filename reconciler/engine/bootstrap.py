@@ -1,7 +1,9 @@
 """Bootstrapping: bring a pipeline's state from its committed program to the desired one.
 
 Follows Feldera's semantics on Spark + Delta: state of removed relations is
-discarded; modified tables are truncated and their input connectors reset; new
+discarded; a modified table evolves in place when `spec.evolution` allows it
+(rows and connector offsets kept), otherwise it is truncated and its input
+connectors reset; new
 tables are created empty; new and modified views are computed, in dependency
 order, from the existing state of unchanged relations (a maintained aggregate
 view starts its per-group state too) and sent in full to their output
@@ -31,6 +33,7 @@ from reconciler.engine.schema import struct_from_json
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
 from reconciler.plan.diff import ProgramDiff
+from reconciler.spec.evolution import evolution
 
 
 @dataclass
@@ -39,6 +42,7 @@ class BootstrapResult:
     connectors: dict[str, dict[str, Any]]
     recomputed: list[str] = field(default_factory=list)
     created_tables: list[str] = field(default_factory=list)
+    evolved_tables: list[str] = field(default_factory=list)
     emitted: dict[str, int] = field(default_factory=dict)
 
 
@@ -52,7 +56,7 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
             continue
         before = previous.get(name)
         reset = (before is None or diff.connectors[name] != "unchanged"
-                 or diff.tables.get(definition["relation"]) != "unchanged")
+                 or not _keeps_rows(diff, definition["relation"]))
         if before is not None and not reset:
             states[name] = dict(before)  # offsets (checkpoint, source_version) carry over
             continue
@@ -62,6 +66,13 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
         states[name] = {"generation": generation,
                         "checkpoint": runtime.layout.checkpoint(name, generation)}
     return states
+
+
+def _keeps_rows(diff: ProgramDiff, table: str) -> bool:
+    """A table unchanged or evolving in place keeps its rows, so its inputs keep offsets."""
+    change = diff.tables.get(table)
+    return change == "unchanged" or (change == "modified" and evolution(
+        diff.old["tables"][table], diff.new["tables"][table]).possible)
 
 
 def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
@@ -75,7 +86,13 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             if change == "removed":
                 relations.pop(name, None)
     for name, change in diff.tables.items():
-        if change in ("added", "modified"):
+        evolved = evolution(diff.old["tables"][name], diff.new["tables"][name]) \
+            if change == "modified" else None
+        if evolved is not None and evolved.possible:
+            runtime.report("evolve table", name)
+            runtime.evolve_table(name, evolved)
+            result.evolved_tables.append(name)
+        elif change in ("added", "modified"):
             runtime.report("create table", name)
             runtime.create_table(name)
             result.created_tables.append(name)
@@ -106,7 +123,7 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
                 raise ObjectFailed("view", name, error) from error
             result.recomputed.append(name)
             crash_point(f"bootstrap-after-view:{name}")
-        elif name not in result.created_tables:
+        elif name not in (*result.created_tables, *result.evolved_tables):
             continue
         if silent or not outputs.get(name):
             continue

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta_source import ingest_delta
-from reconciler.engine.runtime import PipelineRuntime, table_schema
+from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
 from reconciler.engine.session import is_connect
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
@@ -198,7 +198,8 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
 
     def write_batch(frame: DataFrame, batch_id: int) -> None:
         try:
-            _write_batch(runtime, name, frame, batch_id, schema=schema, table_path=table_path,
+            _write_batch(runtime, name, frame, batch_id, table=table, schema=schema,
+                         table_path=table_path,
                          transaction=transaction, quarantine=quarantine,
                          generation=state["generation"])
         except Exception as error:
@@ -266,7 +267,8 @@ def _mute_jvm_logger(spark: Any, name: str) -> Callable[[], None]:
 
 
 def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,
-                 schema: StructType, table_path: str, transaction: str, quarantine: bool,
+                 table: str, schema: StructType, table_path: str, transaction: str,
+                 quarantine: bool,
                  generation: str) -> None:
     """Append one micro-batch to its table as app transaction `batch_id` (idempotent).
 
@@ -290,7 +292,8 @@ def _write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id
                 bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
                     f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
             good = cached.filter(F.col(CORRUPT_COLUMN).isNull())
-        rows = good.select(*(F.col(f.name).cast(f.dataType) for f in schema))
+        rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
+                             runtime.program["tables"][table])
         runtime.storage.append(table_path, rows, app_id=transaction, txn_version=batch_id)
     finally:
         if checked:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.engine.delta_log import probe_latest_version
-from reconciler.engine.runtime import table_schema
+from reconciler.engine.runtime import table_schema, with_defaults
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 
@@ -47,6 +47,7 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     except ReconcileError as error:
         raise ReconcileError(f"input connector '{name}': {error}") from None
     if latest != since:
-        runtime.storage.append(table_path, rows, app_id=transaction, txn_version=latest)
+        runtime.storage.append(table_path, with_defaults(rows, runtime.program["tables"][table]),
+                               app_id=transaction, txn_version=latest)
     state["source_version"] = latest
     return latest

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import sqlglot
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -24,6 +24,7 @@ from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.progress import Reporter, no_progress
+from reconciler.spec.evolution import Evolution
 from reconciler.spec.sql import DIALECT
 
 
@@ -36,6 +37,32 @@ def view_query(statement_sql: str) -> str:
 def table_schema(table: dict[str, Any]) -> StructType:
     """The Spark schema of a table from its program-document entry."""
     return spark_schema(SimpleNamespace(**column) for column in table["columns"])
+
+
+def _evolved(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
+    """`rows` in `table`'s columns: kept columns cast (widenings cannot fail), dropped ones
+    left out, new ones filled with their DEFAULT or NULL."""
+    present = set(rows.columns)
+    return rows.select(*(
+        (F.col(f.name) if f.name in present else default_value(table, f.name))
+        .cast(f.dataType).alias(f.name) for f in table_schema(table).fields))
+
+
+def with_defaults(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
+    """Input rows with the table's DEFAULTs where they hold NULL: a file or source table
+    written before a column existed has no value for it (a missing field reads NULL)."""
+    defaults = {c["name"]: c["default"] for c in table["columns"] if c.get("default")}
+    if not defaults:
+        return rows
+    return rows.select(*(F.coalesce(F.col(name), F.expr(defaults[name])).alias(name)
+                         if name in defaults else F.col(name) for name in rows.columns))
+
+
+def default_value(table: dict[str, Any], column: str) -> Column:
+    """A column's DEFAULT (a literal, checked when parsed) or NULL: what a row that does not
+    give the column holds."""
+    default = next(c.get("default") for c in table["columns"] if c["name"] == column)
+    return F.lit(None) if default is None else F.expr(default)
 
 
 @dataclass
@@ -73,21 +100,23 @@ class PipelineRuntime:
                app_id: str, txn_version: int) -> None:
         """Append the rows of `source_sql` (an INSERT's VALUES or SELECT) to `table`.
 
-        The rows are cast to the table's declared schema (columns not named get NULL)
+        The rows are cast to the table's declared schema (columns not named get their
+        DEFAULT or NULL)
         and appended as the Delta app transaction (`app_id`, `txn_version`), so a
         retried insert is written once.
         """
         self.register_queryable()
         source = self.spark.sql(source_sql)
-        schema = table_schema(self.program["tables"][table])
+        table_document = self.program["tables"][table]
+        schema = table_schema(table_document)
         names = columns or [f.name for f in schema]
         if len(source.columns) != len(names):
             raise ReconcileError(f"INSERT INTO {table}: {len(source.columns)} values for "
                                  f"{len(names)} columns")
         renamed = source.toDF(*names)
         rows = renamed.select(*(
-            (F.col(f.name) if f.name in names else F.lit(None)).cast(f.dataType).alias(f.name)
-            for f in schema))
+            (F.col(f.name) if f.name in names else default_value(table_document, f.name))
+            .cast(f.dataType).alias(f.name) for f in schema))
         self.storage.append(self.relations[table]["path"], rows, app_id=app_id,
                             txn_version=txn_version)
 
@@ -103,6 +132,31 @@ class PipelineRuntime:
         state = self._record(name, "table", path, version, schema, rows=0)
         state["insert_txn"] = inserts
         return state
+
+    def evolve_table(self, name: str, evolved: Evolution) -> dict[str, Any]:
+        """Carry a table's rows to its new columns (see `spec.evolution`); returns its state.
+
+        Rows appended after the pinned version (ingested by a step that crashed before its
+        commit: their connector's checkpoint has moved past them) are carried too, in a
+        commit of their own after the pinned rows', so the next step still finds them as
+        that table's new rows.
+        """
+        state = self.relations[name]
+        schema = table_schema(self.program["tables"][name])
+        path, pinned = state["path"], state["version"]
+        pending = self.storage.appended_files(path, pinned)
+        old_schema = struct_from_json(state["schema"])
+        if evolved.metadata_only and pending == []:
+            version = (self.storage.add_columns(path, schema) if evolved.added else pinned)
+        else:
+            table = self.program["tables"][name]
+            version = self.storage.overwrite(path, _evolved(self.frame(name), table), schema)
+            if pending:
+                version = self.storage.append(path, _evolved(
+                    self.storage.scan(pending, old_schema), table))
+        self.relations[name] = {**state, "version": version, "schema": schema.json(),
+                                "rows": self.storage.row_count(path, version)}
+        return self.relations[name]
 
     def write_view(self, name: str, contents: DataFrame) -> dict[str, Any]:
         """Replace a view's stored contents with `contents`; returns its state entry.

@@ -27,6 +27,7 @@ def _outcome_line(outcome: Outcome) -> str:
     details = outcome.details or {}
     extra = [f"{label} {', '.join(f'`{v}`' for v in _names(details[name]))}"
              for label, name in (("created tables", "created_tables"),
+                                 ("evolved tables", "evolved_tables"),
                                  ("recomputed", "recomputed"), ("sent to outputs", "emitted"))
              if details.get(name)]
     message = outcome.message.removeprefix(f"{outcome.pipeline}: ")

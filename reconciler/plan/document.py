@@ -17,10 +17,11 @@ from reconciler.errors import ReconcileError, public_message
 from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.redact import redact_text
+from reconciler.spec.evolution import evolution
 from reconciler.spec.program import Program, stable_hash
 
 PLAN_FORMAT = 1
-ActionKind = Literal["create", "recompute", "truncate", "drop", "reset", "keep"]
+ActionKind = Literal["create", "recompute", "evolve", "truncate", "drop", "reset", "keep"]
 ObjectKind = Literal["table", "view", "input_connector", "output_connector"]
 
 
@@ -188,7 +189,14 @@ def _relation_actions(diff: ProgramDiff, program: Program) -> list[Action]:
         elif change == "removed":
             actions.append(Action(kind, name, "drop", (f"{kind} removed: its state is discarded",)))
         elif change == "modified" and kind == "table":
-            actions.append(Action(kind, name, "truncate", tuple(_table_reasons(diff, name))))
+            evolved = evolution(diff.old["tables"][name], diff.new["tables"][name])
+            if evolved.possible:
+                actions.append(Action(kind, name, "evolve", (
+                    *evolved.describe(), "rows kept; input connectors keep their offsets")))
+            else:
+                actions.append(Action(kind, name, "truncate", (
+                    *_table_reasons(diff, name), f"cannot evolve in place: {evolved.reason}",
+                    "contents truncated; input connectors reset and re-ingest")))
         elif change == "modified":
             actions.append(Action(kind, name, "recompute", tuple(_view_reasons(diff, name)),
                                   refresh))
@@ -238,7 +246,7 @@ def _table_reasons(diff: ProgramDiff, name: str) -> list[str]:
     if old["materialized"] != new["materialized"]:
         reasons.append(f"'materialized' {str(old['materialized']).lower()} -> "
                        f"{str(new['materialized']).lower()}")
-    return [*reasons, "contents truncated; input connectors reset and re-ingest"]
+    return reasons
 
 
 def _view_reasons(diff: ProgramDiff, name: str) -> list[str]:
@@ -284,6 +292,11 @@ def _connector_actions(diff: ProgramDiff) -> list[Action]:
                 f"path {redact_text(str(old.get('path')))} -> "
                 f"{redact_text(str(document.get('path')))}{suffix}" if field == "path"
                 else f"{field} changed{suffix}" for field in changed)))
+        elif direction == "input" and relation_change == "modified" and evolution(
+                diff.old["tables"][relation], diff.new["tables"][relation]).possible:
+            actions.append(Action(kind, name, "keep", (
+                f"table {relation} evolves in place: offsets kept, new input carries its "
+                "new columns",)))
         elif direction == "input" and relation_change in ("modified", "added"):
             actions.append(Action(kind, name, "reset",
                                   (f"table {relation} truncated: re-ingest from the start",)))

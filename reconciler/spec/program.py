@@ -63,7 +63,8 @@ class Table:
     def definition(self) -> dict[str, Any]:
         """What makes a table a different table: columns, key and materialization."""
         return {
-            "columns": [{"name": c.name, "type": c.type, "nullable": c.nullable}
+            "columns": [{"name": c.name, "type": c.type, "nullable": c.nullable,
+                         **({"default": c.default} if c.default is not None else {})}
                         for c in self.columns],
             "primary_key": list(self.primary_key),
             "materialized": self.materialized,

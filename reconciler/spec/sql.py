@@ -52,6 +52,7 @@ class ColumnDef:
     name: str
     type: str
     nullable: bool
+    default: str | None = None  # a literal's Spark SQL text (`DEFAULT 0`)
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,7 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
             raise location.error(f"table '{name}': primary key column '{key}' is not a column")
     if primary_key:
         key_set = set(primary_key)
-        columns = [ColumnDef(c.name, c.type, c.nullable and c.name not in key_set)
+        columns = [ColumnDef(c.name, c.type, c.nullable and c.name not in key_set, c.default)
                    for c in columns]
     return TableStatement(name=name, columns=tuple(columns), primary_key=primary_key,
                           materialized=_materialized_property(expression, name, location),
@@ -248,16 +249,33 @@ def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
     if not isinstance(item.args.get("kind"), exp.DataType):
         raise location.error(f"table '{table}': column '{column}' has no type")
     nullable = True
+    default: str | None = None
     for constraint in item.args.get("constraints") or []:
         kind = constraint.args.get("kind")
         if isinstance(kind, exp.NotNullColumnConstraint):
             nullable = bool(kind.args.get("allow_null"))
         elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
             nullable = False
+        elif isinstance(kind, exp.DefaultColumnConstraint) and _is_literal(kind.this):
+            default = kind.this.sql(DIALECT)
+        elif isinstance(kind, exp.DefaultColumnConstraint):
+            raise location.error(f"table '{table}': the DEFAULT of column '{column}' must be "
+                                 f"a literal, not '{kind.this.sql(DIALECT)}'")
         else:
             raise location.error(f"table '{table}': unsupported constraint "
                                  f"'{constraint.sql(DIALECT)}' on column '{column}'")
-    return ColumnDef(name=column, type=canonical_type(item.args["kind"]), nullable=nullable)
+    return ColumnDef(name=column, type=canonical_type(item.args["kind"]), nullable=nullable,
+                     default=default)
+
+
+def _is_literal(value: exp.Expression) -> bool:
+    """A constant a DEFAULT may hold: a number, string, boolean or NULL, a negative number,
+    or a typed literal (`DATE '2024-01-01'`). Nothing that calls a function."""
+    if isinstance(value, exp.Neg):
+        value = value.this
+    if isinstance(value, exp.Cast):
+        value = value.this
+    return isinstance(value, (exp.Literal, exp.Boolean, exp.Null))
 
 
 def _materialized_property(expression: exp.Create, table: str, location: Location) -> bool:

@@ -1,0 +1,117 @@
+"""Tables that evolve in place: rows, `execute` inserts and connector offsets survive.
+
+One story through the real CLI: a table fed by a files connector and by `reconcile
+execute` gains a nullable column (a metadata-only Delta commit), then has columns
+widened, one dropped and one added with a DEFAULT (a rewrite with casts), then a
+narrowing that cannot evolve (truncated, re-ingested). After each step the pipeline
+equals a fresh deployment of the same specs fed the same input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from tests.cli_helpers import manifest, query, reconcile
+from tests.projects import write_files
+
+SPEC = """name: p
+bootstrap_policy: allow
+connectors:
+  - {name: orders_in, table: orders, type: files, format: json, path: ../input}
+"""
+SQL = """
+create table orders (id int not null, amount decimal(10,2), note string);
+create materialized view totals as select sum(amount) as total, count(*) as n from orders;
+"""
+ADD_FLAG = SQL.replace("note string)", "note string, flag boolean)")
+EVOLVE = SQL.replace(
+    "(id int not null, amount decimal(10,2), note string)",
+    "(id bigint not null, amount decimal(12,2), flag boolean, "
+    "region string not null default 'eu')")
+NARROW = EVOLVE.replace("decimal(12,2)", "decimal(8,2)")
+
+
+def rows(project: Path, sql: str) -> Counter:
+    return Counter(json.dumps(row, sort_keys=True, default=str)
+                   for row in query(project, "p", sql))
+
+
+def actions(project: Path) -> dict[str, dict]:
+    plan = json.loads(reconcile(project, "plan", "--json"))
+    return {a["name"]: a for a in plan["pipelines"][0]["actions"]}
+
+
+def write_input(folder: Path, name: str, records: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def fresh(tmp_path: Path, sql: str) -> Path:
+    """A new deployment of `sql` fed every input file written so far and the same insert."""
+    project = write_files(tmp_path / "fresh", {"pipelines/p/pipeline.yaml": SPEC,
+                                               "pipelines/p/program.sql": sql})
+    reconcile(project, "apply")
+    reconcile(project, "execute", "-p", "p", "insert into orders (id, amount) values (100, 1.25)")
+    reconcile(project, "run")
+    return project
+
+
+def test_tables_evolve_in_place(spark: SparkSession, tmp_path: Path) -> None:
+    source = tmp_path / "input"
+    project = write_files(tmp_path / "a", {"pipelines/p/pipeline.yaml": SPEC,
+                                           "pipelines/p/program.sql": SQL})
+    sql_file = project / "pipelines/p/program.sql"
+    write_input(source, "a.json", [{"id": 1, "amount": "10.50", "note": "x"},
+                                   {"id": 2, "amount": "2.25", "note": "y"}])
+    reconcile(project, "apply")
+    reconcile(project, "execute", "-p", "p", "insert into orders (id, amount) values (100, 1.25)")
+    reconcile(project, "run")
+    checkpoint = manifest(project, "p")["connectors"]["orders_in"]["checkpoint"]
+
+    # A nullable column at the end: one commit that writes no data file.
+    sql_file.write_text(ADD_FLAG)
+    planned = actions(project)
+    assert planned["orders"]["action"] == "evolve"
+    assert "column flag added: BOOLEAN" in planned["orders"]["reasons"]
+    assert planned["orders_in"]["action"] == "keep"
+    reconcile(project, "apply")
+    state = manifest(project, "p")
+    table = state["relations"]["orders"]
+    commit = DeltaTable(table["path"]).history(1)[0]
+    assert commit["operation"] == "ADD COLUMN", commit
+    assert state["connectors"]["orders_in"]["checkpoint"] == checkpoint, "offsets were reset"
+    assert rows(project, "select id, flag from orders") == Counter(
+        json.dumps({"flag": None, "id": i}) for i in (1, 2, 100))
+    write_input(source, "b.json", [{"id": 3, "amount": "4.00", "note": "z", "flag": True}])
+    reconcile(project, "run")
+    assert rows(project, "select id, flag from orders") == Counter(
+        json.dumps({"flag": flag, "id": i}) for i, flag in ((1, None), (2, None), (100, None),
+                                                           (3, True)))
+
+    # Widen two columns, drop one, add one with a DEFAULT: rows (the inserted one too) kept.
+    sql_file.write_text(EVOLVE)
+    planned = actions(project)
+    assert planned["orders"]["action"] == "evolve"
+    assert {"column amount: DECIMAL(10,2) -> DECIMAL(12,2)", "column id: INT -> BIGINT",
+            "column note removed", "column region added: STRING DEFAULT 'eu'"} \
+        <= set(planned["orders"]["reasons"])
+    reconcile(project, "apply")
+    assert manifest(project, "p")["connectors"]["orders_in"]["checkpoint"] == checkpoint
+    write_input(source, "c.json", [{"id": 4, "amount": "9999999999.99"}])  # needs (12,2)
+    reconcile(project, "run")
+    expected = fresh(tmp_path, EVOLVE)
+    for sql in ("select * from orders", "select * from totals"):
+        assert rows(project, sql) == rows(expected, sql), sql
+    assert sum(rows(project, "select * from orders where region = 'eu'").values()) == 5
+
+    # A narrowing cannot keep the rows: truncated, the connector re-reads its source.
+    sql_file.write_text(NARROW)
+    planned = actions(project)
+    assert planned["orders"]["action"] == "truncate"
+    assert any("is not a widening" in reason for reason in planned["orders"]["reasons"])
+    assert planned["orders_in"]["action"] == "reset"
