@@ -101,23 +101,46 @@ def test_table_rename_is_removal_plus_addition(tmp_path: Path) -> None:
         added_tables=["u2"], removed_tables=["u"], modified_views=["diamond", "right_v"])
 
 
-def test_modified_table_modifies_every_downstream_view(tmp_path: Path) -> None:
+def test_widened_column_modifies_only_its_readers(tmp_path: Path) -> None:
     plan = diff_after(tmp_path, BASE, BASE.replace("(id bigint, v int)", "(id bigint, v bigint)"))
+    # chain4 reads only chain3's ids and rows, which a wider v does not change.
+    assert plan["diff"]["program_diff"] == program_diff(
+        modified_tables=["t"], modified_views=["chain1", "chain2", "chain3", "diamond", "left_v"])
+    actions = {a["name"]: a for a in plan["actions"]}
+    assert actions["t"]["action"] == "evolve"
+    assert actions["t"]["reasons"][0] == "column v: INT -> BIGINT"
+    assert actions["left_v"]["reasons"] == ["reads t.v: INT -> BIGINT"]
+    assert actions["chain1"]["reasons"] == ["reads left_v.v, whose definition changed"]
+    assert actions["chain4"]["action"] == "keep"
+
+
+def test_truncated_table_modifies_every_downstream_view(tmp_path: Path) -> None:
+    plan = diff_after(tmp_path, BASE, BASE.replace("(id bigint, v int)",
+                                                   "(id bigint, v int not null)"))
     assert plan["diff"]["program_diff"] == program_diff(
         modified_tables=["t"],
         modified_views=["chain1", "chain2", "chain3", "chain4", "diamond", "left_v"])
-    truncate = next(a for a in plan["actions"] if a["name"] == "t")
-    assert truncate["action"] == "truncate"
-    assert truncate["reasons"][0] == "column v: INT -> BIGINT"
+    actions = {a["name"]: a for a in plan["actions"]}
+    assert actions["t"]["action"] == "truncate"
+    assert "cannot evolve in place: column v: NOT NULL added" in actions["t"]["reasons"]
+    assert actions["left_v"]["reasons"] == ["reads truncated table t",
+                                            "reads t.v: INT -> INT NOT NULL"]
+    assert actions["chain4"]["reasons"] == ["reads reset view chain3"]
+
+
+def test_column_added_to_a_view_modifies_only_its_readers(tmp_path: Path) -> None:
+    plan = diff_after(tmp_path, BASE, BASE.replace("create view left_v as select id, v from t",
+                                                   "create view left_v as select id, v, "
+                                                   "v * 2 as v2 from t"))
+    assert plan["diff"]["program_diff"] == program_diff(modified_views=["left_v"])
 
 
 def test_deep_chain_change_leaves_siblings_unchanged(tmp_path: Path) -> None:
     plan = diff_after(tmp_path, BASE, BASE.replace("select id, v from chain1",
                                                    "select id, v + 1 as v from chain1"))
-    assert plan["diff"]["program_diff"] == program_diff(modified_views=["chain2", "chain3",
-                                                                        "chain4"])
+    assert plan["diff"]["program_diff"] == program_diff(modified_views=["chain2", "chain3"])
     kept = {a["name"] for a in plan["actions"] if a["action"] == "keep"}
-    assert {"left_v", "right_v", "diamond", "chain1", "t", "u"} <= kept
+    assert {"left_v", "right_v", "diamond", "chain1", "chain4", "t", "u"} <= kept
 
 
 def test_diamond_top_change_reaches_the_join_once(tmp_path: Path) -> None:

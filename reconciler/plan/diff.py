@@ -2,9 +2,15 @@
 
 deepdiff finds every changed path; this module classifies those paths into
 Feldera's `deployment_runtime_status_details` shape. Fingerprints are part of
-the documents, so a relation that only *reads* something modified shows up as a
-changed fingerprint and is classified as modified too: propagation comes from
-the fingerprints, not from a second graph walk here.
+the documents and precise to the column (`spec.fingerprint`), so a view that
+reads a changed column shows up as a changed fingerprint and is classified as
+modified, while a reader of other columns stays unchanged. The committed
+document's fingerprints are recomputed by this code first, so a reconciler
+upgrade is never a modification.
+
+One change is not in any fingerprint: a table truncated because it cannot
+evolve in place (`spec.evolution`) loses its rows, so every view downstream of
+it is modified too (`rows_reset`), whatever columns it reads.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from reconciler.spec.evolution import evolution
+from reconciler.spec.fingerprint import rederive
 
 _ARRAY_LIBRARIES = ("pandas", "numpy", "polars")
 
@@ -45,8 +54,9 @@ Change = Literal["added", "removed", "modified", "unchanged"]
 # throughput. They are removed before diffing (cheaper than deepdiff's per-path
 # exclusion patterns); the document's evaluation order is not compared at all.
 # A view's refresh mode (maintained or recomputed) is compared on its own
-# (`refresh_changes`): it changes how steps keep the view, not its contents.
-IGNORED_KEYS = frozenset({"sql", "throughput_options", "refresh"})
+# (`refresh_changes`): it changes how steps keep the view, not its contents. A view's
+# lineage (column fingerprints) is summed up by its fingerprint; reasons read it.
+IGNORED_KEYS = frozenset({"sql", "throughput_options", "refresh", "lineage"})
 
 EMPTY_PROGRAM: dict[str, Any] = {"tables": {}, "views": {}, "connectors": {}}
 
@@ -62,6 +72,7 @@ class ProgramDiff:
     connectors: dict[str, Change]
     changed_fields: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    rows_reset: frozenset[str] = frozenset()  # truncated tables and every view downstream
 
     def fields(self, section: str, name: str) -> frozenset[str]:
         """Top-level fields of one object that deepdiff reported as changed."""
@@ -140,7 +151,7 @@ def _comparable(old: dict[str, Any],
 
 def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDiff:
     """Classify a deepdiff of two program documents (`old` is None for a new pipeline)."""
-    old = old or EMPTY_PROGRAM
+    old = rederive(old) if old else EMPTY_PROGRAM
     deep = DeepDiff(*_comparable(old, new), verbose_level=1, threshold_to_diff_deeper=0)
     changed: dict[tuple[str, str], set[str]] = defaultdict(set)
     added: set[tuple[str, str]] = set()
@@ -163,10 +174,25 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDif
             kinds[name] = ("added" if key in added else "removed" if key in removed
                            else "modified" if key in changed else "unchanged")
         sections[section] = dict(sorted(kinds.items()))
+    reset = _rows_reset(old, new, sections)
+    for name in reset:
+        if sections["views"].get(name) == "unchanged":
+            sections["views"][name] = "modified"
     return ProgramDiff(
         old=old, new=new, tables=sections["tables"], views=sections["views"],
         connectors=sections["connectors"],
         changed_fields={key: frozenset(value) for key, value in changed.items()},
-        raw=json.loads(deep.to_json()),
+        raw=json.loads(deep.to_json()), rows_reset=frozenset(reset),
     )
 
+
+def _rows_reset(old: dict[str, Any], new: dict[str, Any],
+                sections: dict[str, dict[str, Change]]) -> set[str]:
+    """Tables truncated (they cannot evolve in place) and every view downstream of one."""
+    reset = {name for name, kind in sections["tables"].items() if kind == "modified"
+             and not evolution(old["tables"][name], new["tables"][name]).possible}
+    for name in new.get("order", []):
+        view = new["views"].get(name)
+        if view is not None and any(read in reset for read in view["reads"]):
+            reset.add(name)
+    return reset

@@ -18,7 +18,8 @@ from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.redact import redact_text
 from reconciler.spec.evolution import evolution
-from reconciler.spec.program import Program, stable_hash
+from reconciler.spec.fingerprint import stable_hash
+from reconciler.spec.program import Program
 
 PLAN_FORMAT = 1
 ActionKind = Literal["create", "recompute", "evolve", "truncate", "drop", "reset", "keep"]
@@ -258,15 +259,46 @@ def _view_reasons(diff: ProgramDiff, name: str) -> list[str]:
     if "materialized" in fields:
         reasons.append("MATERIALIZED added" if new["materialized"] else "MATERIALIZED removed")
     for read in new["reads"]:
-        section, kind = ("tables", "table") if read in diff.new["tables"] else ("views", "view")
-        change = getattr(diff, section).get(read)
-        if change == "modified":
-            reasons.append(f"reads modified {kind} {read}")
-        elif change == "added" and read not in old["reads"]:
-            continue
-        elif change == "added":
+        kind = "table" if read in diff.new["tables"] else "view"
+        change = getattr(diff, f"{kind}s").get(read)
+        if read in diff.rows_reset:
+            reasons.append(f"reads {'truncated table' if kind == 'table' else 'reset view'} "
+                           f"{read}")
+        elif change == "added" and read in old["reads"]:
             reasons.append(f"reads re-created {kind} {read}")
+    if "query" not in fields:
+        reasons += _column_reasons(diff, old.get("lineage") or {}, new.get("lineage") or {})
     return reasons or ["definition changed"]
+
+
+def _column_reasons(diff: ProgramDiff, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What changed among the columns (and rows) a view reads, in its readers' words:
+    `reads orders.amount: DECIMAL(10,2) -> DECIMAL(12,2)`."""
+    before, after = old.get("reads", {}), new.get("reads", {})
+    rows_changed = {key for key in before.keys() & after.keys()
+                    if "." not in key and before[key] != after[key]}
+    reasons = [f"reads modified view {relation}" for relation in sorted(rows_changed)]
+    for key in sorted({*before, *after}):
+        relation, _, column = key.partition(".")
+        if before.get(key) == after.get(key) or relation in rows_changed or not column:
+            continue
+        if key not in before:
+            reasons.append(f"reads new column {key}" if column != "*" else f"reads {relation}")
+        elif key not in after:
+            reasons.append(f"column {key} it read is gone")
+        elif column == "*":
+            reasons.append(f"reads all of modified {relation}")
+        elif relation in diff.new["tables"] and relation in diff.old["tables"]:
+            reasons.append(f"reads {key}: {_column_type(diff.old, relation, column)} -> "
+                           f"{_column_type(diff.new, relation, column)}")
+        else:
+            reasons.append(f"reads {key}, whose definition changed")
+    return reasons
+
+
+def _column_type(document: dict[str, Any], table: str, column: str) -> str:
+    entry = next(c for c in document["tables"][table]["columns"] if c["name"] == column)
+    return entry["type"] + ("" if entry["nullable"] else " NOT NULL")
 
 
 def _connector_actions(diff: ProgramDiff) -> list[Action]:

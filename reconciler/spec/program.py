@@ -1,20 +1,20 @@
 """The pipeline program: tables, views and connectors, checked as a graph and fingerprinted.
 
 A relation's fingerprint hashes its canonical definition together with the
-fingerprints of the relations it reads, so any change of meaning propagates to
-everything downstream (like Feldera's persistent ids or SQLMesh's parent
-hashes), while comments, whitespace and keyword or identifier case do not count.
+fingerprints of the columns it reads (`spec.fingerprint`), so a change of
+meaning propagates to exactly the views downstream that read it (like
+Feldera's persistent ids or SQLMesh's parent hashes, but per column), while
+comments, whitespace and keyword or identifier case do not count.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
 from reconciler.errors import ReconcileError
+from reconciler.spec.fingerprint import derive, stable_hash
 from reconciler.spec.maintenance import Refresh, refresh_of
 from reconciler.spec.project import ConnectorSpec, PipelineSource
 from reconciler.spec.sql import (
@@ -42,12 +42,6 @@ THROUGHPUT_OPTIONS = frozenset(
         "maxCachedFiles",
     )
 )
-
-
-def stable_hash(document: Any) -> str:
-    """SHA-256 of a JSON document with sorted keys: equal documents, equal hashes."""
-    payload = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -81,6 +75,7 @@ class View:
     sql: str
     fingerprint: str
     refresh: Refresh = field(default_factory=lambda: Refresh("full", "not analysed"))
+    lineage: dict[str, Any] | None = None  # column fingerprints read and given (derived)
 
     def definition(self) -> dict[str, Any]:
         """What makes a view a different view. Its refresh mode is not part of it: how a view
@@ -151,7 +146,8 @@ class Program:
         views = {}
         for view in self.views.values():
             entry = {**view.definition(), "reads": list(view.reads),
-                     "fingerprint": view.fingerprint, "refresh": view.refresh.mode}
+                     "fingerprint": view.fingerprint, "refresh": view.refresh.mode,
+                     "lineage": view.lineage}
             if with_sql:
                 entry["sql"] = view.sql
             views[view.name] = entry
@@ -187,26 +183,25 @@ def build_program(source: PipelineSource) -> Program:
     order = _dependency_order(graph, statements)
     tables: dict[str, Table] = {}
     views: dict[str, View] = {}
-    fingerprints: dict[str, str] = {}
     for name in order:
         statement = statements[name]
         if isinstance(statement, TableStatement):
-            table = Table(name=name, columns=statement.columns,
-                          primary_key=statement.primary_key,
-                          materialized=statement.materialized, location=statement.location,
-                          sql=statement.sql, fingerprint="")
-            fingerprints[name] = stable_hash({"kind": "table", **table.definition()})
-            tables[name] = replace(table, fingerprint=fingerprints[name])
+            tables[name] = Table(name=name, columns=statement.columns,
+                                 primary_key=statement.primary_key,
+                                 materialized=statement.materialized,
+                                 location=statement.location, sql=statement.sql, fingerprint="")
         else:
-            view = View(name=name, query=statement.query, materialized=statement.materialized,
-                        reads=statement.reads, location=statement.location,
-                        sql=statement.sql, fingerprint="",
-                        refresh=_refresh(statement, source.spec.refresh, views))
-            fingerprints[name] = stable_hash({
-                "kind": "view", **view.definition(),
-                "reads": {dependency: fingerprints[dependency] for dependency in view.reads},
-            })
-            views[name] = replace(view, fingerprint=fingerprints[name])
+            views[name] = View(name=name, query=statement.query,
+                               materialized=statement.materialized, reads=statement.reads,
+                               location=statement.location, sql=statement.sql, fingerprint="",
+                               refresh=_refresh(statement, source.spec.refresh, views))
+    derived = derive({name: table.definition() for name, table in tables.items()},
+                     {name: {**view.definition(), "reads": view.reads}
+                      for name, view in views.items()}, order)
+    tables = {name: replace(table, fingerprint=derived[name].fingerprint)
+              for name, table in tables.items()}
+    views = {name: replace(view, fingerprint=derived[name].fingerprint,
+                           lineage=derived[name].lineage) for name, view in views.items()}
     connectors = _connectors(source, tables, views)
     return Program(pipeline=source.spec.name, tables=tables, views=views,
                    connectors=connectors, order=tuple(order),
