@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from reconciler.engine.connectors import emit, outputs_by_relation
+from reconciler.engine.evolve import evolve_table
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import start_state
 from reconciler.engine.maintenance.zset import ZSet
@@ -90,7 +91,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             if change == "modified" else None
         if evolved is not None and evolved.possible:
             runtime.report("evolve table", name)
-            runtime.evolve_table(name, evolved)
+            evolve_table(runtime, name, evolved)
             result.evolved_tables.append(name)
         elif change in ("added", "modified"):
             runtime.report("create table", name)

@@ -24,7 +24,6 @@ from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.progress import Reporter, no_progress
-from reconciler.spec.evolution import Evolution
 from reconciler.spec.sql import DIALECT
 
 
@@ -37,15 +36,6 @@ def view_query(statement_sql: str) -> str:
 def table_schema(table: dict[str, Any]) -> StructType:
     """The Spark schema of a table from its program-document entry."""
     return spark_schema(SimpleNamespace(**column) for column in table["columns"])
-
-
-def _evolved(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
-    """`rows` in `table`'s columns: kept columns cast (widenings cannot fail), dropped ones
-    left out, new ones filled with their DEFAULT or NULL."""
-    present = set(rows.columns)
-    return rows.select(*(
-        (F.col(f.name) if f.name in present else default_value(table, f.name))
-        .cast(f.dataType).alias(f.name) for f in table_schema(table).fields))
 
 
 def with_defaults(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
@@ -132,31 +122,6 @@ class PipelineRuntime:
         state = self._record(name, "table", path, version, schema, rows=0)
         state["insert_txn"] = inserts
         return state
-
-    def evolve_table(self, name: str, evolved: Evolution) -> dict[str, Any]:
-        """Carry a table's rows to its new columns (see `spec.evolution`); returns its state.
-
-        Rows appended after the pinned version (ingested by a step that crashed before its
-        commit: their connector's checkpoint has moved past them) are carried too, in a
-        commit of their own after the pinned rows', so the next step still finds them as
-        that table's new rows.
-        """
-        state = self.relations[name]
-        schema = table_schema(self.program["tables"][name])
-        path, pinned = state["path"], state["version"]
-        pending = self.storage.appended_files(path, pinned)
-        old_schema = struct_from_json(state["schema"])
-        if evolved.metadata_only and pending == []:
-            version = (self.storage.add_columns(path, schema) if evolved.added else pinned)
-        else:
-            table = self.program["tables"][name]
-            version = self.storage.overwrite(path, _evolved(self.frame(name), table), schema)
-            if pending:
-                version = self.storage.append(path, _evolved(
-                    self.storage.scan(pending, old_schema), table))
-        self.relations[name] = {**state, "version": version, "schema": schema.json(),
-                                "rows": self.storage.row_count(path, version)}
-        return self.relations[name]
 
     def write_view(self, name: str, contents: DataFrame) -> dict[str, Any]:
         """Replace a view's stored contents with `contents`; returns its state entry.

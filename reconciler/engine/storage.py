@@ -36,8 +36,7 @@ from typing import Literal
 from urllib.parse import unquote
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
-from deltalake.schema import Schema
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -200,27 +199,6 @@ class DeltaStorage:
         files = write_files(self.spark, data, uri, schema)
         commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri))
-        return self.rs_commit_version(uri, tag, before)
-
-    def add_columns(self, path: PathLike, schema: T.StructType) -> int:
-        """Evolve the table's schema to ``schema``, whose extra fields are new nullable
-        columns at the end: one metadata-only commit (no data file is read or written;
-        existing rows read NULL). Delta's Spark writer has no path-based equivalent
-        without the catalog, so there the rows are rewritten instead."""
-        uri = table_uri(path)
-        if self.writer == "delta-spark":
-            current = self.spark.read.format("delta").load(uri)
-            return self.overwrite(uri, current.select(*current.columns, *(
-                F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields
-                if f.name not in current.columns)), schema)
-        table = self.require(uri)
-        before = table.version()
-        known = {field.name for field in table.schema().fields}
-        added = [field for field in Schema.from_arrow(arrow_schema(schema)).fields
-                 if field.name not in known]
-        tag = uuid.uuid4().hex
-        table.alter.add_columns(added, commit_properties=CommitProperties(
-            custom_metadata={COMMIT_TAG: tag}))
         return self.rs_commit_version(uri, tag, before)
 
     def append(
