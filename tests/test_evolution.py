@@ -115,3 +115,36 @@ def test_tables_evolve_in_place(spark: SparkSession, tmp_path: Path) -> None:
     assert planned["orders"]["action"] == "truncate"
     assert any("is not a widening" in reason for reason in planned["orders"]["reasons"])
     assert planned["orders_in"]["action"] == "reset"
+
+
+def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
+                                                          tmp_path: Path) -> None:
+    """A step that ingested and then died before its commit leaves rows beyond the pinned
+    version, with the connector's checkpoint past them: the evolution must carry them."""
+    from reconciler.engine.connectors import ingest
+    from reconciler.operations import Engine
+    from reconciler.spec.project import load_project
+    from reconciler.state import open_backend, pipeline_layout, read_manifest
+
+    source = tmp_path / "input"
+    project = write_files(tmp_path / "a", {"pipelines/p/pipeline.yaml": SPEC,
+                                           "pipelines/p/program.sql": SQL})
+    write_input(source, "a.json", [{"id": 1, "amount": "1.00"}])
+    reconcile(project, "apply")
+    reconcile(project, "run")
+    write_input(source, "b.json", [{"id": 2, "amount": "2.00"}])
+    loaded = load_project(project)
+    committed, _ = read_manifest(open_backend(loaded), "p", pipeline_layout(loaded, "p"))
+    assert committed is not None
+    runtime = Engine(loaded).runtime("p", committed.program, committed.relations)
+    connector = dict(committed.connectors["orders_in"])
+    assert ingest(runtime, "orders_in", committed.program["connectors"]["orders_in"],
+                  connector, project) is not None  # appended, never committed
+
+    (project / "pipelines/p/program.sql").write_text(EVOLVE)
+    reconcile(project, "apply")
+    reconcile(project, "run")
+    assert rows(project, "select id, amount, region from orders") == Counter(
+        json.dumps({"amount": amount, "id": i, "region": "eu"})
+        for i, amount in ((1, "1.00"), (2, "2.00")))
+    assert rows(project, "select n from totals") == Counter([json.dumps({"n": 2})])
