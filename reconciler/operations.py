@@ -255,11 +255,15 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, name)
     recomputed = ", ".join(result.recomputed) or "nothing"
+    moved = "".join(f"; renamed {old} -> {new}" for new, old in result.renamed.items())
+    evolved = "".join(f"; evolved {table}" for table in result.evolved_tables)
     return Outcome(name, "bootstrapped",
-                   f"{name}: bootstrapped (serial {done.serial}); recomputed {recomputed}",
+                   f"{name}: bootstrapped (serial {done.serial}){moved}{evolved}; "
+                   f"recomputed {recomputed}",
                    done.serial, {"recomputed": result.recomputed,
                                  "created_tables": result.created_tables,
                                  "evolved_tables": result.evolved_tables,
+                                 "renamed": result.renamed,
                                  "emitted": result.emitted})
 
 

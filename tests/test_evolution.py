@@ -148,3 +148,47 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
         json.dumps({"amount": amount, "id": i, "region": "eu"})
         for i, amount in ((1, "1.00"), (2, "2.00")))
     assert rows(project, "select n from totals") == Counter([json.dumps({"n": 2})])
+
+
+def data_files(state: dict) -> set[str]:
+    """The data files (names) of a relation's pinned Delta version."""
+    return {Path(uri).name for uri in
+            DeltaTable(state["path"], version=state["version"]).file_uris()}
+
+
+def test_renamed_table_and_view_keep_their_state(spark: SparkSession, tmp_path: Path) -> None:
+    source = tmp_path / "input"
+    project = write_files(tmp_path / "a", {"pipelines/p/pipeline.yaml": SPEC,
+                                           "pipelines/p/program.sql": SQL})
+    write_input(source, "a.json", [{"id": 1, "amount": "1.50"}, {"id": 2, "amount": "2.50"}])
+    reconcile(project, "apply")
+    reconcile(project, "run")
+    before = manifest(project, "p")
+    files_before = {name: data_files(state) for name, state in before["relations"].items()}
+
+    (project / "pipelines/p/program.sql").write_text(
+        SQL.replace("table orders", "table sales").replace("from orders", "from sales")
+        .replace("view totals", "view sales_totals"))
+    (project / "pipelines/p/pipeline.yaml").write_text(SPEC.replace("table: orders",
+                                                                    "table: sales"))
+    planned = actions(project)
+    assert (planned["sales"]["action"], planned["sales"]["from"]) == ("rename", "orders")
+    assert (planned["sales_totals"]["action"], planned["sales_totals"]["from"]) == \
+        ("rename", "totals")
+    assert planned["orders_in"]["action"] == "keep"
+    assert reconcile(project, "apply").strip().endswith(
+        "renamed orders -> sales; renamed totals -> sales_totals; recomputed nothing")
+    after = manifest(project, "p")
+    assert set(after["relations"]) == {"sales", "sales_totals"}
+    for new, old in (("sales", "orders"), ("sales_totals", "totals")):
+        assert after["relations"][new]["version"] == before["relations"][old]["version"]
+        assert data_files(after["relations"][new]) == files_before[old]
+    assert after["connectors"]["orders_in"] == before["connectors"]["orders_in"]
+    assert not Path(before["relations"]["orders"]["path"]).exists(), "old folder left behind"
+    assert rows(project, "select * from sales_totals") == Counter(
+        [json.dumps({"n": 2, "total": "4.00"})])
+
+    write_input(source, "b.json", [{"id": 3, "amount": "3.00"}])
+    reconcile(project, "run")
+    assert rows(project, "select * from sales_totals") == Counter(
+        [json.dumps({"n": 3, "total": "7.00"})])

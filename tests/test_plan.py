@@ -94,11 +94,35 @@ def test_cosmetic_only_change_is_no_change_with_note(tmp_path: Path) -> None:
     assert plan["notes"] == ["view chain2: comments or formatting only, nothing to recompute"]
 
 
-def test_table_rename_is_removal_plus_addition(tmp_path: Path) -> None:
+def test_table_rename_keeps_state_and_readers(tmp_path: Path) -> None:
     renamed = BASE.replace("create table u ", "create table u2 ").replace("from u;", "from u2;")
     plan = diff_after(tmp_path, BASE, renamed)
-    assert plan["diff"]["program_diff"] == program_diff(
-        added_tables=["u2"], removed_tables=["u"], modified_views=["diamond", "right_v"])
+    # Feldera's shape still lists a removal and an addition...
+    assert plan["diff"]["program_diff"] == program_diff(added_tables=["u2"],
+                                                        removed_tables=["u"])
+    actions = {a["name"]: a for a in plan["actions"]}
+    # ...but the table moves with its state, and its reader is not recomputed.
+    assert actions["u2"]["action"] == "rename" and actions["u2"]["from"] == "u"
+    assert "u" not in actions
+    assert actions["right_v"]["action"] == "keep"
+    assert "view right_v: reads renamed u2, nothing to recompute" in plan["notes"]
+    assert plan["bootstrap_required"] is True
+
+
+def test_rename_with_an_edit_is_named_in_pipeline_yaml(tmp_path: Path) -> None:
+    edited = BASE.replace("create view chain2 as select id, v from chain1",
+                          "create view chain2b as select id, v + 1 as v from chain1").replace(
+        "from chain2;", "from chain2b;")
+    plan = diff_after(tmp_path, BASE, edited, "name: p\n",
+                      "name: p\nrenamed: {chain2: chain2b}\n")
+    actions = {a["name"]: a for a in plan["actions"]}
+    assert actions["chain2b"]["action"] == "rename"
+    assert actions["chain2b"]["reasons"] == ["renamed from chain2", "and recompute: query changed"]
+    assert actions["chain3"]["action"] == "recompute"  # it reads v, which changed
+    assert actions["chain4"]["action"] == "keep"
+    # Without `renamed`, an edited view under a new name is a drop and a create.
+    plain = diff_after(tmp_path / "plain", BASE, edited)
+    assert {a["name"]: a["action"] for a in plain["actions"]}["chain2b"] == "create"
 
 
 def test_widened_column_modifies_only_its_readers(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from reconciler.engine.evolve import evolve_table
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import start_state
 from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.rename import move_relation
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.schema import struct_from_json
 from reconciler.errors import ObjectFailed, ReconcileError
@@ -44,6 +45,7 @@ class BootstrapResult:
     recomputed: list[str] = field(default_factory=list)
     created_tables: list[str] = field(default_factory=list)
     evolved_tables: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
     emitted: dict[str, int] = field(default_factory=dict)
 
 
@@ -82,6 +84,10 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     """Compute the desired state; `runtime.relations` starts as the committed state."""
     relations = runtime.relations
     result = BootstrapResult(relations=relations, connectors={})
+    for new, old in diff.renamed.items():
+        runtime.report("rename", f"{old} -> {new}")
+        move_relation(runtime, old, new)
+        result.renamed[new] = old
     for section in ("tables", "views"):
         for name, change in getattr(diff, section).items():
             if change == "removed":

@@ -178,25 +178,42 @@ def delete_remote(uri: str, options: Mapping[str, str]) -> None:
     """Delete a table folder on object storage through ``pyarrow.fs``."""
     from pyarrow import fs as pafs
 
-    parsed = urlparse(uri)
-    filesystem: Any
-    if parsed.scheme in ("s3", "s3a"):
-        endpoint = options.get("AWS_ENDPOINT_URL")
-        kwargs: dict[str, Any] = {}
-        if endpoint:
-            endpoint_parts = urlparse(endpoint)
-            kwargs["endpoint_override"] = endpoint_parts.netloc or endpoint
-            kwargs["scheme"] = endpoint_parts.scheme or "https"
-        if options.get("AWS_REGION"):
-            kwargs["region"] = options["AWS_REGION"]
-        filesystem = pafs.S3FileSystem(**kwargs)
-        folder = f"{parsed.netloc}{parsed.path}"
-    else:
-        filesystem, folder = pafs.FileSystem.from_uri(uri)
+    filesystem, folder = remote_filesystem(uri, options)
     info = filesystem.get_file_info(folder)
     if info.type == pafs.FileType.NotFound:
         return
     filesystem.delete_dir(folder)
+
+
+def copy_remote(source: str, target: str, options: Mapping[str, str]) -> None:
+    """Copy a table folder within one object store, object by object (server-side copies:
+    no data passes through this process)."""
+    from pyarrow import fs as pafs
+
+    filesystem, source_folder = remote_filesystem(source, options)
+    _, target_folder = remote_filesystem(target, options)
+    for info in filesystem.get_file_info(pafs.FileSelector(source_folder, recursive=True)):
+        if info.type == pafs.FileType.File:
+            filesystem.copy_file(info.path, target_folder + info.path[len(source_folder):])
+
+
+def remote_filesystem(uri: str, options: Mapping[str, str]) -> tuple[Any, str]:
+    """A ``pyarrow.fs`` filesystem for an object-store URI, and the folder's path in it."""
+    from pyarrow import fs as pafs
+
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("s3", "s3a"):
+        filesystem, folder = pafs.FileSystem.from_uri(uri)
+        return filesystem, folder
+    endpoint = options.get("AWS_ENDPOINT_URL")
+    kwargs: dict[str, Any] = {}
+    if endpoint:
+        endpoint_parts = urlparse(endpoint)
+        kwargs["endpoint_override"] = endpoint_parts.netloc or endpoint
+        kwargs["scheme"] = endpoint_parts.scheme or "https"
+    if options.get("AWS_REGION"):
+        kwargs["region"] = options["AWS_REGION"]
+    return pafs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path}"
 
 
 def relative_file(uri: str, file: str) -> str:

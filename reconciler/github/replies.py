@@ -28,6 +28,7 @@ def _outcome_line(outcome: Outcome) -> str:
     extra = [f"{label} {', '.join(f'`{v}`' for v in _names(details[name]))}"
              for label, name in (("created tables", "created_tables"),
                                  ("evolved tables", "evolved_tables"),
+                                 ("renamed", "renamed"),
                                  ("recomputed", "recomputed"), ("sent to outputs", "emitted"))
              if details.get(name)]
     message = outcome.message.removeprefix(f"{outcome.pipeline}: ")

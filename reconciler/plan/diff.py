@@ -5,8 +5,9 @@ Feldera's `deployment_runtime_status_details` shape. Fingerprints are part of
 the documents and precise to the column (`spec.fingerprint`), so a view that
 reads a changed column shows up as a changed fingerprint and is classified as
 modified, while a reader of other columns stays unchanged. The committed
-document's fingerprints are recomputed by this code first, so a reconciler
-upgrade is never a modification.
+document is first rewritten with the renames found (`plan.renames`) and its
+fingerprints recomputed by this code, so a reconciler upgrade is never a
+modification and a rename alone modifies nothing.
 
 One change is not in any fingerprint: a table truncated because it cannot
 evolve in place (`spec.evolution`) loses its rows, so every view downstream of
@@ -21,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reconciler.plan.renames import apply_renames, find_renames
 from reconciler.spec.evolution import evolution
 from reconciler.spec.fingerprint import rederive
 
@@ -73,6 +75,7 @@ class ProgramDiff:
     changed_fields: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
     rows_reset: frozenset[str] = frozenset()  # truncated tables and every view downstream
+    renamed: dict[str, str] = field(default_factory=dict)  # new name -> old (plan.renames)
 
     def fields(self, section: str, name: str) -> frozenset[str]:
         """Top-level fields of one object that deepdiff reported as changed."""
@@ -83,7 +86,8 @@ class ProgramDiff:
 
     @property
     def has_program_changes(self) -> bool:
-        return any(kind != "unchanged" for kind in (*self.tables.values(), *self.views.values()))
+        return bool(self.renamed) or any(
+            kind != "unchanged" for kind in (*self.tables.values(), *self.views.values()))
 
     @property
     def has_changes(self) -> bool:
@@ -105,7 +109,7 @@ class ProgramDiff:
         """Feldera's diff shape, lists sorted; removed connectors of removed relations omitted."""
         details: dict[str, Any] = {
             "program_diff": {
-                f"{change}_{section}": self.names(section, change)
+                f"{change}_{section}": self._feldera_names(section, change)
                 for section in ("tables", "views")
                 for change in ("added", "removed", "modified")
             },
@@ -116,6 +120,16 @@ class ProgramDiff:
                 details[f"{change}_{direction}_connectors"] = self._connectors(direction, change)
         details["program_diff"] = dict(sorted(details["program_diff"].items()))
         return dict(sorted(details.items()))
+
+    def _feldera_names(self, section: str, change: Change) -> list[str]:
+        """As Feldera lists them: a renamed relation is its old name removed, its new added."""
+        renamed = {new: old for new, old in self.renamed.items() if new in self.new[section]}
+        names = [name for name in self.names(section, change) if name not in renamed]
+        if change == "added":
+            names += renamed
+        elif change == "removed":
+            names += renamed.values()
+        return sorted(names)
 
     def _connectors(self, direction: str, change: Change) -> list[str]:
         names = []
@@ -151,7 +165,8 @@ def _comparable(old: dict[str, Any],
 
 def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDiff:
     """Classify a deepdiff of two program documents (`old` is None for a new pipeline)."""
-    old = rederive(old) if old else EMPTY_PROGRAM
+    renamed = find_renames(old, new) if old else {}
+    old = rederive(apply_renames(old, renamed)) if old else EMPTY_PROGRAM
     deep = DeepDiff(*_comparable(old, new), verbose_level=1, threshold_to_diff_deeper=0)
     changed: dict[tuple[str, str], set[str]] = defaultdict(set)
     added: set[tuple[str, str]] = set()
@@ -182,7 +197,7 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDif
         old=old, new=new, tables=sections["tables"], views=sections["views"],
         connectors=sections["connectors"],
         changed_fields={key: frozenset(value) for key, value in changed.items()},
-        raw=json.loads(deep.to_json()), rows_reset=frozenset(reset),
+        raw=json.loads(deep.to_json()), rows_reset=frozenset(reset), renamed=renamed,
     )
 
 

@@ -22,7 +22,8 @@ from reconciler.spec.fingerprint import stable_hash
 from reconciler.spec.program import Program
 
 PLAN_FORMAT = 1
-ActionKind = Literal["create", "recompute", "evolve", "truncate", "drop", "reset", "keep"]
+ActionKind = Literal["create", "recompute", "evolve", "rename", "truncate", "drop", "reset",
+                     "keep"]
 ObjectKind = Literal["table", "view", "input_connector", "output_connector"]
 
 
@@ -33,12 +34,15 @@ class Action:
     action: ActionKind
     reasons: tuple[str, ...] = ()
     refresh: str | None = None  # views: how each step keeps it (`maintained incrementally`)
+    source: str | None = None  # rename: the old name (`from` in the plan's JSON)
 
     def document(self) -> dict[str, Any]:
         document = {"kind": self.kind, "name": self.name, "action": self.action,
                     "reasons": list(self.reasons)}
         if self.refresh is not None:
             document["refresh"] = self.refresh
+        if self.source is not None:
+            document["from"] = self.source
         return document
 
 
@@ -178,6 +182,22 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
 
 
 def _relation_actions(diff: ProgramDiff, program: Program) -> list[Action]:
+    return [_renamed(diff, action) if action.name in diff.renamed else action
+            for action in _change_actions(diff, program)]
+
+
+def _renamed(diff: ProgramDiff, action: Action) -> Action:
+    """A renamed relation's action: `rename`, saying what else happens to it."""
+    old = diff.renamed[action.name]
+    if action.action == "keep":
+        reasons = (f"renamed from {old}: its Delta table moves with its history; nothing is "
+                   "recomputed or re-ingested", *action.reasons)
+    else:
+        reasons = (f"renamed from {old}", f"and {action.action}: " + "; ".join(action.reasons))
+    return Action(action.kind, action.name, "rename", reasons, action.refresh, source=old)
+
+
+def _change_actions(diff: ProgramDiff, program: Program) -> list[Action]:
     actions = []
     for name in _ordered(diff):
         kind: ObjectKind = "table" if name in diff.tables else "view"
@@ -338,6 +358,10 @@ def _connector_actions(diff: ProgramDiff) -> list[Action]:
                 if document.get("snapshot_on_bootstrap") else
                 f"receives the rows of recomputed {relation} that change (_op delete/insert; "
                 "the full contents if its columns change)",)))
+        elif relation in diff.renamed:
+            actions.append(Action(kind, name, "keep", (
+                f"follows {relation} (renamed from {diff.renamed[relation]})"
+                + ("; offsets kept" if direction == "input" else ""),)))
         else:
             actions.append(Action(kind, name, "keep"))
     return actions
@@ -374,9 +398,14 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
                      if error else "last apply failed")
     for section, kind in (("tables", "table"), ("views", "view")):
         for name, change in getattr(diff, section).items():
-            if change == "unchanged" and diff.old[section][name].get("sql") != \
-                    diff.new[section][name].get("sql"):
-                notes.append(f"{kind} {name}: comments or formatting only, nothing to recompute")
+            if change != "unchanged" or name in diff.renamed or \
+                    diff.old[section][name].get("sql") == diff.new[section][name].get("sql"):
+                continue
+            followed = [read for read in diff.new[section][name].get("reads", [])
+                        if read in diff.renamed]
+            notes.append(f"{kind} {name}: reads renamed {', '.join(followed)}, nothing to "
+                         "recompute" if followed else
+                         f"{kind} {name}: comments or formatting only, nothing to recompute")
     for name, change in diff.connectors.items():
         if change != "unchanged":
             continue

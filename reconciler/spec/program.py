@@ -122,6 +122,7 @@ class Program:
     connectors: dict[str, Connector]
     order: tuple[str, ...] = field(default=())
     bootstrap_policy: str = "await_approval"  # from pipeline.yaml; not part of the program
+    renamed: dict[str, str] = field(default_factory=dict)  # pipeline.yaml: {old: new}
 
     @property
     def fingerprint(self) -> str:
@@ -154,8 +155,9 @@ class Program:
         connectors = {c.name: {**c.definition(), "throughput_options": {
             k: v for k, v in c.options.items() if k.lower() in THROUGHPUT_OPTIONS}}
             for c in self.connectors.values()}
+        renamed = {"renamed": dict(sorted(self.renamed.items()))} if self.renamed else {}
         return {"format": PROGRAM_FORMAT, "tables": tables, "views": views,
-                "connectors": connectors, "order": list(self.order)}
+                "connectors": connectors, "order": list(self.order), **renamed}
 
 
 def build_program(source: PipelineSource) -> Program:
@@ -205,7 +207,23 @@ def build_program(source: PipelineSource) -> Program:
     connectors = _connectors(source, tables, views)
     return Program(pipeline=source.spec.name, tables=tables, views=views,
                    connectors=connectors, order=tuple(order),
-                   bootstrap_policy=source.spec.bootstrap_policy)
+                   bootstrap_policy=source.spec.bootstrap_policy,
+                   renamed=_renamed(source, statements))
+
+
+def _renamed(source: PipelineSource,
+             statements: dict[str, TableStatement | ViewStatement]) -> dict[str, str]:
+    """`renamed: {old: new}` of pipeline.yaml: each new name defined, each old one gone."""
+    renamed = {}
+    for key, value in source.spec.renamed.items():
+        old, new = key.lower(), value.lower()  # relation names are case-insensitive
+        problem = (f"'{new}' is not a table or view of the pipeline" if new not in statements
+                   else f"'{old}' is still defined" if old in statements else None)
+        if problem:
+            raise ReconcileError(f"renamed: {old} -> {new}: {problem}", file=source.spec_path,
+                                 line=source.spec_lines.line_of(("renamed", key)))
+        renamed[old] = new
+    return renamed
 
 
 def _refresh(statement: ViewStatement, policy: str, views: dict[str, View]) -> Refresh:

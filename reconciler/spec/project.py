@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -186,6 +186,9 @@ class PipelineSpec(_Strict):
     bootstrap_policy: BootstrapPolicy = "await_approval"
     refresh: Literal["incremental", "incremental_strict", "full"] = "incremental"
     connectors: list[ConnectorSpec] = Field(default_factory=list)
+    # {old name: new name}: a rename that comes with an edit keeps the relation's state.
+    renamed: dict[Annotated[str, Field(pattern=NAME_PATTERN)],
+                  Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
