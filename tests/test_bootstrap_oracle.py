@@ -1,7 +1,8 @@
 """Oracle: a bootstrapped pipeline ends where a fresh deployment of the new specs ends.
 
 For each kind of change, pipeline A runs the old specs on some input, is changed
-and bootstrapped, then runs a step (reset connectors re-ingest). Pipeline B is a
+and bootstrapped, then runs a step (reset connectors re-ingest; a table that
+evolves in place keeps its rows and offsets). Pipeline B is a
 fresh deployment of the new specs fed the same input A received. Every view of A
 must equal B's, and views the plan keeps must not have moved their Delta version.
 
@@ -50,20 +51,25 @@ CHANGES = {  # name: (edit the SQL, edit pipeline.yaml, sources A read twice)
     "modify mid-chain view": (
         lambda sql: sql.replace("on t.customer = c.id;", "on t.customer = c.id where t.n > 2;"),
         lambda spec: spec, ()),
-    "add a view": (
-        lambda sql: sql + "create materialized view regions as select region from by_region;\n",
-        lambda spec: spec, ()),
-    "remove a view": (
+    "add a view and remove one": (
         lambda sql: sql.replace(
             "create materialized view big_regions as select region from by_region where "
-            "total > 100;\n", ""),
+            "total > 100;\n", "")
+        + "create materialized view regions as select region from by_region;\n",
         lambda spec: spec, ()),
-    "modify a table": (
-        lambda sql: sql.replace("region string);", "region string, tier int);"),
+    # customers evolves in place (rows and offsets kept) and order_totals gains a column:
+    # only views reading what changed are recomputed (checked below).
+    "add columns to a table and a view": (
+        lambda sql: sql.replace("region string);", "region string, tier int);").replace(
+            "count(*) as n from orders", "count(*) as n, max(day) as last_day from orders"),
         lambda spec: spec, ()),
-    "rename a table": (
+    "widen and drop columns": (
+        lambda sql: sql.replace("amount decimal(10,2), day date", "amount decimal(14,2)"),
+        lambda spec: spec, ()),
+    "rename a table and a view": (
         lambda sql: sql.replace("table customers ", "table clients ")
-        .replace("from customers", "from clients").replace("join customers", "join clients"),
+        .replace("from customers", "from clients").replace("join customers", "join clients")
+        .replace("view big_regions", "view large_regions"),
         lambda spec: spec.replace("table: customers,", "table: clients,"), ()),
     "connector-only change": (
         lambda sql: sql,
@@ -128,7 +134,10 @@ def test_bootstrap_matches_fresh_deployment(spark: SparkSession, tmp_path: Path,
     result = contents(changed)
     assert result == contents(fresh)
     assert sum(result["order_totals"].values()) == 4, "the oracle compared empty views"
-    assert "order_totals" in kept
+    if change == "add columns to a table and a view":
+        assert {"enriched", "by_region", "big_regions", "customer_count"} <= kept
+    elif change != "widen and drop columns":
+        assert "order_totals" in kept
     for view in kept:
         assert after_bootstrap["relations"][view]["version"] == \
             before["relations"][view]["version"], f"unchanged view {view} was rewritten"
