@@ -113,7 +113,7 @@ def change(spark: SparkSession, rows: int, sql: str) -> dict[str, Any]:
 
 def rebuild(spark: SparkSession, rows: int) -> dict[str, Any]:
     """Feldera's way: the table emptied, its rows ingested again, every reader recomputed."""
-    runtime, root, document = _deploy(spark, rows)
+    runtime, root, _ = _deploy(spark, rows)
     before = _inodes(root / "state")
     started = time.perf_counter()
     runtime.create_table("events")
