@@ -193,10 +193,8 @@ class _Walk:
             if ref is None:
                 return None  # an alias used in HAVING/ORDER BY ties outputs together
             context_refs.add(ref)
-        context = select.copy()
-        context.set("expressions", [exp.Star()])
         aggregates = any(p.find(exp.AggFunc) and not p.find(exp.Window) for p in select.selects)
-        context_text = f"{context.sql(dialect=DIALECT)} aggregates={aggregates}"
+        context_text = f"{_without_projections(select)} aggregates={aggregates}"
         outputs: list[tuple[str, OutputLineage]] = []
         for projection in select.selects:
             sources = self._star_sources(root, projection)
@@ -219,3 +217,16 @@ class _Walk:
         if len(set(names)) != len(names):
             return None
         return tuple(outputs), OutputLineage(context_text, tuple(sorted(context_refs)))
+
+
+def _without_projections(select: exp.Select) -> str:
+    """The text of everything in `select` but its projection list (generated part by part:
+    copying the tree to drop the projections would cost more than the rest of the walk)."""
+    parts = []
+    for key, value in sorted(select.args.items()):
+        if key == "expressions" or value is None or value == []:
+            continue
+        values = value if isinstance(value, list) else [value]
+        parts.append(key + "=" + ",".join(v.sql(dialect=DIALECT) if isinstance(v, exp.Expression)
+                                          else str(v) for v in values))
+    return " ".join(parts)
