@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint demo demo-orders bench bench-scale bench-step clean check-java constraints
+.PHONY: test lint demo demo-orders bench bench-scale bench-step bench-evolve clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +28,16 @@ demo: $(STAMP) check-java
 bench: $(STAMP) check-java
 	$(BIN)/python bench/plan_bench.py
 
-# Ingest 12M and 48M rows against bare Spark, storage over 30 steps, Spark Connect RSS
-# (several minutes; see the script's docstring).
 # A step of 1,000 rows on 1M and 16M rows, maintained and recomputed (several minutes).
 bench-step: $(STAMP) check-java
 	$(BIN)/python bench/step_bench.py
 
+# A table change on 1M and 8M rows: evolved in place or renamed, against a rebuild.
+bench-evolve: $(STAMP) check-java
+	$(BIN)/python bench/evolve_bench.py
+
+# Ingest 12M and 48M rows against bare Spark, storage over 30 steps, Spark Connect RSS
+# (several minutes; see the script's docstring).
 bench-scale: $(STAMP) check-java
 	$(BIN)/python bench/scale_bench.py --connect 10000000
 
