@@ -1,4 +1,5 @@
-"""The seed story through a real Spark Connect server: no JVM on the client side.
+"""The seed story, a files connector and killed clients through a real Spark Connect server:
+no JVM on the client side.
 
 Every command is the real CLI in a subprocess with `--spark-remote`, as a GitHub
 runner or a laptop talking to a cluster would run it. Data files are written by the
@@ -17,7 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+from tests.cli_helpers import query, reconcile
 from tests.connect_server import connect_server
 from tests.projects import (
     SEED_GRADES,
@@ -83,33 +86,64 @@ FILES_PROJECT = events_pipeline("""
     """)
 
 
+def run_killed(project: Path, remote: str, point: str) -> None:
+    """`reconcile run` SIGKILLed at crash point `point`, then its stale lock released."""
+    killed = subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(project), "run", "--spark-remote",
+         remote], capture_output=True, text=True, timeout=300, check=False, cwd=project,
+        env={**os.environ, "RECONCILE_CRASH_AT": point})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    locked = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run",
+                             "--spark-remote", remote], capture_output=True, text=True,
+                            timeout=300, check=False, cwd=project)
+    lock_id = re.search(r"lock id (\S+),", locked.stderr)
+    assert lock_id, locked.stderr
+    reconcile(project, "state", "force-unlock", lock_id.group(1), "-p", "p")  # no Spark
+
+
 @pytest.mark.slow
-def test_a_files_connector_over_spark_connect_is_refused_in_one_line(
-        remote: str, tmp_path: Path) -> None:
-    """foreachBatch cannot carry the client's runtime to the server: a clear line, the lock
-    released and nothing committed, and the same step then runs on embedded Spark."""
+def test_files_connector_steps_over_spark_connect_and_a_killed_client(
+        remote: str, spark: SparkSession, tmp_path: Path) -> None:
+    """The client lists new files and the server reads them as batches; a client killed
+    after a batch's rows were appended but before anything was committed leaves the last
+    manifest in force, and the next step takes every row exactly once."""
     from tests.projects import write_files
 
     project = write_files(tmp_path, FILES_PROJECT)
     inbox = project / "input/events"
     inbox.mkdir(parents=True)
     cli(project, remote, "apply", "--auto-approve")
+    (inbox / "a.json").write_text('{"id": 1, "k": "a", "v": 2}\n{"id": 2, "k": "b", "v": 3}\n'
+                                  'not json\n')
+    failed = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run",
+                             "--spark-remote", remote], capture_output=True, text=True,
+                            timeout=300, check=False, cwd=project)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == (
+        "error: input connector 'events_in' (input/events): 1 malformed row(s) in batch 0; "
+        "fix the input or set on_error: quarantine"), failed.stderr[-2000:]
     (inbox / "a.json").write_text('{"id": 1, "k": "a", "v": 2}\n{"id": 2, "k": "b", "v": 3}\n')
-    refused = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run",
-                              "--spark-remote", remote], capture_output=True, text=True,
-                             timeout=300, check=False, cwd=project)
-    assert refused.returncode == 1
-    assert refused.stderr.strip().splitlines()[-1] == (
-        "error: connector 'events_in': files connectors do not run over Spark Connect yet; "
-        "run this step with --spark-master (a cluster or embedded Spark)")
-    assert "Traceback" not in refused.stderr
-    ran = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run"],
-                         capture_output=True, text=True, timeout=300, check=False, cwd=project,
-                         env={**os.environ, "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"})
-    assert ran.returncode == 0 and "step committed" in ran.stdout, ran.stderr[-2000:]
+    assert "step committed" in cli(project, remote, "run")
+    assert "no new input" in cli(project, remote, "run")
+
+    (inbox / "b.json").write_text('{"id": 3, "k": "a", "v": 5}\n')
+    run_killed(project, remote, "listed-batch-before-done")
+    assert "step committed" in cli(project, remote, "run")
+    (inbox / "c.json").write_text('{"id": 4, "k": "b", "v": 1}\n')
+    run_killed(project, remote, "step-before-commit")
+    assert "step committed" in cli(project, remote, "run")
     rows = json.loads(cli(project, remote, "query", "-p", "p", "--format", "json",
                           "SELECT k, n, s FROM totals ORDER BY k"))
-    assert rows == [{"k": "a", "n": 1, "s": 2}, {"k": "b", "n": 1, "s": 3}]
+    assert rows == [{"k": "a", "n": 2, "s": 7}, {"k": "b", "n": 2, "s": 4}]
+    events = json.loads(cli(project, remote, "query", "-p", "p", "--format", "json",
+                            "SELECT count(*) AS n, count(DISTINCT id) AS ids FROM events"))
+    assert events == [{"n": 4, "ids": 4}]
+
+    # Back on an embedded session, the connector keeps its listed log: no file is read twice.
+    (inbox / "d.json").write_text('{"id": 5, "k": "a", "v": 10}\n')
+    assert "step committed" in reconcile(project, "run")
+    assert query(project, "p", "SELECT count(*) AS n, sum(v) AS s FROM events") == [
+        {"n": 5, "s": 21}]
 
 
 @pytest.mark.slow

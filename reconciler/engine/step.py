@@ -22,13 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.engine.connectors import (
-    emit,
-    has_new_files,
-    ingest,
-    outputs_by_relation,
-)
+from reconciler.engine.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.delta_source import has_new_versions
+from reconciler.engine.input_files import has_new_files
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import refresh_view
 from reconciler.engine.maintenance.zset import ZSet

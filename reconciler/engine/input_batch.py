@@ -1,0 +1,85 @@
+"""One batch of a `files` input connector: read with the table's columns, appended once.
+
+json and csv are read permissively, keeping each malformed line in a corrupt-record
+column: such rows fail the batch (nothing is appended, the source does not move on)
+or, with `on_error: quarantine`, go to the batch's quarantine folder. The rows are
+appended as the Delta app transaction (connector generation, batch id), so a batch
+replayed after a crash writes nothing twice. Both the streaming path and the listed
+path (`engine.listed_ingest`) go through here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, DataFrameReader
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamReader
+from pyspark.sql.types import StringType, StructField, StructType
+
+from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
+from reconciler.errors import ReconcileError
+
+CORRUPT_COLUMN = "_corrupt_record"
+
+
+def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str, Any],
+               schema: StructType) -> DataFrameReader | DataStreamReader:
+    """A (batch or streaming) reader of a files connector: its format and options, the
+    table's columns, and for json and csv the corrupt-record column.
+
+    Throughput options (maxFilesPerTrigger, ...) do not count as a modification,
+    so the program keeps them apart, but Spark must still get them.
+    """
+    fmt = definition["format"]
+    options = {**definition["options"], **definition.get("throughput_options", {})}
+    reader = reader.format(fmt).options(**{k: _option(v) for k, v in options.items()})
+    if fmt not in ("json", "csv"):
+        return reader.schema(schema)
+    permissive = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
+                             StructField(CORRUPT_COLUMN, StringType(), True)])
+    return (reader.option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).schema(permissive))
+
+
+def _option(value: Any) -> str:
+    """YAML booleans as Spark spells them (`true`, not Python's `True`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,
+                table: str, transaction: str, generation: str) -> None:
+    """Append one micro-batch to its table as app transaction `batch_id` (idempotent).
+
+    Malformed rows fail the batch, so Spark neither commits it nor moves on, or
+    go to the quarantine folder of this batch, overwritten when a batch is
+    replayed after a crash so that they are never kept twice.
+    """
+    definition = runtime.program["connectors"][name]
+    quarantine = definition["on_error"] == "quarantine"
+    schema = table_schema(runtime.program["tables"][table])
+    # Cached only when malformed rows are looked for (json, csv): that check and the write
+    # are two passes over the batch. A parquet batch is read once, by the write itself.
+    checked = CORRUPT_COLUMN in frame.columns
+    cached = frame.cache() if checked else frame
+    try:
+        good = cached
+        if checked:
+            bad = cached.filter(F.col(CORRUPT_COLUMN).isNotNull())
+            bad_rows = bad.count()
+            if bad_rows and not quarantine:
+                raise ReconcileError(f"{bad_rows} malformed row(s) in batch {batch_id}; "
+                                     "fix the input or set on_error: quarantine")
+            if bad_rows:
+                bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
+                    f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
+            good = cached.filter(F.col(CORRUPT_COLUMN).isNull())
+        rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
+                             runtime.program["tables"][table])
+        runtime.storage.append(runtime.relations[table]["path"], rows, app_id=transaction,
+                               txn_version=batch_id)
+    finally:
+        if checked:
+            cached.unpersist()

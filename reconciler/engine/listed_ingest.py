@@ -1,0 +1,113 @@
+"""A `files` input connector without Structured Streaming: the client lists, Spark reads.
+
+Over Spark Connect a stream's `foreachBatch` function runs on the server, which
+cannot carry this process's runtime (its storage writer commits with delta-rs
+from here). So the client does the file source's bookkeeping itself, in the
+connector's checkpoint folder, and Spark reads each batch's files as a batch
+DataFrame on the cluster:
+
+1. `listed/N.json` records the files of batch N before anything is read
+   (Structured Streaming's `offsets/N`);
+2. the rows are appended as the Delta app transaction (connector generation, N),
+   so a batch redone after a crash lands once (`engine.input_batch`);
+3. `listed/N.done` marks it finished (`commits/N`).
+
+A batch with a `.json` and no `.done` is redone with exactly its files first.
+New files are those the local listing finds (`engine.input_files`, Spark's own
+rules for hidden names and folders) that no batch took, in name order,
+`maxFilesPerTrigger` at a time. A connector that has a listed log keeps using
+it under a classic session too, so it never reads a file twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from reconciler.engine.input_batch import configured, write_batch
+from reconciler.engine.input_files import (
+    LISTED,
+    input_files,
+    listed_batches,
+    listed_done,
+    local_path,
+    pending_stream_batch,
+    seen_files,
+)
+from reconciler.engine.runtime import PipelineRuntime, table_schema
+from reconciler.errors import ReconcileError
+from reconciler.faults import crash_point
+
+
+def uses_listed_batches(checkpoint: str) -> bool:
+    folder = local_path(checkpoint)
+    return folder is not None and (Path(folder) / LISTED).is_dir()
+
+
+def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
+                  state: dict[str, Any], path: str, transaction: str) -> int:
+    """Ingest the connector's new files as listed batches; returns how many ran."""
+    checkpoint, source = local_path(state["checkpoint"]), local_path(path)
+    if checkpoint is None or source is None:
+        raise ReconcileError(f"input connector '{name}': over Spark Connect, a files "
+                             "connector needs its input and its checkpoint on a local or "
+                             "mounted path, which this client lists")
+    if pending_stream_batch(checkpoint):
+        raise ReconcileError(f"input connector '{name}': a streaming batch of an earlier run "
+                             "never finished; finish it with --spark-master first")
+    batches = listed_batches(checkpoint)
+    done = listed_done(checkpoint)
+    ran = 0
+    for batch_id in sorted(set(batches) - done):
+        _run(runtime, name, definition, state, checkpoint, batch_id, batches[batch_id],
+             transaction)
+        ran += 1
+    new = sorted(input_files(source) - seen_files(checkpoint))
+    size = int(_throughput(definition).get("maxfilespertrigger", 0)) or len(new) or 1
+    # After every batch this connector generation ever appended, streamed ones included.
+    appended = runtime.storage.transaction_version(
+        runtime.relations[definition["relation"]]["path"], transaction)
+    next_id = max([*batches, -1 if appended is None else appended]) + 1
+    for start in range(0, len(new), size):
+        files = new[start:start + size]
+        _record(checkpoint, next_id, files)
+        _run(runtime, name, definition, state, checkpoint, next_id, files, transaction)
+        next_id += 1
+        ran += 1
+    return ran
+
+
+def _run(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
+         state: dict[str, Any], checkpoint: str, batch_id: int, files: list[str],
+         transaction: str) -> None:
+    table = definition["relation"]
+    schema = table_schema(runtime.program["tables"][table])
+    frame = configured(runtime.spark.read, definition, schema).load(files)  # type: ignore[union-attr]
+    try:
+        write_batch(runtime, name, frame, batch_id, table=table, transaction=transaction,
+                    generation=state["generation"])
+    except ReconcileError as error:
+        raise ReconcileError(f"input connector '{name}' ({definition['path']}): "
+                             f"{error}") from error
+    crash_point("listed-batch-before-done")
+    _write_atomically(Path(checkpoint) / LISTED / f"{batch_id}.done", "")
+
+
+def _record(checkpoint: str, batch_id: int, files: list[str]) -> None:
+    (Path(checkpoint) / LISTED).mkdir(parents=True, exist_ok=True)
+    _write_atomically(Path(checkpoint) / LISTED / f"{batch_id}.json",
+                      json.dumps({"files": files}))
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    """Readers see the whole file or none (a crash mid-write leaves only a hidden temp)."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, target)
+
+
+def _throughput(definition: dict[str, Any]) -> dict[str, Any]:
+    return {key.lower(): value for key, value in
+            {**definition["options"], **definition.get("throughput_options", {})}.items()}
