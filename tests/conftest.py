@@ -16,8 +16,10 @@ from reconciler.engine.session import get_spark
 from reconciler.spec.project import SparkSettings
 
 try:
+    from tests.connect_server import connect_server
     from tests.s3_server import moto_s3_server
 except ImportError:  # bare `pytest` with tests/ not a package: tests/ itself is on sys.path
+    from connect_server import connect_server  # type: ignore[no-redef]
     from s3_server import moto_s3_server  # type: ignore[no-redef]
 
 pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtures
@@ -54,6 +56,17 @@ def spark() -> Iterator[SparkSession]:
     session = get_spark(SparkSettings(conf=TEST_SPARK_CONF))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`sc://127.0.0.1:PORT` of the run's one Spark Connect server (started on first use).
+
+    Besides the Connect tests, the kill tests use it where the killed process's kind of
+    Spark does not matter: a killed client costs a second, a killed driver a JVM start.
+    """
+    with connect_server(tmp_path_factory.mktemp("connect")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

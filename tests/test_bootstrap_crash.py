@@ -1,6 +1,10 @@
 """Kill a bootstrap (SIGKILL, in a subprocess) at several points: the previous state
 stays queryable, the stale lock is reported and can be released, and applying again
-converges to the result of an uninterrupted run."""
+converges to the result of an uninterrupted run.
+
+The killed process is a Spark Connect client of the run's server (it starts in a
+second, where an embedded driver's JVM takes ten); what it leaves behind — a
+`Bootstrapping` manifest, a lock, Delta writes no manifest names — is the same."""
 
 from __future__ import annotations
 
@@ -25,18 +29,19 @@ NEW = [("Alice", "algebra", 96), ("Alice", "physics", 88), ("Bob", "algebra", 91
 
 @pytest.mark.parametrize("point", ["bootstrap-started", "bootstrap-after-view:avg_grade",
                                    "bootstrap-before-commit"])
-def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, tmp_path: Path,
-                                                    point: str) -> None:
+def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, remote: str,
+                                                    tmp_path: Path, point: str) -> None:
     project = copy_example("grades", tmp_path)
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "grades", STUDENTS)
     reconcile(project, "execute", "-p", "grades", GRADES)
     apply_seed_modification(project)
 
+    # The killed apply is a Spark Connect client (no JVM to start); the rest runs embedded.
     killed = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve"],
-        env={**os.environ, "RECONCILE_CRASH_AT": point}, capture_output=True, text=True,
-        check=False, timeout=300)
+        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve",
+         "--spark-remote", remote], env={**os.environ, "RECONCILE_CRASH_AT": point},
+        capture_output=True, text=True, check=False, timeout=300)
     assert killed.returncode == -9, killed.stderr
 
     assert manifest(project, "grades")["status"] == "Bootstrapping"
@@ -52,7 +57,7 @@ def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, tmp_pat
     assert manifest(project, "grades")["status"] == "Running"
 
 
-def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession,
+def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession, remote: str,
                                                              tmp_path: Path) -> None:
     """A bootstrap killed after truncating a modified table, then the change reverted:
     the table's committed rows must stay, not the uncommitted empty version."""
@@ -66,7 +71,8 @@ def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession,
     sql.write_text(original.replace("name string", "name string not null"))
 
     killed = subprocess.run(
-        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve"],
+        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve",
+         "--spark-remote", remote],
         env={**os.environ, "RECONCILE_CRASH_AT": "bootstrap-after-view:avg_grade_enriched"},
         capture_output=True, text=True, check=False, timeout=300)
     assert killed.returncode == -9, killed.stderr

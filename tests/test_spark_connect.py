@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,7 +20,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import query, reconcile
-from tests.connect_server import connect_server
 from tests.projects import (
     SEED_GRADES,
     SEED_STUDENTS,
@@ -31,12 +29,6 @@ from tests.projects import (
 )
 
 ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
-
-
-@pytest.fixture(scope="module")
-def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with connect_server(tmp_path_factory.mktemp("connect")) as url:
-        yield url
 
 
 def cli(project: Path, remote: str, *args: str) -> str:
