@@ -307,14 +307,15 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 @pass_cli
 def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
             spark_master: str | None, spark_remote: str | None) -> None:
-    """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...), then run a step."""
+    """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...) or delete them
+    (DELETE FROM t WHERE ...), then run a step."""
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
-    outcome, _ = ops.execute_insert(project, backend, engine, pipeline, sql)
+    outcome, _ = ops.execute_statement(project, backend, engine, pipeline, sql)
     _report(outcome)
 
 

@@ -400,7 +400,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                        f"{', '.join(step.refreshed) or 'no views'}", committed.serial), step
 
 
-def _parse_single(sql: str, expected: type, what: str) -> Any:
+def _parse_single(sql: str, expected: type | tuple[type, ...], what: str) -> Any:
     import sqlglot
     from sqlglot.errors import ParseError
 
@@ -415,14 +415,30 @@ def _parse_single(sql: str, expected: type, what: str) -> Any:
     return statements[0]
 
 
-def execute_insert(project: Project, backend: StateBackend, engine: Engine, name: str,
-                   sql: str) -> tuple[Outcome, StepResult]:
-    """`INSERT INTO table VALUES ...` or `... SELECT ...`, then one step so views reflect it."""
+def execute_statement(project: Project, backend: StateBackend, engine: Engine, name: str,
+                      sql: str) -> tuple[Outcome, StepResult]:
+    """`INSERT INTO t ...` or `DELETE FROM t WHERE ...`, then one step so views reflect it."""
+    from sqlglot import exp
+
+    statement = _parse_single(sql, (exp.Insert, exp.Delete),
+                              "INSERT INTO <table> or DELETE FROM <table>")
+    if isinstance(statement, exp.Delete):
+        return _execute_delete(project, backend, engine, name, statement)
+    return _execute_insert(project, backend, engine, name, statement)
+
+
+def _target_table(runtime: Any, name: str, table: str, verb: str) -> None:
+    if table not in runtime.program["tables"]:
+        raise ReconcileError(f"'{table}' is not a table of pipeline '{name}' "
+                             f"(only tables accept {verb})")
+
+
+def _execute_insert(project: Project, backend: StateBackend, engine: Engine, name: str,
+                    insert: Any) -> tuple[Outcome, StepResult]:
     from sqlglot import exp
 
     from reconciler.spec.sql import DIALECT
 
-    insert = _parse_single(sql, exp.Insert, "INSERT INTO <table>")
     target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
     table = target.name.lower()
     columns = ([c.name.lower() for c in insert.this.expressions]
@@ -430,13 +446,33 @@ def execute_insert(project: Project, backend: StateBackend, engine: Engine, name
     source_sql = insert.expression.sql(dialect=DIALECT)
 
     def write(runtime: Any) -> None:
-        if table not in runtime.program["tables"]:
-            raise ReconcileError(f"'{table}' is not a table of pipeline '{name}' "
-                                 "(only tables accept INSERT)")
+        _target_table(runtime, name, table, "INSERT")
         # Above every insert ever tagged, committed or discarded: a retry is never skipped.
         txn = 1 + max(s.get("insert_txn", 0) for s in runtime.relations.values())
         runtime.insert(table, source_sql, columns, app_id=insert_app_id(name), txn_version=txn)
         runtime.relations[table] = {**runtime.relations[table], "insert_txn": txn}
+
+    return run_pipeline(project, backend, engine, name, insert=write)
+
+
+def _execute_delete(project: Project, backend: StateBackend, engine: Engine, name: str,
+                    delete: Any) -> tuple[Outcome, StepResult]:
+    """The rows matching the condition leave the table (copy-on-write of the files holding
+    them); the step then carries the deletion through every view as retractions.
+
+    Unlike an INSERT, a DELETE whose commit never happened is not undone: running it again
+    deletes nothing more, so the next step simply takes it as the table's change."""
+    from reconciler.spec.sql import DIALECT
+
+    table = delete.this.name.lower()
+    where = delete.args.get("where")
+    if where is None:
+        raise ReconcileError("DELETE needs a WHERE clause (`WHERE true` deletes every row)")
+    condition = where.this.sql(dialect=DIALECT)
+
+    def write(runtime: Any) -> None:
+        _target_table(runtime, name, table, "DELETE")
+        runtime.delete(table, condition)
 
     return run_pipeline(project, backend, engine, name, insert=write)
 

@@ -5,6 +5,8 @@ connector's state in the manifest, so it commits atomically with the table
 version it produced). Each step reads the data files added since that version
 and appends them as one Delta app transaction whose version is the source
 version: a step that crashed before its commit is repeated without duplicates.
+With `changes: true` the source's rows carry `_op` (insert/delete) and each
+version's rows are applied as one change, deletions included (`input_batch`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql.types import StringType, StructField, StructType
+
 from reconciler.engine.delta_log import probe_latest_version
+from reconciler.engine.input_batch import apply_change_rows
+from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import table_schema, with_defaults
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
@@ -42,11 +48,16 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     appended = runtime.storage.transaction_version(table_path, transaction)
     if appended is not None and (since is None or appended > since):
         since = appended
+    changes = bool(definition.get("changes"))
+    if changes:  # the source's rows say what they do: `_op` insert or delete
+        schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     try:
         rows, latest = runtime.storage.read_appended(source, since, schema)
     except ReconcileError as error:
         raise ReconcileError(f"input connector '{name}': {error}") from None
-    if latest != since:
+    if latest != since and changes:
+        apply_change_rows(runtime, table, rows, latest, transaction)  # type: ignore[arg-type]
+    elif latest != since:
         runtime.storage.append(table_path, with_defaults(rows, runtime.program["tables"][table]),
                                app_id=transaction, txn_version=latest)
     state["source_version"] = latest

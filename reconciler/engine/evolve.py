@@ -34,7 +34,8 @@ def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> dic
     table = runtime.program["tables"][name]
     schema = table_schema(table)
     storage, path, pinned = runtime.storage, state["path"], state["version"]
-    pending = storage.appended_files(path, pinned)
+    added, removed = storage.changed_files(path, pinned)
+    pending = None if removed else added
     if evolved.metadata_only and pending == []:
         version = add_columns(storage, path, schema) if evolved.added else pinned
     else:

@@ -4,8 +4,10 @@ json and csv are read permissively, keeping each malformed line in a corrupt-rec
 column: such rows fail the batch (nothing is appended, the source does not move on)
 or, with `on_error: quarantine`, go to the batch's quarantine folder. The rows are
 appended as the Delta app transaction (connector generation, batch id), so a batch
-replayed after a crash writes nothing twice. Both the streaming path and the listed
-path (`engine.listed_ingest`) go through here.
+replayed after a crash writes nothing twice. A `changes: true` connector's rows carry
+an `_op` column (`insert` / `delete`, as our outputs write it): its batch is applied
+as one change, deletions included, under the same app transaction. Both the
+streaming path and the listed path (`engine.listed_ingest`) go through here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
+from reconciler.engine.maintenance.zset import OP_COLUMN
+from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
 from reconciler.errors import ReconcileError
 
@@ -34,6 +38,8 @@ def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str,
     fmt = definition["format"]
     options = {**definition["options"], **definition.get("throughput_options", {})}
     reader = reader.format(fmt).options(**{k: _option(v) for k, v in options.items()})
+    if definition.get("changes"):  # each row says what it does to the table
+        schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     if fmt not in ("json", "csv"):
         return reader.schema(schema)
     permissive = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
@@ -76,6 +82,9 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
                 bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
                     f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
             good = cached.filter(F.col(CORRUPT_COLUMN).isNull())
+        if definition.get("changes"):
+            apply_change_rows(runtime, table, good, batch_id, transaction)
+            return
         rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
                              runtime.program["tables"][table])
         runtime.storage.append(runtime.relations[table]["path"], rows, app_id=transaction,
@@ -83,3 +92,32 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
     finally:
         if checked:
             cached.unpersist()
+
+
+def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, batch_id: int,
+                      transaction: str) -> None:
+    """A `changes: true` batch: rows marked `_op` = insert are added, `_op` = delete remove
+    one equal row each (a delete of a row the table does not hold removes nothing). One
+    Delta commit, recorded as the batch's app transaction, so a replay changes nothing."""
+    schema = table_schema(runtime.program["tables"][table])
+    marked = rows.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema),
+                         F.lower(F.col(OP_COLUMN)).alias(OP_COLUMN)).cache()
+    try:
+        unknown = marked.filter(~F.coalesce(F.col(OP_COLUMN).isin("insert", "delete"),
+                                            F.lit(False))).count()
+        if unknown:
+            raise ReconcileError(f"{unknown} row(s) in batch {batch_id} with {OP_COLUMN} "
+                                 "neither 'insert' nor 'delete'")
+        names = [column for column in marked.columns if column != OP_COLUMN]
+        inserts = with_defaults(marked.filter(F.col(OP_COLUMN) == "insert").select(*names),
+                                runtime.program["tables"][table])
+        deletes = with_defaults(marked.filter(F.col(OP_COLUMN) == "delete").select(*names),
+                                runtime.program["tables"][table])
+        state = runtime.relations[table]
+        latest = runtime.storage.latest_version(state["path"])
+        assert latest is not None
+        apply_changes(runtime.storage, state["path"], latest, schema, inserts,
+            None if deletes.isEmpty() else deletes.localCheckpoint(eager=True),
+            app_transaction=(transaction, batch_id))
+    finally:
+        marked.unpersist()

@@ -34,15 +34,24 @@ REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
 
 
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
-                  inserts: DataFrame | None, deletes: DataFrame | None) -> int:
-    """Make the table at `version` minus `deletes` plus `inserts` its next version."""
+                  inserts: DataFrame | None, deletes: DataFrame | None,
+                  app_transaction: tuple[str, int] | None = None) -> int:
+    """Make the table at `version` minus `deletes` plus `inserts` its next version.
+
+    With `app_transaction` (app id, version) the change is applied at most once, like an
+    idempotent append: a table that already records it is left as it is."""
     uri = table_uri(path)
     if storage.latest_version(uri) != version:
         storage.restore(uri, version)
     if inserts is None:
         inserts = storage.spark.createDataFrame([], schema)
+    app_id, txn_version = app_transaction or (None, None)
     if deletes is None:
-        return storage.append(uri, inserts)
+        return storage.append(uri, inserts, app_id=app_id, txn_version=txn_version)
+    if app_transaction is not None:
+        done = storage.transaction_version(uri, app_transaction[0])
+        if done is not None and done >= app_transaction[1]:
+            return version
     if storage.writer == "delta-spark":  # Delta's MERGE needs its SQL extension's catalog
         kept = storage.read(uri, version, schema).exceptAll(deletes)
         return storage.overwrite(uri, kept.union(inserts), schema)
@@ -67,7 +76,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     tag, before = uuid.uuid4().hex, table.version()
     commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag, table=table,
                  storage_options=storage.storage_options(uri), replaces=replaced,
-                 changes_rows=True)
+                 changes_rows=True, app_transaction=app_transaction)
     return storage.rs_commit_version(uri, tag, before)
 
 

@@ -110,6 +110,24 @@ class PipelineRuntime:
         self.storage.append(self.relations[table]["path"], rows, app_id=app_id,
                             txn_version=txn_version)
 
+    def delete(self, table: str, condition_sql: str) -> None:
+        """Remove the rows of `table` where `condition_sql` holds (other relations may appear
+        in subqueries, at their pinned versions).
+
+        It applies to the table's latest version: rows ingested by a step that never
+        committed are still there to be deleted (their connector has moved past them). The
+        rows to delete are checkpointed first, since the rewrite replaces the files they
+        are read from."""
+        state = self.relations[table]
+        latest = self.storage.latest_version(state["path"])
+        assert latest is not None
+        schema = struct_from_json(state["schema"])
+        self.register_queryable()
+        self.storage.read(state["path"], latest, schema).createOrReplaceTempView(table)
+        doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}")
+        apply_changes(self.storage, state["path"], latest, schema, None,
+                      doomed.localCheckpoint(eager=True))
+
     def create_table(self, name: str) -> dict[str, Any]:
         """Create (or empty, with the new schema) a table; returns its state entry."""
         schema = table_schema(self.program["tables"][name])

@@ -166,11 +166,14 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
 
 def table_change(runtime: PipelineRuntime, before: dict[str, Any],
                  after: dict[str, Any]) -> ZSet:
-    """A table's change in this step: the rows of the data files it gained (ingestion and
-    `execute` only append). If files were also removed (a compaction of a step that never
-    committed), the two versions are compared in full."""
-    appended = runtime.storage.appended_files(after["path"], before["version"])
-    if appended is None:
-        return ZSet.between(runtime.frame_of(before), runtime.frame_of(after))
+    """A table's change in this step, read from the data files that differ between the two
+    versions: ingestion and INSERT only add files (their rows are the change); a DELETE, a
+    changes connector or a compaction also replace some, and then the change is those
+    files' rows compared (a multiset difference over the touched files, not the table)."""
+    added, removed = runtime.storage.changed_files(after["path"], before["version"])
     schema = struct_from_json(after["schema"])
-    return ZSet(inserts=runtime.storage.scan(appended, schema)) if appended else ZSet()
+    if not removed:
+        return ZSet(inserts=runtime.storage.scan(added, schema)) if added else ZSet()
+    old = runtime.storage.scan(removed, struct_from_json(before["schema"]))
+    new = runtime.storage.scan(added, schema)
+    return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new))

@@ -366,25 +366,24 @@ class DeltaStorage:
         """
         uri = table_uri(path)
         latest = self.require(uri).version()
-        appended = self.appended_files(uri, since)
-        if appended is None:
+        appended, removed = self.changed_files(uri, since)
+        if removed:
             raise ReconcileError(f"{uri}: files were removed between versions {since} and "
                                  f"{latest}; the delta connector reads append-only tables")
         return self.scan(appended, schema), latest
 
-    def appended_files(self, path: PathLike, since: int | None) -> list[str] | None:
-        """Data files of the latest version that ``since``'s did not have, or None when files
-        were also removed in between (so the change is not just these rows)."""
+    def changed_files(self, path: PathLike, since: int | None) -> tuple[list[str], list[str]]:
+        """Data files the latest version has that ``since``'s had not, and the reverse: a
+        table's change between two versions lies in these files alone."""
         uri = table_uri(path)
         table = self.require(uri)
-        before = set() if since is None else set(self._at_version(uri, since).file_uris())
-        now = table.file_uris()
-        if before - set(now):
-            return None
         if needs_delta_reader(table):
             raise ReconcileError(f"{uri}: partitioned or column-mapped tables are not supported "
                                  "here yet")
-        return [file for file in now if file not in before]
+        before = [] if since is None else self._at_version(uri, since).file_uris()
+        now = table.file_uris()
+        known, current = set(before), set(now)
+        return [f for f in now if f not in known], [f for f in before if f not in current]
 
     def scan(self, files: list[str], schema: T.StructType) -> DataFrame:
         """Spark reading these data files with ``schema`` (lazily, in parallel)."""

@@ -95,12 +95,15 @@ class Connector:
     on_error: str
     location: Location
     snapshot_on_bootstrap: bool = False
+    changes: bool = False
 
     def definition(self) -> dict[str, Any]:
-        """Configuration that changes what the connector reads or writes (the snapshot flag
-        only when set, so documents written before it existed compare equal)."""
-        flag = {"snapshot_on_bootstrap": True} if self.snapshot_on_bootstrap else {}
-        return {**flag,
+        """Configuration that changes what the connector reads or writes (the flags only
+        when set, so documents written before they existed compare equal)."""
+        flags = {name: True for name, value in (("snapshot_on_bootstrap",
+                                                 self.snapshot_on_bootstrap),
+                                                ("changes", self.changes)) if value}
+        return {**flags,
             "direction": self.direction,
             "relation": self.relation,
             "type": self.type,
@@ -279,4 +282,4 @@ def _connector(spec: ConnectorSpec, location: Location, tables: dict[str, Table]
     return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
                      format=spec.format, path=spec.path, options=dict(spec.options),
                      on_error=spec.on_error, location=location,
-                     snapshot_on_bootstrap=spec.snapshot_on_bootstrap)
+                     snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes)

@@ -154,12 +154,16 @@ class ConnectorSpec(_Strict):
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     on_error: Literal["fail", "quarantine"] = "fail"
     snapshot_on_bootstrap: bool = False
+    changes: bool = False  # inputs: rows carry `_op` (insert/delete), deletions applied
 
     @model_validator(mode="after")
     def _check_shape(self) -> ConnectorSpec:
         if self.snapshot_on_bootstrap and self.table is not None:
             raise ValueError(f"connector '{self.name}': snapshot_on_bootstrap is for output "
                              "connectors (view:)")
+        if self.changes and self.table is None:
+            raise ValueError(f"connector '{self.name}': changes is for input connectors "
+                             "(table:)")
         if (self.table is None) == (self.view is None):
             raise ValueError(f"connector '{self.name}' needs exactly one of 'table' or 'view'")
         if self.type == "files" and self.format is None:

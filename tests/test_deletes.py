@@ -1,0 +1,118 @@
+"""Deletions at the source: `reconcile execute "DELETE FROM ..."` and `changes: true` inputs.
+
+After each step every view equals its query from scratch over the committed table, and
+an output's changelog (with the deletions as `_op` = delete rows) integrates to its view.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from tests.cli_helpers import query, reconcile
+from tests.projects import write_files
+
+SQL = """
+create table orders (id bigint, customer int, amount decimal(10,2));
+create materialized view big as select id, amount from orders where amount > 10;
+create materialized view per_customer as
+  select customer, count(*) as n, sum(amount) as total, min(amount) as least
+  from orders group by customer;
+create materialized view everything as select count(*) as n, sum(amount) as total from orders;
+"""
+VIEWS = {name: statement.split(" as ", 1)[1].strip().rstrip(";")
+         for name, statement in (
+             ("big", "x as select id, amount from orders where amount > 10;"),
+             ("per_customer", "x as select customer, count(*) as n, sum(amount) as total, "
+                              "min(amount) as least from orders group by customer;"),
+             ("everything", "x as select count(*) as n, sum(amount) as total from orders;"))}
+
+
+def spec(changes: bool) -> str:
+    flag = ", changes: true" if changes else ""
+    return ("name: p\nbootstrap_policy: allow\nconnectors:\n"
+            f"  - {{name: orders_in, table: orders, type: files, format: json, "
+            f"path: input{flag}}}\n"
+            "  - {name: per_customer_out, view: per_customer, type: files, format: json, "
+            "path: out}\n")
+
+
+def bag(rows: list[dict]) -> Counter:
+    return Counter(json.dumps(row, sort_keys=True, default=str) for row in rows)
+
+
+def numbers(row: dict) -> tuple:
+    """A row of numbers, compared as decimals (JSON writes 20.00 as 20.0)."""
+    return tuple(sorted((k, Decimal(str(v)).normalize()) for k, v in row.items()))
+
+
+def check_views(project: Path) -> None:
+    """Every view equals its query from scratch; the output integrates to its view."""
+    for view, select in VIEWS.items():
+        assert bag(query(project, "p", f"select * from {view}")) == \
+            bag(query(project, "p", select)), view
+    integrated: Counter = Counter()
+    for file in sorted((project / "out").glob("*.json")):
+        for line in file.read_text().splitlines():
+            row = json.loads(line)
+            op = row.pop("_op")
+            integrated[numbers(row)] += 1 if op == "insert" else -1
+    expected = Counter(numbers(row) for row in query(project, "p", "select * from per_customer"))
+    assert +integrated == expected and not -integrated
+
+
+def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_path: Path) -> None:
+    project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": spec(False),
+                                     "pipelines/p/program.sql": SQL})
+    (project / "input").mkdir()
+    reconcile(project, "apply")
+    reconcile(project, "execute", "-p", "p", "insert into orders values (1, 1, 5.00), "
+              "(2, 1, 15.00), (3, 2, 25.00), (4, 2, 25.00), (5, 3, 2.50)")
+    check_views(project)
+    out = reconcile(project, "execute", "-p", "p",
+                    "delete from orders where customer = 1 and amount < 10 or id = 4")
+    assert "step committed" in out
+    assert bag(query(project, "p", "select id from orders")) == bag(
+        [{"id": 2}, {"id": 3}, {"id": 5}])
+    check_views(project)
+    # A customer's last row leaves: its group goes, and the output says so.
+    reconcile(project, "execute", "-p", "p", "delete from orders where customer = 3")
+    check_views(project)
+    assert query(project, "p", "select count(*) as n from per_customer where customer = 3") \
+        == [{"n": 0}]
+    refused = reconcile(project, "execute", "-p", "p", "delete from orders", expect=1)
+    assert "DELETE needs a WHERE clause" in refused
+
+
+def test_changes_connector_applies_deletions_once(spark: SparkSession, tmp_path: Path) -> None:
+    project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": spec(True),
+                                     "pipelines/p/program.sql": SQL})
+    inbox = project / "input"
+    inbox.mkdir()
+    reconcile(project, "apply")
+
+    def feed(name: str, rows: list[tuple[str, int, int, str]]) -> None:
+        (inbox / name).write_text("".join(json.dumps(
+            {"_op": op, "id": i, "customer": c, "amount": a}) + "\n" for op, i, c, a in rows))
+
+    feed("a.json", [("insert", 1, 1, "5.00"), ("insert", 2, 1, "15.00"),
+                    ("insert", 3, 2, "25.00"), ("insert", 3, 2, "25.00")])
+    reconcile(project, "run")
+    check_views(project)
+    # One copy of a duplicate goes, a row is updated (delete + insert), a missing row's
+    # delete removes nothing.
+    feed("b.json", [("delete", 3, 2, "25.00"), ("delete", 1, 1, "5.00"),
+                    ("insert", 1, 1, "7.00"), ("delete", 9, 9, "9.00")])
+    reconcile(project, "run")
+    assert Counter(map(numbers, query(project, "p", "select id, amount from orders"))) == \
+        Counter(map(numbers, [{"id": 1, "amount": 7}, {"id": 2, "amount": 15},
+                              {"id": 3, "amount": 25}]))
+    check_views(project)
+    assert "no new input" in reconcile(project, "run")
+    feed("c.json", [("upsert", 4, 1, "1.00")])
+    failed = reconcile(project, "run", expect=1)
+    assert "1 row(s) in batch 2 with _op neither 'insert' nor 'delete'" in failed
