@@ -124,9 +124,10 @@ class PipelineRuntime:
         schema = struct_from_json(state["schema"])
         self.register_queryable()
         self.storage.read(state["path"], latest, schema).createOrReplaceTempView(table)
-        doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}")
-        apply_changes(self.storage, state["path"], latest, schema, None,
-                      doomed.localCheckpoint(eager=True))
+        doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}"
+                                ).localCheckpoint(eager=True)
+        if not doomed.isEmpty():  # no commit, so the step sees no change
+            apply_changes(self.storage, state["path"], latest, schema, None, doomed)
 
     def create_table(self, name: str) -> dict[str, Any]:
         """Create (or empty, with the new schema) a table; returns its state entry."""
