@@ -300,7 +300,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 
 
 @cli.command()
-@click.option("--pipeline", "-p", required=True, help="The pipeline to insert into.")
+@click.option("--pipeline", "-p", required=True, help="The pipeline whose table changes.")
 @click.argument("sql")
 @backend_option
 @_engine_options

@@ -54,7 +54,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
             return version
     if storage.writer == "delta-spark":  # Delta's MERGE needs its SQL extension's catalog
         kept = storage.read(uri, version, schema).exceptAll(deletes)
-        return storage.overwrite(uri, kept.union(inserts), schema)
+        return storage.overwrite(uri, kept.union(inserts), schema, app_transaction)
     table = storage.require(uri)
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = dict(zip(actions.column("path").to_pylist(),

@@ -176,29 +176,31 @@ class DeltaStorage:
         )
         return created.version()
 
-    def overwrite(self, path: PathLike, df: DataFrame, schema: T.StructType) -> int:
+    def overwrite(self, path: PathLike, df: DataFrame, schema: T.StructType,
+                  app_transaction: tuple[str, int] | None = None) -> int:
         """Replace the contents (and schema) with ``df``; creates the table when missing.
 
-        Used to recompute a view: older versions stay readable until vacuumed.
+        Used to recompute a view: older versions stay readable until vacuumed. An
+        ``app_transaction`` (app id, version) is recorded by the same commit.
         """
         uri = table_uri(path)
         data = conform(df, schema, where=uri)
         tag = uuid.uuid4().hex
         if self.writer == "delta-spark":
-            (
-                data.write.format("delta")
-                .mode("overwrite")
-                .option("overwriteSchema", "true")
-                .option("userMetadata", tag)
-                .save(uri)
-            )
+            writer = (data.write.format("delta").mode("overwrite")
+                      .option("overwriteSchema", "true").option("userMetadata", tag))
+            if app_transaction is not None:
+                writer = writer.option("txnAppId", app_transaction[0]).option(
+                    "txnVersion", str(app_transaction[1]))
+            writer.save(uri)
             return self._spark_commit_version(uri, tag)
         check_delta_rs_location(uri)
         table = self._delta_rs(uri)
         before = None if table is None else table.version()
         files = write_files(self.spark, data, uri, schema)
         commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=self.storage_options(uri))
+                     table=table, storage_options=self.storage_options(uri),
+                     app_transaction=app_transaction)
         return self.rs_commit_version(uri, tag, before)
 
     def append(
