@@ -6,8 +6,10 @@ HAVING, DISTINCT, a global aggregate), chains through aggregates (a filter and
 a join over an aggregate, so retractions flow), an aggregate over a join of an
 aggregate, a star-schema report (a fact table joined to three dimensions,
 filtered on dates, grouped, with a conditional sum and a ratio), and views
-that fall back to recomputing (a window function, an outer join, MIN over a
-retracting input) with a maintained view reading one of them.
+that fall back to recomputing (a window function, MAX over a retracting input),
+outer joins maintained by the keys a step touches (LEFT, a LEFT JOIN ... IS NULL
+anti-join, FULL with an extra ON condition), and an aggregate over a LEFT JOIN
+view.
 
 Hypothesis draws random batches for every table (duplicates, NULLs, rows that
 join with nothing, dimension rows arriving after their facts) and deletions from
@@ -83,12 +85,19 @@ create materialized view region_sales as
   select region, count(*) as n from with_region group by region;
 create materialized view top_qty as
   select region, max(qty) as top from store_regions group by region;
+create materialized view unsold as
+  select p.id, p.category from products p left join sales s on s.product = p.id
+  where s.id is null;
+create materialized view store_days as
+  select st.id, st.region, d.day from stores st full outer join days d
+  on st.id = d.quarter and d.day >= date'2026-01-02';
 """
-OUTPUTS = ("big_sales", "busy_stores", "totals", "report", "region_sales", "labels")
+OUTPUTS = ("big_sales", "busy_stores", "totals", "report", "region_sales", "labels",
+           "store_days")
 SPEC = "name: shop\nconnectors:\n" + "".join(
     f"  - {{name: {view}_out, view: {view}, type: files, format: json, path: out/{view}}}\n"
     for view in OUTPUTS)
-RECOMPUTED = {"ranked": "window function ROW_NUMBER", "with_region": "LEFT JOIN",
+RECOMPUTED = {"ranked": "window function ROW_NUMBER",
               "top_qty": "MAX over an input that can delete rows"}
 
 prices = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("99.99"), places=2)

@@ -15,7 +15,10 @@ Shapes (the rules themselves are in `engine/maintenance/`):
   DISTINCT`) with COUNT, SUM, AVG, MIN and MAX, `HAVING`, and expressions over
   aggregates. Per-group state is kept beside the view.
 
-Everything else (window functions, outer and semi joins, subqueries, `ORDER BY`,
+* `Keyed`: two relations joined by a LEFT, RIGHT or FULL outer equi-join, with
+  filters and projections: recomputed over the rows whose join key changed.
+
+Everything else (window functions, semi joins, subqueries, `ORDER BY`,
 `LIMIT`, `WITH`, set operations other than `UNION ALL`, other aggregates) is
 recomputed each step. MIN and MAX are exact only while their input never
 retracts a row, so over an input that can (an aggregate, a recomputed view) they
@@ -84,7 +87,22 @@ class Aggregate:
     is_global: bool
 
 
-Shape = Linear | Aggregate
+@dataclass(frozen=True)
+class Keyed:
+    """A select over two relations joined by an outer (LEFT, RIGHT or FULL) equi-join.
+
+    Every output row depends only on the input rows sharing its join key, so a step
+    recomputes the select over just the rows whose key its changes touch, before and
+    after, and the difference is the change: a NULL-padded row is retracted when a
+    match appears and comes back when the last match leaves. `keys` names, per
+    relation occurrence (FROM first), the column of the equality.
+    """
+
+    select: exp.Select
+    keys: tuple[str, str]
+
+
+Shape = Linear | Aggregate | Keyed
 
 
 class Fallback(Exception):
@@ -104,6 +122,9 @@ def analyse(query: str | exp.Query) -> Shape:
         return Linear(tuple(_union_branches(query)))
     if not isinstance(query, exp.Select):
         raise Fallback(f"{query.key.upper()} query")
+    keyed = _outer_join(query)
+    if keyed is not None:
+        return keyed
     _check_select(query)
     calls = [node for node in _aggregates(query)]
     group = query.args.get("group")
@@ -125,6 +146,8 @@ def refresh_of(query: str | exp.Query, *, opted_out: bool, policy: RefreshPolicy
         return Refresh("full", str(reason))
     if isinstance(shape, Linear):
         return Refresh("incremental", retracts=input_retracts)
+    if isinstance(shape, Keyed):  # a match arriving retracts a NULL-padded row
+        return Refresh("incremental", retracts=True)
     if input_retracts:
         for call in shape.calls:
             if call.function in ("min", "max"):
@@ -170,6 +193,47 @@ def _check_select(select: exp.Select) -> None:
             raise Fallback(f"{join.args['method'].upper()} JOIN")
         if not isinstance(join.this, exp.Table):
             raise Fallback("join with a subquery")
+
+
+def _outer_join(select: exp.Select) -> Keyed | None:
+    """The `Keyed` shape of a select whose only join is an outer equi-join, None when the
+    select has no outer join; `Fallback` when it has one that cannot be keyed."""
+    joins = select.args.get("joins") or []
+    outer = [join for join in joins if (join.side or "").upper() in ("LEFT", "RIGHT", "FULL")]
+    if not outer:
+        return None
+    side = (outer[0].side or "").upper()
+    if len(joins) != 1:
+        raise Fallback(f"{side} JOIN among more than two relations")
+    join = joins[0]
+    if (join.kind or "").upper() in ("SEMI", "ANTI") or join.args.get("method"):
+        raise Fallback(f"{side} {(join.kind or join.args.get('method') or '').upper()} JOIN")
+    select_without_join = select.copy()
+    select_without_join.set("joins", [])
+    _check_select(select_without_join)
+    if not isinstance(join.this, exp.Table):
+        raise Fallback("join with a subquery")
+    if select.args.get("group") or select.args.get("distinct") or _aggregates(select):
+        raise Fallback(f"aggregate over a {side} JOIN (give the join a view of its own)")
+    left, right = tables_of(select)
+    names = {(t.alias_or_name or t.name).lower(): index for index, t in enumerate((left, right))}
+    condition = join.args.get("on")
+    for part in _conjuncts(condition) if condition is not None else []:
+        if isinstance(part, exp.EQ) and isinstance(part.this, exp.Column) \
+                and isinstance(part.expression, exp.Column):
+            sides = {names.get(column.table.lower()): column.name.lower()
+                     for column in (part.this, part.expression)}
+            if set(sides) == {0, 1}:
+                return Keyed(select, (sides[0], sides[1]))
+    raise Fallback(f"{side} JOIN without an equality of one column from each side")
+
+
+def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    if isinstance(condition, exp.And):
+        return [*_conjuncts(condition.this), *_conjuncts(condition.expression)]
+    if isinstance(condition, exp.Paren):
+        return _conjuncts(condition.this)
+    return [condition]
 
 
 def _from(select: exp.Select) -> exp.Expression | None:

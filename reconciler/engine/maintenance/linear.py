@@ -46,12 +46,20 @@ def select_change(frames: StepFrames, select: exp.Select) -> ZSet:
 
 def _renamed(select: exp.Select, frames: StepFrames, parts: list[Part]) -> str:
     """The select's SQL with its i-th relation occurrence reading version `parts[i]`."""
+    return rename_relations(select, [frames.name(occurrence.name.lower(), part) for
+                                     occurrence, part in zip(tables_of(select), parts,
+                                                             strict=True)])
+
+
+def rename_relations(select: exp.Select, views: list[str]) -> str:
+    """The select's SQL with its i-th relation occurrence reading temporary view `views[i]`
+    (each keeps its alias, or its own name as alias, so column references still resolve)."""
     copy = select.copy()
-    for occurrence, part in zip(tables_of(copy), parts, strict=True):
-        relation = occurrence.name.lower()
+    for occurrence, view in zip(tables_of(copy), views, strict=True):
         if not occurrence.alias:
-            occurrence.set("alias", exp.TableAlias(this=exp.to_identifier(relation)))
-        occurrence.set("this", exp.to_identifier(frames.name(relation, part)))
+            occurrence.set("alias", exp.TableAlias(this=exp.to_identifier(
+                occurrence.name.lower())))
+        occurrence.set("this", exp.to_identifier(view))
     return copy.sql(dialect=DIALECT)
 
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from functools import cache
 
-from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import select_change
+from reconciler.engine.maintenance.outer import keyed_change
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
 from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
-from reconciler.spec.maintenance import Aggregate, Fallback, Linear, Shape, analyse
+from reconciler.spec.maintenance import Aggregate, Fallback, Keyed, Linear, Shape, analyse
 
 
 @cache
@@ -45,8 +45,10 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
     """Bring `view` up to date with this step's changes (in `frames`); returns its change."""
     shape = maintained_shape(runtime, view)
     schema = struct_from_json(runtime.relations[view]["schema"])
-    if isinstance(shape, Linear):
-        change = _linear_change(frames, shape, schema).materialized()
+    if isinstance(shape, (Linear, Keyed)):
+        change = (_linear_change(frames, shape, schema) if isinstance(shape, Linear)
+                  else _positional(keyed_change(frames, shape), schema)
+                  ).materialized().consolidated().materialized()
         if not change.is_empty:
             runtime.apply_view_changes(view, change.inserts, change.deletes)
         return change
@@ -81,13 +83,15 @@ def start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None
 
 
 def _linear_change(frames: StepFrames, shape: Linear, schema: StructType) -> ZSet:
-    inserts: list[DataFrame | None] = []
-    deletes: list[DataFrame | None] = []
-    for branch in shape.branches:
-        change = select_change(frames, branch)
-        inserts.append(None if change.inserts is None else positional(change.inserts, schema))
-        deletes.append(None if change.deletes is None else positional(change.deletes, schema))
-    return ZSet(union_all(inserts), union_all(deletes))
+    changes = [_positional(select_change(frames, branch), schema) for branch in shape.branches]
+    return ZSet(union_all(change.inserts for change in changes),
+                union_all(change.deletes for change in changes))
+
+
+def _positional(change: ZSet, schema: StructType) -> ZSet:
+    """Both sides of a query's change with the view's stored column names and types."""
+    return ZSet(*(None if side is None else positional(side, schema)
+                  for side in (change.inserts, change.deletes)))
 
 
 def _min_max_sees_deletes(runtime: PipelineRuntime, frames: StepFrames, view: str,

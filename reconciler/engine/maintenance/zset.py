@@ -54,6 +54,14 @@ class ZSet:
         both = marked.localCheckpoint(eager=True)  # one job for both sides
         return ZSet(both.where(F.col(SIDE)).drop(SIDE), both.where(~F.col(SIDE)).drop(SIDE))
 
+    def consolidated(self) -> ZSet:
+        """The net change: a row both inserted and deleted (by two terms of a join's change,
+        say: a new fact matched to a dimension row this step deletes) cancels out, as DBSP
+        adds weights. Applying deletions before insertions would otherwise keep it."""
+        if self.inserts is None or self.deletes is None:
+            return self
+        return ZSet(self.inserts.exceptAll(self.deletes), self.deletes.exceptAll(self.inserts))
+
     @property
     def is_empty(self) -> bool:
         return self.inserts is None and self.deletes is None
