@@ -206,6 +206,13 @@ def _operations() -> Any:
     return operations
 
 
+def _statements() -> Any:
+    """`execute` and `query` (they import the engine layer too)."""
+    from reconciler import statements
+
+    return statements
+
+
 @cli.command()
 @click.argument("plan_file", required=False,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -315,7 +322,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
-    outcome, _ = ops.execute_statement(project, backend, engine, pipeline, sql)
+    outcome, _ = _statements().execute_statement(project, backend, engine, pipeline, sql)
     _report(outcome)
 
 
@@ -337,7 +344,7 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
-    frame = ops.query_pipeline(backend, engine, pipeline, sql)
+    frame = _statements().query_pipeline(backend, engine, pipeline, sql)
     # The rows are what this command prints, so they come to this process, but streamed a
     # partition at a time and never held whole. Results too large for a terminal belong in
     # a view with an output connector, which the executors write.

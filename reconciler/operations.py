@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from reconciler.engine.bootstrap import bootstrap
-from reconciler.engine.step import StepResult, has_pending_input, insert_app_id, run_step
+from reconciler.engine.step import StepResult, has_pending_input, run_step
 from reconciler.errors import ReconcileError, public_message
 from reconciler.faults import crash_point
 from reconciler.manifest import Manifest
@@ -398,107 +398,3 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}); refreshed "
                        f"{', '.join(step.refreshed) or 'no views'}", committed.serial), step
-
-
-def _parse_single(sql: str, expected: type | tuple[type, ...], what: str) -> Any:
-    import sqlglot
-    from sqlglot.errors import ParseError
-
-    from reconciler.spec.sql import DIALECT
-
-    try:
-        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
-    except ParseError as error:
-        raise ReconcileError(f"SQL syntax error: {str(error).splitlines()[0]}") from None
-    if len(statements) != 1 or not isinstance(statements[0], expected):
-        raise ReconcileError(f"expected exactly one {what} statement")
-    return statements[0]
-
-
-def execute_statement(project: Project, backend: StateBackend, engine: Engine, name: str,
-                      sql: str) -> tuple[Outcome, StepResult]:
-    """`INSERT INTO t ...` or `DELETE FROM t WHERE ...`, then one step so views reflect it."""
-    from sqlglot import exp
-
-    statement = _parse_single(sql, (exp.Insert, exp.Delete),
-                              "INSERT INTO <table> or DELETE FROM <table>")
-    if isinstance(statement, exp.Delete):
-        return _execute_delete(project, backend, engine, name, statement)
-    return _execute_insert(project, backend, engine, name, statement)
-
-
-def _target_table(runtime: Any, name: str, table: str, verb: str) -> None:
-    if table not in runtime.program["tables"]:
-        raise ReconcileError(f"'{table}' is not a table of pipeline '{name}' "
-                             f"(only tables accept {verb})")
-
-
-def _execute_insert(project: Project, backend: StateBackend, engine: Engine, name: str,
-                    insert: Any) -> tuple[Outcome, StepResult]:
-    from sqlglot import exp
-
-    from reconciler.spec.sql import DIALECT
-
-    target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
-    table = target.name.lower()
-    columns = ([c.name.lower() for c in insert.this.expressions]
-               if isinstance(insert.this, exp.Schema) else None)
-    source_sql = insert.expression.sql(dialect=DIALECT)
-
-    def write(runtime: Any) -> None:
-        _target_table(runtime, name, table, "INSERT")
-        # Above every insert ever tagged, committed or discarded: a retry is never skipped.
-        txn = 1 + max(s.get("insert_txn", 0) for s in runtime.relations.values())
-        runtime.insert(table, source_sql, columns, app_id=insert_app_id(name), txn_version=txn)
-        runtime.relations[table] = {**runtime.relations[table], "insert_txn": txn}
-
-    return run_pipeline(project, backend, engine, name, insert=write)
-
-
-def _execute_delete(project: Project, backend: StateBackend, engine: Engine, name: str,
-                    delete: Any) -> tuple[Outcome, StepResult]:
-    """The rows matching the condition leave the table (copy-on-write of the files holding
-    them); the step then carries the deletion through every view as retractions.
-
-    Unlike an INSERT, a DELETE whose commit never happened is not undone: running it again
-    deletes nothing more, so the next step simply takes it as the table's change."""
-    from reconciler.spec.sql import DIALECT
-
-    table = delete.this.name.lower()
-    where = delete.args.get("where")
-    if where is None:
-        raise ReconcileError("DELETE needs a WHERE clause (`WHERE true` deletes every row)")
-    condition = where.this.sql(dialect=DIALECT)
-
-    def write(runtime: Any) -> None:
-        _target_table(runtime, name, table, "DELETE")
-        runtime.delete(table, condition)
-
-    return run_pipeline(project, backend, engine, name, insert=write)
-
-
-def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -> Any:
-    """Run a SELECT over the committed state of materialized tables and views."""
-    from sqlglot import exp
-
-    select = _parse_single(sql, exp.Query, "SELECT")
-    manifest, _ = read_manifest(backend, name, pipeline_layout(engine.project, name))
-    if manifest is None:
-        raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
-    program = manifest.program
-    ctes = {cte.alias_or_name.lower() for cte in select.find_all(exp.CTE)}
-    for table in select.find_all(exp.Table):
-        relation = table.name.lower()
-        if relation in ctes:
-            continue
-        if relation in program["views"] and not program["views"][relation]["materialized"]:
-            raise ReconcileError(f"view '{relation}' is not materialized: declare it "
-                                 "CREATE MATERIALIZED VIEW to query it")
-        if relation in program["tables"] and not program["tables"][relation]["materialized"]:
-            raise ReconcileError(f"table '{relation}' has 'materialized'='false' and cannot be "
-                                 "queried")
-        if relation not in program["views"] and relation not in program["tables"]:
-            raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
-    runtime = engine.runtime(name, program, manifest.relations)
-    runtime.register_queryable()
-    return runtime.spark.sql(sql)

@@ -1,14 +1,20 @@
 """Bootstrapping: bring a pipeline's state from its committed program to the desired one.
 
-Follows Feldera's semantics on Spark + Delta: state of removed relations is
-discarded; a modified table evolves in place when `spec.evolution` allows it
-(rows and connector offsets kept), otherwise it is truncated and its input
-connectors reset; new
-tables are created empty; new and modified views are computed, in dependency
-order, from the existing state of unchanged relations (a maintained aggregate
-view starts its per-group state too) and sent in full to their output
-connectors. No input is ingested. Unchanged views are neither recomputed nor
-re-emitted: their Delta versions stay the same.
+Follows Feldera's semantics on Spark + Delta, then goes further: state of removed
+relations is discarded; a renamed relation keeps its state under its new name; a
+modified table evolves in place when `spec.evolution` allows it (rows and
+connector offsets kept), otherwise it is truncated and its input connectors
+reset; new tables are created empty; new and modified views are computed, in
+dependency order, from the existing state of unchanged relations (a maintained
+aggregate view starts its per-group state too). No input is ingested. Unchanged
+views are neither recomputed nor re-emitted: their Delta versions stay the same.
+
+Unlike Feldera, which sends a bootstrapped view in full (sinks must be cleared
+first), an output connector that already follows the view receives only the
+net change: old contents (the pinned Delta version) against new, as `_op`
+delete/insert rows, so its changelog keeps integrating to the view. An output
+that is new or reset, one whose view's columns changed, or one that says
+`snapshot_on_bootstrap: true`, receives the full contents as a snapshot.
 
 Nothing here commits: the caller writes the returned state into a new manifest,
 the only commit point. Until then the previous manifest pins the old versions.
@@ -84,6 +90,10 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     """Compute the desired state; `runtime.relations` starts as the committed state."""
     relations = runtime.relations
     result = BootstrapResult(relations=relations, connectors={})
+    # What outputs compare against: each relation as the committed manifest pins it.
+    committed = {name: dict(state) for name, state in relations.items()}
+    committed.update({new: committed[old] for new, old in diff.renamed.items()
+                      if old in committed})
     for new, old in diff.renamed.items():
         runtime.report("rename", f"{old} -> {new}")
         move_relation(runtime, old, new)
@@ -107,18 +117,19 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     outputs = outputs_by_relation(diff.new)
     frames = StepFrames(runtime.spark, old=runtime.frame, new=runtime.frame)
     try:
-        _compute(runtime, diff, frames, result, outputs, serial, base_dir, silent)
+        _compute(runtime, diff, frames, result, outputs, committed, serial, base_dir, silent)
     finally:
         frames.close()
     return result
 
 
 def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
-             result: BootstrapResult, outputs: dict[str, list[str]], serial: int,
-             base_dir: Path, silent: bool) -> None:
+             result: BootstrapResult, outputs: dict[str, list[str]],
+             committed: dict[str, dict[str, Any]], serial: int, base_dir: Path,
+             silent: bool) -> None:
     """New and modified views from the state as it stands, sent to their outputs."""
     for name in diff.new["order"]:
-        before = runtime.relations.get(name)
+        before = committed.get(name)
         if diff.views.get(name) in ("added", "modified"):
             runtime.report("compute view", name)
             try:
@@ -134,7 +145,7 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
             continue
         if silent or not outputs.get(name):
             continue
-        contents = runtime.frame(name)  # a created table's contents: empty
+        contents = runtime.frame(name)  # a truncated table's: empty
         change = _net_change(runtime, before, contents)
         for connector in outputs[name]:
             definition = diff.new["connectors"][connector]
