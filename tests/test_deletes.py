@@ -16,20 +16,14 @@ from pyspark.sql import SparkSession
 from tests.cli_helpers import query, reconcile
 from tests.projects import write_files
 
-SQL = """
-create table orders (id bigint, customer int, amount decimal(10,2));
-create materialized view big as select id, amount from orders where amount > 10;
-create materialized view per_customer as
-  select customer, count(*) as n, sum(amount) as total, min(amount) as least
-  from orders group by customer;
-create materialized view everything as select count(*) as n, sum(amount) as total from orders;
-"""
-VIEWS = {name: statement.split(" as ", 1)[1].strip().rstrip(";")
-         for name, statement in (
-             ("big", "x as select id, amount from orders where amount > 10;"),
-             ("per_customer", "x as select customer, count(*) as n, sum(amount) as total, "
-                              "min(amount) as least from orders group by customer;"),
-             ("everything", "x as select count(*) as n, sum(amount) as total from orders;"))}
+VIEWS = {  # each view's query, also run from scratch to check it
+    "big": "select id, amount from orders where amount > 10",
+    "per_customer": "select customer, count(*) as n, sum(amount) as total, "
+                    "min(amount) as least from orders group by customer",
+    "everything": "select count(*) as n, sum(amount) as total from orders",
+}
+SQL = "create table orders (id bigint, customer int, amount decimal(10,2));\n" + "".join(
+    f"create materialized view {name} as {select};\n" for name, select in VIEWS.items())
 
 
 def spec(changes: bool) -> str:

@@ -41,7 +41,6 @@ from reconciler.engine.schema import struct_from_json
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
 from reconciler.plan.diff import ProgramDiff
-from reconciler.spec.evolution import evolution
 
 
 @dataclass
@@ -65,7 +64,7 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
             continue
         before = previous.get(name)
         reset = (before is None or diff.connectors[name] != "unchanged"
-                 or not _keeps_rows(diff, definition["relation"]))
+                 or not diff.keeps_rows(definition["relation"]))
         if before is not None and not reset:
             states[name] = dict(before)  # offsets (checkpoint, source_version) carry over
             continue
@@ -75,13 +74,6 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
         states[name] = {"generation": generation,
                         "checkpoint": runtime.layout.checkpoint(name, generation)}
     return states
-
-
-def _keeps_rows(diff: ProgramDiff, table: str) -> bool:
-    """A table unchanged or evolving in place keeps its rows, so its inputs keep offsets."""
-    change = diff.tables.get(table)
-    return change == "unchanged" or (change == "modified" and evolution(
-        diff.old["tables"][table], diff.new["tables"][table]).possible)
 
 
 def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
@@ -103,8 +95,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             if change == "removed":
                 relations.pop(name, None)
     for name, change in diff.tables.items():
-        evolved = evolution(diff.old["tables"][name], diff.new["tables"][name]) \
-            if change == "modified" else None
+        evolved = diff.evolutions.get(name)
         if evolved is not None and evolved.possible:
             runtime.report("evolve table", name)
             evolve_table(runtime, name, evolved)

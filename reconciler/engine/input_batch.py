@@ -36,8 +36,8 @@ def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str,
     so the program keeps them apart, but Spark must still get them.
     """
     fmt = definition["format"]
-    options = {**definition["options"], **definition.get("throughput_options", {})}
-    reader = reader.format(fmt).options(**{k: _option(v) for k, v in options.items()})
+    reader = reader.format(fmt).options(**{k: _option(v) for k, v in
+                                           reader_options(definition).items()})
     if definition.get("changes"):  # each row says what it does to the table
         schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     if fmt not in ("json", "csv"):
@@ -46,6 +46,11 @@ def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str,
                              StructField(CORRUPT_COLUMN, StringType(), True)])
     return (reader.option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).schema(permissive))
+
+
+def reader_options(definition: dict[str, Any]) -> dict[str, Any]:
+    """Every option Spark's reader gets, throughput ones included."""
+    return {**definition["options"], **definition.get("throughput_options", {})}
 
 
 def _option(value: Any) -> str:

@@ -27,8 +27,9 @@ def local_path(path: str) -> str | None:
     return None
 
 
-def seen_files(checkpoint: str) -> set[str]:
-    """Files the connector has already taken (real paths), from both logs."""
+def seen_files(checkpoint: str, listed: dict[int, list[str]] | None = None) -> set[str]:
+    """Files the connector has already taken (real paths), from both logs (`listed`: the
+    listed-batch log, when the caller has read it already)."""
     seen: set[str] = set()
     log_dir = Path(checkpoint) / "sources" / "0"
     if log_dir.is_dir():
@@ -38,7 +39,7 @@ def seen_files(checkpoint: str) -> set[str]:
             for line in entry.read_text(encoding="utf-8").splitlines()[1:]:
                 if line.strip():
                     seen.add(os.path.realpath(local_path(json.loads(line)["path"]) or ""))
-    for files in listed_batches(checkpoint).values():
+    for files in (listed_batches(checkpoint) if listed is None else listed).values():
         seen.update(files)
     return seen
 
@@ -107,7 +108,7 @@ def has_new_files(path: str, checkpoint: str) -> bool:
     local_input, local_checkpoint = local_path(path), local_path(checkpoint)
     if local_input is None or local_checkpoint is None:
         return True
-    if pending_stream_batch(local_checkpoint) or \
-            set(listed_batches(local_checkpoint)) - listed_done(local_checkpoint):
+    listed = listed_batches(local_checkpoint)
+    if pending_stream_batch(local_checkpoint) or set(listed) - listed_done(local_checkpoint):
         return True
-    return bool(input_files(local_input) - seen_files(local_checkpoint))
+    return bool(input_files(local_input) - seen_files(local_checkpoint, listed))

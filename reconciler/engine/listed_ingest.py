@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reconciler.engine.input_batch import configured, write_batch
+from reconciler.engine.input_batch import configured, reader_options, write_batch
 from reconciler.engine.input_files import (
     LISTED,
     input_files,
@@ -64,8 +64,9 @@ def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any
         _run(runtime, name, definition, state, checkpoint, batch_id, batches[batch_id],
              transaction)
         ran += 1
-    new = sorted(input_files(source) - seen_files(checkpoint))
-    size = int(_throughput(definition).get("maxfilespertrigger", 0)) or len(new) or 1
+    new = sorted(input_files(source) - seen_files(checkpoint, batches))
+    per_trigger = {key.lower(): value for key, value in reader_options(definition).items()}
+    size = int(per_trigger.get("maxfilespertrigger", 0)) or len(new) or 1
     # After every batch this connector generation ever appended, streamed ones included.
     appended = runtime.storage.transaction_version(
         runtime.relations[definition["relation"]]["path"], transaction)
@@ -106,8 +107,3 @@ def _write_atomically(target: Path, text: str) -> None:
     temporary = target.with_name(f".{target.name}.tmp")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, target)
-
-
-def _throughput(definition: dict[str, Any]) -> dict[str, Any]:
-    return {key.lower(): value for key, value in
-            {**definition["options"], **definition.get("throughput_options", {})}.items()}

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from reconciler.plan.diff import ProgramDiff
 from reconciler.redact import redact_text
-from reconciler.spec.evolution import evolution
 from reconciler.spec.program import Program
 
 ActionKind = Literal["create", "recompute", "evolve", "rename", "truncate", "drop", "reset",
@@ -71,7 +70,7 @@ def _change_actions(diff: ProgramDiff, program: Program) -> list[Action]:
         elif change == "removed":
             actions.append(Action(kind, name, "drop", (f"{kind} removed: its state is discarded",)))
         elif change == "modified" and kind == "table":
-            evolved = evolution(diff.old["tables"][name], diff.new["tables"][name])
+            evolved = diff.evolutions[name]
             if evolved.possible:
                 actions.append(Action(kind, name, "evolve", (
                     *evolved.describe(), "rows kept; input connectors keep their offsets")))
@@ -206,8 +205,8 @@ def connector_actions(diff: ProgramDiff) -> list[Action]:
                 f"path {redact_text(str(old.get('path')))} -> "
                 f"{redact_text(str(document.get('path')))}{suffix}" if field == "path"
                 else f"{field} changed{suffix}" for field in changed)))
-        elif direction == "input" and relation_change == "modified" and evolution(
-                diff.old["tables"][relation], diff.new["tables"][relation]).possible:
+        elif direction == "input" and relation_change == "modified" and \
+                diff.keeps_rows(relation):
             actions.append(Action(kind, name, "keep", (
                 f"table {relation} evolves in place: offsets kept, new input carries its "
                 "new columns",)))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reconciler.plan.renames import apply_renames, find_renames
-from reconciler.spec.evolution import evolution
+from reconciler.spec.evolution import Evolution, evolution
 from reconciler.spec.fingerprint import rederive
 
 _ARRAY_LIBRARIES = ("pandas", "numpy", "polars")
@@ -76,6 +76,13 @@ class ProgramDiff:
     raw: dict[str, Any] = field(default_factory=dict)
     rows_reset: frozenset[str] = frozenset()  # truncated tables and every view downstream
     renamed: dict[str, str] = field(default_factory=dict)  # new name -> old (plan.renames)
+    evolutions: dict[str, Evolution] = field(default_factory=dict)  # each modified table's
+
+    def keeps_rows(self, table: str) -> bool:
+        """A table unchanged or evolving in place keeps its rows (and its inputs' offsets)."""
+        change = self.tables.get(table)
+        return change == "unchanged" or (change == "modified"
+                                         and self.evolutions[table].possible)
 
     def fields(self, section: str, name: str) -> frozenset[str]:
         """Top-level fields of one object that deepdiff reported as changed."""
@@ -189,7 +196,9 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDif
             kinds[name] = ("added" if key in added else "removed" if key in removed
                            else "modified" if key in changed else "unchanged")
         sections[section] = dict(sorted(kinds.items()))
-    reset = _rows_reset(old, new, sections)
+    evolutions = {name: evolution(old["tables"][name], new["tables"][name])
+                  for name, kind in sections["tables"].items() if kind == "modified"}
+    reset = _rows_reset(new, evolutions)
     for name in reset:
         if sections["views"].get(name) == "unchanged":
             sections["views"][name] = "modified"
@@ -198,14 +207,13 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDif
         connectors=sections["connectors"],
         changed_fields={key: frozenset(value) for key, value in changed.items()},
         raw=json.loads(deep.to_json()), rows_reset=frozenset(reset), renamed=renamed,
+        evolutions=evolutions,
     )
 
 
-def _rows_reset(old: dict[str, Any], new: dict[str, Any],
-                sections: dict[str, dict[str, Change]]) -> set[str]:
+def _rows_reset(new: dict[str, Any], evolutions: dict[str, Evolution]) -> set[str]:
     """Tables truncated (they cannot evolve in place) and every view downstream of one."""
-    reset = {name for name, kind in sections["tables"].items() if kind == "modified"
-             and not evolution(old["tables"][name], new["tables"][name]).possible}
+    reset = {name for name, evolved in evolutions.items() if not evolved.possible}
     for name in new.get("order", []):
         view = new["views"].get(name)
         if view is not None and any(read in reset for read in view["reads"]):
