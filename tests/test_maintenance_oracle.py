@@ -91,9 +91,36 @@ create materialized view unsold as
 create materialized view store_days as
   select st.id, st.region, d.day from stores st full outer join days d
   on st.id = d.quarter and d.day >= date'2026-01-02';
+create materialized view active_stores as
+  select st.id, st.region from stores st
+  where exists (select 1 from sales s where s.store = st.id and s.qty > 1);
+create materialized view idle_stores as
+  select st.id, st.region from stores st
+  where not exists (select 1 from sales s where s.store = st.id and s.qty > 1);
+create materialized view sold_products as
+  select id, category from products where id in (select product from sales where qty > 0);
+create materialized view above_store_average as
+  select s.id, s.store, s.price from sales s
+  where s.price > (select avg(s2.price) from sales s2 where s2.store = s.store);
+create materialized view untoyed_sales as
+  select s.id, st.region from sales s join stores st on s.store = st.id
+  where s.product not in (select id from products where category = 'toys');
+create materialized view store_summary as
+  select st.id, count(s.id) as n, min(s.price) as low, sum(s.qty) as qty
+  from stores st left join sales s on s.store = st.id group by st.id;
+create materialized view store_size_histogram as
+  select n, count(*) as stores, sum(qty) as qty
+  from (select store, count(*) as n, sum(qty) as qty from sales group by store) as per_store
+  where n > 0 group by n;
+create materialized view sales_labelled as
+  select s.id, st.region, p.category from sales s
+  left join stores st on s.store = st.id left join products p on s.product = p.id;
+create materialized view active_regions as
+  select st.region, count(*) as n from stores st
+  where exists (select 1 from sales s where s.store = st.id) group by st.region;
 """
 OUTPUTS = ("big_sales", "busy_stores", "totals", "report", "region_sales", "labels",
-           "store_days")
+           "store_days", "idle_stores", "store_size_histogram", "active_regions")
 SPEC = "name: shop\nconnectors:\n" + "".join(
     f"  - {{name: {view}_out, view: {view}, type: files, format: json, path: out/{view}}}\n"
     for view in OUTPUTS)
@@ -108,7 +135,8 @@ batch = st.fixed_dictionaries({
                       min_size=2, max_size=8),
     "stores": st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["north", "south", None])),
                        min_size=1, max_size=2),
-    "products": st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["food", "toys"])),
+    "products": st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)),
+                                   st.sampled_from(["food", "toys"])),
                          max_size=2),
     "days": st.lists(st.tuples(days, st.integers(1, 2)), max_size=2),
     # Deleted before the batch is added, through `reconcile execute DELETE`'s own code:

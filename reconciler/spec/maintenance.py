@@ -11,18 +11,21 @@ Shapes (the rules themselves are in `engine/maintenance/`):
 * `Linear`: `SELECT ... FROM t [JOIN u ON ...]... [WHERE ...]` and `UNION ALL` of
   such selects: projections, filters, scalar expressions and inner (or cross)
   joins. Joins are bilinear, so they are maintained term by term.
-* `Aggregate`: the same, then `GROUP BY` (or a global aggregate, or `SELECT
-  DISTINCT`) with COUNT, SUM, AVG, MIN and MAX, `HAVING`, and expressions over
-  aggregates. Per-group state is kept beside the view.
+* `Aggregate`: `GROUP BY` (or a global aggregate, or `SELECT DISTINCT`) with
+  COUNT, SUM, AVG, MIN and MAX, `HAVING`, and expressions over aggregates, over
+  rows that come from a `Linear`, `Keyed` or `Derived` select. Per-group state
+  is kept beside the view.
+* `Keyed` (`spec/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
+  (subquery)`, correlated subqueries, a `GROUP BY` of the key: a query that only
+  combines rows sharing a key, recomputed over the keys a step touches.
+* `Derived`: a select over one derived table (`FROM (SELECT ...) AS x`) whose
+  own shape is one of these: linear over the derived table's change.
 
-* `Keyed`: two relations joined by a LEFT, RIGHT or FULL outer equi-join, with
-  filters and projections: recomputed over the rows whose join key changed.
-
-Everything else (window functions, semi joins, subqueries, `ORDER BY`,
-`LIMIT`, `WITH`, set operations other than `UNION ALL`, other aggregates) is
-recomputed each step. MIN and MAX are exact only while their input never
-retracts a row, so over an input that can (an aggregate, a recomputed view) they
-fall back too.
+Everything else (window functions, `ORDER BY`, `LIMIT`, `WITH`, set operations
+other than `UNION ALL`, `COUNT(DISTINCT)` and other aggregates, subqueries not
+tied to a key, `NOT IN` over a changing subquery) is recomputed each step. MIN
+and MAX are exact only while their input never retracts a row, so over an input
+that can (an aggregate, a recomputed view, a keyed select) they fall back too.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
+from reconciler.spec.keyed import Columns, Keyed, KeyFallback, from_of, keyed
 from reconciler.spec.sql import DIALECT
 
 RefreshPolicy = Literal["incremental", "incremental_strict", "full"]
@@ -71,15 +75,15 @@ class AggregateCall:
 
 @dataclass(frozen=True)
 class Aggregate:
-    """A grouped (or global, or DISTINCT) select over a `Linear` source.
+    """A grouped (or global, or DISTINCT) select.
 
-    `source` computes, per input row, the group keys as `__k<j>` and each
-    aggregate's argument as `__a<i>`. `output` is the view's select list with
-    every key replaced by `__k<j>` and every aggregate by `__agg<i>`, evaluated
-    over one row per group; `having` likewise.
+    `source` (a `Linear`, `Keyed` or `Derived` select) computes, per input row, the
+    group keys as `__k<j>` and each aggregate's argument as `__a<i>`. `output` is the
+    view's select list with every key replaced by `__k<j>` and every aggregate by
+    `__agg<i>`, evaluated over one row per group; `having` likewise.
     """
 
-    source: exp.Select
+    source: Source
     keys: int
     calls: tuple[AggregateCall, ...]
     output: tuple[exp.Expression, ...]
@@ -88,29 +92,25 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
-class Keyed:
-    """A select over two relations joined by an outer (LEFT, RIGHT or FULL) equi-join.
-
-    Every output row depends only on the input rows sharing its join key, so a step
-    recomputes the select over just the rows whose key its changes touch, before and
-    after, and the difference is the change: a NULL-padded row is retracted when a
-    match appears and comes back when the last match leaves. `keys` names, per
-    relation occurrence (FROM first), the column of the equality.
-    """
+class Derived:
+    """A select over one derived table (a subquery in FROM), linear over it: its change is
+    its own projection and filter of the derived table's change (`inner`'s shape)."""
 
     select: exp.Select
-    keys: tuple[str, str]
+    inner: Source
 
 
-Shape = Linear | Aggregate | Keyed
+Source = Linear | Keyed | Derived  # what an aggregate's rows come from (no state of their own)
+Shape = Linear | Aggregate | Keyed | Derived
 
 
 class Fallback(Exception):
     """The view is recomputed each step; the message says why."""
 
 
-def analyse(query: str | exp.Query) -> Shape:
-    """The maintainable shape of a query (its SQL or tree), or `Fallback` with the reason."""
+def analyse(query: str | exp.Query, columns: Columns) -> Shape:
+    """The maintainable shape of a query (its SQL or tree), or `Fallback` with the reason.
+    `columns` names each relation's columns (unqualified names are resolved with them)."""
     if isinstance(query, str):
         query = sqlglot.parse_one(query, dialect=DIALECT)
     if query.args.get("with_") or query.args.get("with"):  # sqlglot 30 says `with_`
@@ -122,32 +122,74 @@ def analyse(query: str | exp.Query) -> Shape:
         return Linear(tuple(_union_branches(query)))
     if not isinstance(query, exp.Select):
         raise Fallback(f"{query.key.upper()} query")
-    keyed = _outer_join(query)
-    if keyed is not None:
-        return keyed
-    _check_select(query)
-    calls = [node for node in _aggregates(query)]
-    group = query.args.get("group")
-    if group is None and not calls and not query.args.get("distinct"):
+    calls = _aggregates(query)
+    aggregates = bool(calls) or query.args.get("group") is not None \
+        or bool(query.args.get("distinct"))
+    try:
+        _check_select(query)
+    except Fallback:
+        if isinstance(from_of(query), exp.Subquery) and not query.args.get("joins"):
+            return _aggregate(query, calls, columns) if aggregates \
+                else _derived(query, columns)
+        try:
+            return keyed(query, columns, _check_clauses)
+        except KeyFallback as reason:
+            if not aggregates:
+                raise Fallback(str(reason)) from None
+        return _aggregate(query, calls, columns)
+    if not aggregates:
         return Linear((query,))
-    return _aggregate(query, calls)
+    return _aggregate(query, calls, columns)
 
 
-def refresh_of(query: str | exp.Query, *, opted_out: bool, policy: RefreshPolicy,
-               input_retracts: bool) -> Refresh:
+def _source(select: exp.Select, columns: Columns) -> Source:
+    """The shape of an aggregate's rows: inner joins, a derived table, or keyed."""
+    try:
+        _check_select(select)
+        return Linear((select,))
+    except Fallback:
+        pass
+    if isinstance(from_of(select), exp.Subquery) and not select.args.get("joins"):
+        return _derived(select, columns)
+    try:
+        return keyed(select, columns, _check_clauses)
+    except KeyFallback as reason:
+        raise Fallback(str(reason)) from None
+
+
+def _derived(select: exp.Select, columns: Columns) -> Derived:
+    """A select over one derived table: the outer select must be linear over it."""
+    outer = select.copy()
+    outer.set("from_" if outer.args.get("from_") else "from",
+              exp.From(this=exp.to_table("__derived")))
+    _check_select(outer)
+    inner_query = from_of(select).this  # type: ignore[union-attr]
+    inner = analyse(inner_query, columns)
+    if isinstance(inner, Aggregate):
+        try:
+            inner = keyed(inner_query, columns, _check_clauses)
+        except KeyFallback:
+            raise Fallback("aggregate in a derived table not grouped by a key (give it a "
+                           "view of its own)") from None
+    return Derived(select, inner)
+
+
+def refresh_of(query: str | exp.Query, columns: Columns, *, opted_out: bool,
+               policy: RefreshPolicy, input_retracts: bool) -> Refresh:
     """The refresh of one view, given the policy and whether any of its inputs retracts."""
     if opted_out:
         return Refresh("full", "TBLPROPERTIES ('refresh' = 'full')")
     if policy == "full":
         return Refresh("full", "refresh: full in pipeline.yaml")
     try:
-        shape = analyse(query)
+        shape = analyse(query, columns)
     except Fallback as reason:
         return Refresh("full", str(reason))
     if isinstance(shape, Linear):
         return Refresh("incremental", retracts=input_retracts)
-    if isinstance(shape, Keyed):  # a match arriving retracts a NULL-padded row
+    if not isinstance(shape, Aggregate):  # a match arriving retracts a NULL-padded row
         return Refresh("incremental", retracts=True)
+    input_retracts = input_retracts or not isinstance(shape.source, Linear)
     if input_retracts:
         for call in shape.calls:
             if call.function in ("min", "max"):
@@ -174,15 +216,12 @@ def _union_branches(query: exp.Expression) -> list[exp.Select]:
 
 
 def _check_select(select: exp.Select) -> None:
-    for clause, what in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET"),
-                         ("laterals", "LATERAL VIEW"), ("qualify", "QUALIFY"),
-                         ("windows", "WINDOW clause")):
-        if select.args.get(clause):
-            raise Fallback(what)
+    """Refuses what the `Linear` rule cannot do: subqueries, derived tables, outer joins."""
+    _check_clauses(select)
     for node in select.walk():
         if node is not select and isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
             raise Fallback("subquery")
-    source = _from(select)
+    source = from_of(select)
     if not isinstance(source, exp.Table):
         raise Fallback("FROM without a plain relation")
     for join in select.args.get("joins") or []:
@@ -195,55 +234,18 @@ def _check_select(select: exp.Select) -> None:
             raise Fallback("join with a subquery")
 
 
-def _outer_join(select: exp.Select) -> Keyed | None:
-    """The `Keyed` shape of a select whose only join is an outer equi-join, None when the
-    select has no outer join; `Fallback` when it has one that cannot be keyed."""
-    joins = select.args.get("joins") or []
-    outer = [join for join in joins if (join.side or "").upper() in ("LEFT", "RIGHT", "FULL")]
-    if not outer:
-        return None
-    side = (outer[0].side or "").upper()
-    if len(joins) != 1:
-        raise Fallback(f"{side} JOIN among more than two relations")
-    join = joins[0]
-    if (join.kind or "").upper() in ("SEMI", "ANTI") or join.args.get("method"):
-        raise Fallback(f"{side} {(join.kind or join.args.get('method') or '').upper()} JOIN")
-    select_without_join = select.copy()
-    select_without_join.set("joins", [])
-    _check_select(select_without_join)
-    if not isinstance(join.this, exp.Table):
-        raise Fallback("join with a subquery")
-    if select.args.get("group") or select.args.get("distinct") or _aggregates(select):
-        raise Fallback(f"aggregate over a {side} JOIN (give the join a view of its own)")
-    left, right = tables_of(select)
-    names = {(t.alias_or_name or t.name).lower(): index for index, t in enumerate((left, right))}
-    condition = join.args.get("on")
-    for part in _conjuncts(condition) if condition is not None else []:
-        if isinstance(part, exp.EQ) and isinstance(part.this, exp.Column) \
-                and isinstance(part.expression, exp.Column):
-            sides = {names.get(column.table.lower()): column.name.lower()
-                     for column in (part.this, part.expression)}
-            if set(sides) == {0, 1}:
-                return Keyed(select, (sides[0], sides[1]))
-    raise Fallback(f"{side} JOIN without an equality of one column from each side")
-
-
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
-    if isinstance(condition, exp.And):
-        return [*_conjuncts(condition.this), *_conjuncts(condition.expression)]
-    if isinstance(condition, exp.Paren):
-        return _conjuncts(condition.this)
-    return [condition]
-
-
-def _from(select: exp.Select) -> exp.Expression | None:
-    source = select.args.get("from_") or select.args.get("from")  # sqlglot 30: `from_`
-    return source.this if source is not None else None
+def _check_clauses(select: exp.Select) -> None:
+    """Refuses the clauses no shape maintains, in a select or any of its subqueries."""
+    for clause, what in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET"),
+                         ("laterals", "LATERAL VIEW"), ("qualify", "QUALIFY"),
+                         ("windows", "WINDOW clause")):
+        if select.args.get(clause):
+            raise Fallback(what)
 
 
 def tables_of(select: exp.Select) -> list[exp.Table]:
     """The relation occurrences of a `Linear` select, FROM first, then each JOIN."""
-    first = _from(select)
+    first = from_of(select)
     assert isinstance(first, exp.Table)
     return [first, *(join.this for join in select.args.get("joins") or [])]
 
@@ -256,7 +258,7 @@ def _aggregates(select: exp.Select) -> list[exp.AggFunc]:
     return found
 
 
-def _aggregate(select: exp.Select, found: list[exp.AggFunc]) -> Aggregate:
+def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -> Aggregate:
     group = select.args.get("group")
     if group is not None and select.args.get("distinct"):
         raise Fallback("SELECT DISTINCT with GROUP BY")
@@ -288,6 +290,8 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc]) -> Aggregate:
     bare_index = {_normal(key, bare=True): j for j, key in enumerate(keys)}
 
     def over_groups(expression: exp.Expression) -> exp.Expression:
+        if expression.find(exp.Select):
+            raise Fallback("subquery over the groups (in HAVING or the select list)")
         def rewrite(node: exp.Expression) -> exp.Expression:
             if isinstance(node, exp.AggFunc):
                 return exp.column(f"__agg{call_index[_normal(node)]}")
@@ -320,7 +324,8 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc]) -> Aggregate:
           if call.argument is not None)])
     if not source.expressions:
         source.set("expressions", [exp.Literal.number(1).as_("__one")])
-    return Aggregate(source=source, keys=len(keys), calls=tuple(calls), output=tuple(output),
+    return Aggregate(source=_source(source, columns), keys=len(keys), calls=tuple(calls),
+                     output=tuple(output),
                      having=over_groups(having.this) if having is not None else None,
                      is_global=group is None and not select.args.get("distinct"))
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from reconciler.errors import ReconcileError
 from reconciler.spec.fingerprint import derive, stable_hash
+from reconciler.spec.lineage import view_lineage
 from reconciler.spec.maintenance import Refresh, refresh_of
 from reconciler.spec.project import ConnectorSpec, PipelineSource
 from reconciler.spec.sql import (
@@ -188,9 +189,11 @@ def build_program(source: PipelineSource) -> Program:
     order = _dependency_order(graph, statements)
     tables: dict[str, Table] = {}
     views: dict[str, View] = {}
+    columns: dict[str, tuple[str, ...] | None] = {}  # to resolve unqualified column names
     for name in order:
         statement = statements[name]
         if isinstance(statement, TableStatement):
+            columns[name] = tuple(column.name for column in statement.columns)
             tables[name] = Table(name=name, columns=statement.columns,
                                  primary_key=statement.primary_key,
                                  materialized=statement.materialized,
@@ -199,7 +202,9 @@ def build_program(source: PipelineSource) -> Program:
             views[name] = View(name=name, query=statement.query,
                                materialized=statement.materialized, reads=statement.reads,
                                location=statement.location, sql=statement.sql, fingerprint="",
-                               refresh=_refresh(statement, source.spec.refresh, views))
+                               refresh=_refresh(statement, source.spec.refresh, views, columns))
+            columns[name] = view_lineage(statement.query, {
+                read: columns[read] for read in statement.reads}).outputs
     derived = derive({name: table.definition() for name, table in tables.items()},
                      {name: {**view.definition(), "reads": view.reads}
                       for name, view in views.items()}, order)
@@ -229,11 +234,13 @@ def _renamed(source: PipelineSource,
     return renamed
 
 
-def _refresh(statement: ViewStatement, policy: str, views: dict[str, View]) -> Refresh:
+def _refresh(statement: ViewStatement, policy: str, views: dict[str, View],
+             columns: dict[str, tuple[str, ...] | None]) -> Refresh:
     """How a view is refreshed; with `refresh: incremental_strict` a recomputed view is an
     error, unless the view itself asks for it (TBLPROPERTIES ('refresh' = 'full'))."""
     retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
-    refresh = refresh_of(statement.tree, opted_out=statement.full_refresh,
+    refresh = refresh_of(statement.tree, {read: columns[read] for read in statement.reads},
+                         opted_out=statement.full_refresh,
                          policy="full" if policy == "full" else "incremental",
                          input_retracts=retracts)
     if policy == "incremental_strict" and refresh.mode == "full" and not statement.full_refresh:

@@ -26,11 +26,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.linear import select_change, select_contents
+from reconciler.engine.maintenance.linear import contents_sql
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
 from reconciler.engine.merge import null_safe_equal
-from reconciler.spec.maintenance import Aggregate
+from reconciler.spec.maintenance import Aggregate, Linear
 from reconciler.spec.sql import DIALECT
 
 WEIGHT = "__w"
@@ -42,7 +43,9 @@ def keys_of(shape: Aggregate) -> list[str]:
 
 def initial_state(frames: StepFrames, shape: Aggregate) -> DataFrame:
     """Every group's state computed from the relations as they stand (bootstrap)."""
-    rows = frames.spark.sql(select_contents(frames, shape.source))
+    source = shape.source
+    query = source.branches[0] if isinstance(source, Linear) else source.select
+    rows = frames.spark.sql(contents_sql(frames, query))
     return _kept(_contributions(rows.withColumn(WEIGHT, F.lit(1)), shape), shape)
 
 
@@ -50,7 +53,7 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
                      view_schema: T.StructType) -> tuple[ZSet, ZSet] | None:
     """This step's change of the view and of its state; None when the input did not change
     the groups at all (no row of the source select changed)."""
-    source = select_change(frames, shape.source)
+    source = change_of(frames, shape.source)
     signed = union_all([
         None if source.inserts is None else source.inserts.withColumn(WEIGHT, F.lit(1)),
         None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])

@@ -17,10 +17,14 @@ up its branches' changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sqlglot import exp
 
 from reconciler.engine.maintenance.frames import Part, StepFrames
 from reconciler.engine.maintenance.zset import ZSet, union_all
+from reconciler.spec.keyed import occurrences
 from reconciler.spec.maintenance import tables_of
 from reconciler.spec.sql import DIALECT
 
@@ -52,17 +56,33 @@ def _renamed(select: exp.Select, frames: StepFrames, parts: list[Part]) -> str:
 
 
 def rename_relations(select: exp.Select, views: list[str]) -> str:
-    """The select's SQL with its i-th relation occurrence reading temporary view `views[i]`
-    (each keeps its alias, or its own name as alias, so column references still resolve)."""
-    copy = select.copy()
-    for occurrence, view in zip(tables_of(copy), views, strict=True):
+    """The select's SQL with its i-th relation occurrence (FROM, then each JOIN) reading
+    temporary view `views[i]`."""
+    return _renamed_sql(select, tables_of, views)
+
+
+def rename_occurrences(query: exp.Expression, views: list[str]) -> str:
+    """The query's SQL with its i-th relation occurrence anywhere (subqueries included, in
+    `occurrences` order) reading temporary view `views[i]`."""
+    return _renamed_sql(query, occurrences, views)
+
+
+def _renamed_sql(query: exp.Expression, find: Callable[[Any], list[exp.Table]],
+                 views: list[str]) -> str:
+    """Each occurrence keeps its alias (or its own name as alias), so every column
+    reference still resolves."""
+    copy = query.copy()
+    for occurrence, view in zip(find(copy), views, strict=True):
         if not occurrence.alias:
             occurrence.set("alias", exp.TableAlias(this=exp.to_identifier(
                 occurrence.name.lower())))
         occurrence.set("this", exp.to_identifier(view))
+        occurrence.set("db", None)
+        occurrence.set("catalog", None)
     return copy.sql(dialect=DIALECT)
 
 
-def select_contents(frames: StepFrames, select: exp.Select) -> str:
-    """SQL of the select over the new version of every relation (a from-scratch result)."""
-    return _renamed(select, frames, ["new"] * len(tables_of(select)))
+def contents_sql(frames: StepFrames, query: exp.Expression) -> str:
+    """SQL of the query over the new version of every relation (a from-scratch result)."""
+    return rename_occurrences(query, [frames.name(table.name.lower(), "new")
+                                      for table in occurrences(query)])

@@ -1,16 +1,19 @@
-"""Outer joins (LEFT, RIGHT, FULL) of two relations, maintained by the keys a step touches.
+"""The keyed rule: a query recomputed over only the keys a step touches.
 
-An outer join is not linear — a match arriving for a left row retracts that row's
-NULL-padded output — but every output row depends only on the input rows that
-share its join key. So the change is the select recomputed over just those rows,
-before and after the step:
+Outer joins, `EXISTS`/`NOT EXISTS`, `IN (subquery)` and correlated subqueries are
+not linear — a match arriving for a left row retracts its NULL-padded output, the
+last matching row leaving flips a `NOT EXISTS` — but when every row the query
+combines shares one key (`spec/keyed.py` finds it) the change is the query over
+just the touched keys, before and after the step:
 
-    K  = the join-key values of this step's changed rows (both sides, NULLs too)
-    Δ  = Q(L'|K, R'|K) - Q(L|K, R|K)      (R|K: the rows of R whose key is in K)
+    K  = the key values of this step's changed rows (every keyed occurrence, NULLs too)
+    Δ  = Q(R'|K) - Q(R|K)      (R|K: the rows of R whose key is in K)
 
-`L|K` is a semi-join with `K`, null-safe, so rows whose key is NULL (never
-matched) come along too: they cancel out unless they changed. The work follows
-the rows of the touched keys, not the relations.
+`R|K` is a semi-join with `K`, null-safe, so rows whose key is NULL come along
+when a changed row's key was NULL: they cancel out unless they changed. The work
+follows the rows of the touched keys, not the relations. Occurrences read whole
+(outside the key) are constants while their relation is unchanged; a step that
+changes one compares the whole query, old against new.
 """
 
 from __future__ import annotations
@@ -20,33 +23,42 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.linear import rename_relations
+from reconciler.engine.maintenance.frames import Part, StepFrames
+from reconciler.engine.maintenance.linear import rename_occurrences
 from reconciler.engine.maintenance.zset import ZSet
-from reconciler.spec.maintenance import Keyed, tables_of
+from reconciler.spec.keyed import Keyed, occurrences
 
 KEY = "__key"
 
 
 def keyed_change(frames: StepFrames, shape: Keyed) -> ZSet:
-    """The change of a `Keyed` select in this step (empty when no input of it changed)."""
-    relations = [table.name.lower() for table in tables_of(shape.select)]
-    touched = [side.select(F.col(column).alias(KEY))
-               for relation, column in zip(relations, shape.keys, strict=True)
-               for change in [frames.changes.get(relation)] if change is not None
-               for side in (change.inserts, change.deletes) if side is not None]
-    if not touched:
+    """The change of a `Keyed` query in this step (empty when no input of it changed)."""
+    relations = [table.name.lower() for table in occurrences(shape.select)]
+    if not any(relation in frames.changes for relation in relations):
         return ZSet()
+    if any(key is None and relation in frames.changes
+           for relation, key in zip(relations, shape.keys, strict=True)):
+        return ZSet.between(*(frames.spark.sql(rename_occurrences(
+            shape.select, [frames.name(relation, part) for relation in relations]))
+            for part in ("old", "new")))
+    touched = [side.select(F.col(key).alias(KEY))
+               for relation, key in zip(relations, shape.keys, strict=True)
+               if key is not None and relation in frames.changes
+               for side in (frames.changes[relation].inserts, frames.changes[relation].deletes)
+               if side is not None]
     keys = reduce(DataFrame.union, touched).distinct().localCheckpoint(eager=True)
-    before, after = (
-        frames.spark.sql(rename_relations(shape.select, [
-            frames.temporary(_restricted(frames.old(relation) if part == "old"
-                                         else frames.new(relation), column, keys))
-            for relation, column in zip(relations, shape.keys, strict=True)]))
+    restricted: dict[tuple[str, str, Part], str] = {}
+
+    def version(relation: str, key: str | None, part: Part) -> str:
+        if key is None:
+            return frames.name(relation, "new")  # unchanged this step: old and new agree
+        if (relation, key, part) not in restricted:
+            frame = frames.old(relation) if part == "old" else frames.new(relation)
+            restricted[relation, key, part] = frames.temporary(
+                frame.join(keys, frame[key].eqNullSafe(keys[KEY]), "left_semi"))
+        return restricted[relation, key, part]
+    before, after = (frames.spark.sql(rename_occurrences(shape.select, [
+        version(relation, key, part) for relation, key in zip(relations, shape.keys,
+                                                              strict=True)]))
         for part in ("old", "new"))
     return ZSet.between(before, after)
-
-
-def _restricted(frame: DataFrame, column: str, keys: DataFrame) -> DataFrame:
-    """The rows of `frame` whose `column` is one of `keys` (NULL included)."""
-    return frame.join(keys, frame[column].eqNullSafe(keys[KEY]), "left_semi")

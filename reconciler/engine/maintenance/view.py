@@ -15,20 +15,21 @@ from functools import cache
 from pyspark.sql.types import StructType
 
 from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state
+from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import select_change
-from reconciler.engine.maintenance.outer import keyed_change
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
 from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
-from reconciler.spec.maintenance import Aggregate, Fallback, Keyed, Linear, Shape, analyse
+from reconciler.spec.maintenance import Aggregate, Fallback, Linear, Shape, analyse
 
 
 @cache
-def _shape(statement_sql: str) -> Shape | None:
+def _shape(statement_sql: str, columns: tuple[tuple[str, tuple[str, ...]], ...]
+           ) -> Shape | None:
     try:
-        return analyse(view_query(statement_sql))
+        return analyse(view_query(statement_sql), dict(columns))
     except Fallback:
         return None
 
@@ -38,16 +39,18 @@ def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
     definition = runtime.program["views"][view]
     if definition.get("refresh") != "incremental":
         return None
-    return _shape(definition["sql"])
+    columns = tuple((read, tuple(struct_from_json(runtime.relations[read]["schema"])
+                                 .fieldNames())) for read in definition["reads"])
+    return _shape(definition["sql"], columns)
 
 
 def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSet:
     """Bring `view` up to date with this step's changes (in `frames`); returns its change."""
     shape = maintained_shape(runtime, view)
     schema = struct_from_json(runtime.relations[view]["schema"])
-    if isinstance(shape, (Linear, Keyed)):
+    if shape is not None and not isinstance(shape, Aggregate):
         change = (_linear_change(frames, shape, schema) if isinstance(shape, Linear)
-                  else _positional(keyed_change(frames, shape), schema)
+                  else _positional(change_of(frames, shape), schema)
                   ).materialized().consolidated().materialized()
         if not change.is_empty:
             runtime.apply_view_changes(view, change.inserts, change.deletes)
