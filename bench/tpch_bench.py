@@ -1,0 +1,303 @@
+"""TPC-H through the reconciler: which of the 22 queries are maintained, and what a refresh costs.
+
+The eight TPC-H tables come from `tpchgen-cli` (PyPI) at the scale factor given,
+as Parquet; `orders` and `lineitem` are generated in `--parts` slices of
+consecutive order keys (1,000 parts: 0.1% each). The pipeline
+(`bench/tpch/tables.sql`, `bench/tpch/views.sql`: the 22 queries with their
+validation parameters, ORDER BY/LIMIT dropped) reads every table through a
+`files` connector. The initial load ingests everything but the last `--steps`
+slices of orders and lineitem, then the views are computed (a bootstrap that
+adds them). Then, through the real engine (`run_step`: ingestion, maintenance,
+Delta commits), alternating:
+
+* RF1: one held-back slice of new orders and their lineitems lands in the input
+  folders;
+* RF2: the orders of one old slice and their lineitems are deleted, as
+  `_op = 'delete'` rows through `changes: true` connectors.
+
+After every step each view is compared with its query from scratch (the step
+fails if one differs). Printed per query: how the plan refreshes it, and per
+step kind its time and the bytes it wrote (the view's folder and its state), next
+to the same pipeline with `refresh: full`; then the issue's goals: per maintained
+view at most 20x the step's input bytes + 200 kB, and the maintained views'
+time at most 0.2x the time of recomputing them.
+
+Usage: `python bench/tpch_bench.py [--scale 1] [--parts 1000] [--steps 2]`
+(`make bench-tpch`). The data is generated once per scale and parts under
+`--work` (default `/tmp/tpch-bench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pyspark is imported once the path is set up
+    from pyspark.sql import DataFrame, SparkSession
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TABLES = ("region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem")
+SLICED = ("orders", "lineitem")
+
+
+def generate(work: Path, scale: float, parts: int) -> Path:
+    """The generated Parquet files (once per scale and parts): `<table>.parquet`, and
+    `<table>/<table>.<i>.parquet` for the sliced tables."""
+    data = work / f"sf{scale:g}-p{parts}"
+    if (data / "done").exists():
+        return data
+    generator = shutil.which("tpchgen-cli") or str(Path(sys.executable).parent / "tpchgen-cli")
+    others = ",".join(table for table in TABLES if table not in SLICED)
+    subprocess.run([generator, "parquet", "-s", f"{scale:g}", "-o", str(data), "-T", others,
+                    "--overwrite"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([generator, "parquet", "-s", f"{scale:g}", "-o", str(data), "-T",
+                    ",".join(SLICED), "--parts", str(parts), "--overwrite"], check=True,
+                   stdout=subprocess.DEVNULL)
+    (data / "done").touch()
+    return data
+
+
+def slice_file(data: Path, table: str, part: int) -> Path:
+    return data / table / f"{table}.{part}.parquet"
+
+
+def deletion_file(source: Path, target: Path) -> int:
+    """`source`'s rows with `_op = 'delete'` (an RF2 batch), written to `target`; its bytes.
+    Bench data preparation, a file of one slice at a time (pyarrow, no Spark)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(source)
+    rows = rows.append_column("_op", pa.array(["delete"] * rows.num_rows, pa.string()))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, target)
+    return target.stat().st_size
+
+
+def project(root: Path, refresh: str) -> None:
+    connectors = "".join(
+        f"  - {{name: {table}_in, table: {table}, type: files, format: parquet, "
+        f"path: input/{table}}}\n" for table in TABLES) + "".join(
+        f"  - {{name: {table}_rf2, table: {table}, type: files, format: parquet, "
+        f"path: input/{table}_rf2, changes: true}}\n" for table in SLICED)
+    pipeline = root / "pipelines" / "tpch"
+    pipeline.mkdir(parents=True)
+    (pipeline / "pipeline.yaml").write_text(
+        f"name: tpch\nrefresh: {refresh}\nsql: [tables.sql, views.sql]\n"
+        f"connectors:\n{connectors}")
+    for name in ("tables.sql", "views.sql"):
+        shutil.copy(ROOT / "bench" / "tpch" / name, pipeline / name)
+    for table in (*TABLES, *(f"{table}_rf2" for table in SLICED)):
+        (root / "input" / table).mkdir(parents=True)
+
+
+def _bytes_under(folder: Path) -> dict[str, int]:
+    sizes = {}
+    for directory, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(directory, name)
+            sizes[path] = os.path.getsize(path)
+    return sizes
+
+
+class Timer:
+    """A progress reporter that times each view of a step: a view's time runs from its
+    `refresh` report to the next report (or the step's end)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float]] = []
+
+    def __call__(self, stage: str, item: str) -> None:
+        self.marks.append((f"{stage}:{item}", time.perf_counter()))
+
+    def per_view(self, end: float) -> dict[str, float]:
+        ends = [mark for _, mark in self.marks[1:]] + [end]
+        return {name.split(":", 1)[1]: stop - start
+                for (name, start), stop in zip(self.marks, ends, strict=True)
+                if name.startswith("refresh:")}
+
+
+def differing(spark: SparkSession, runtime: Any, views: list[str]) -> list[str]:
+    """Views whose stored rows differ from their query over the committed tables (doubles
+    rounded to 9 places); one Spark job, the rows collected are names."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    def comparable(frame: DataFrame) -> DataFrame:
+        return frame.select(*(F.round(F.col(f.name), 9).alias(f.name)
+                              if isinstance(f.dataType, T.DoubleType) else F.col(f.name)
+                              for f in frame.schema.fields))
+    parts = []
+    for view in views:
+        stored, scratch = comparable(runtime.frame(view)), comparable(runtime.evaluate(view))
+        parts.append(stored.exceptAll(scratch).union(scratch.exceptAll(stored)).limit(1)
+                     .select(F.lit(view).alias("name")))
+    return sorted(row.name for row in reduce(lambda a, b: a.union(b), parts).collect())
+
+
+def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, steps: int,
+        check: bool) -> dict[str, Any]:
+    from reconciler.engine.bootstrap import bootstrap
+    from reconciler.engine.runtime import PipelineRuntime
+    from reconciler.engine.step import run_step
+    from reconciler.engine.storage import DeltaStorage
+    from reconciler.layout import Layout
+    from reconciler.plan.diff import diff_programs
+    from tests.projects import program_of
+
+    root = Path(tempfile.mkdtemp(prefix=f"tpch-{refresh}-", dir=work))
+    project(root, refresh)
+    program = program_of(root)
+    document = program.document()
+    modes = {name: view.refresh.describe() for name, view in program.views.items()}
+    for table in TABLES:
+        if table in SLICED:
+            for part in range(1, parts - steps + 1):
+                os.link(slice_file(data, table, part), root / "input" / table /
+                        f"{table}.{part}.parquet")
+        else:
+            os.link(data / f"{table}.parquet", root / "input" / table / f"{table}.parquet")
+    storage = DeltaStorage(spark)
+    timer = Timer()
+    tables_only = {**document, "views": {}, "order": [
+        name for name in document["order"] if name in document["tables"]]}
+    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "tpch"), tables_only,
+                              {}, report=timer)
+    started = time.perf_counter()
+    connectors = bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
+                           base_dir=root, silent=True).connectors
+    loaded = run_step(runtime, connectors, serial=2, base_dir=root)
+    connectors = loaded.connectors
+    load_time = time.perf_counter() - started
+    started = time.perf_counter()
+    runtime.program = document
+    bootstrap(runtime, diff_programs(tables_only, document), connectors, serial=3,
+              base_dir=root, silent=True)
+    views_time = time.perf_counter() - started
+    print(f"[{refresh}] loaded {runtime.relations['lineitem']['rows']:,} lineitems in "
+          f"{load_time:.0f} s, views computed in {views_time:.0f} s", flush=True)
+    views = list(document["views"])
+    folders = {view: [runtime.relations[view]["path"],
+                      *([runtime.relations[view]["state"]["path"]]
+                        if "state" in runtime.relations[view] else [])] for view in views}
+    figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    inputs: dict[str, list[int]] = defaultdict(list)
+    serial = 4
+    for step in range(steps):
+        for kind in ("RF1", "RF2"):
+            before = _bytes_under(root / "state")
+            if kind == "RF1":
+                added = 0
+                for table in SLICED:
+                    source = slice_file(data, table, parts - steps + 1 + step)
+                    os.link(source, root / "input" / table / source.name)
+                    added += source.stat().st_size
+            else:
+                added = sum(deletion_file(slice_file(data, table, 1 + step),
+                                          root / "input" / f"{table}_rf2" /
+                                          f"delete.{step}.parquet") for table in SLICED)
+            inputs[kind].append(added)
+            timer.marks.clear()
+            started = time.perf_counter()
+            result = run_step(runtime, connectors, serial=serial, base_dir=root)
+            ended = time.perf_counter()
+            connectors, serial = result.connectors, serial + 1
+            assert sorted(result.changed_tables) == sorted(SLICED), result.changed_tables
+            after = _bytes_under(root / "state")
+            new_files = {path: size for path, size in after.items() if path not in before}
+            figures["step"][kind].append(ended - started)
+            for view, seconds in timer.per_view(ended).items():
+                figures[view][f"{kind} time"].append(seconds)
+            for view in views:
+                figures[view][f"{kind} bytes"].append(sum(
+                    size for path, size in new_files.items()
+                    if any(path.startswith(folder.rstrip("/") + "/")
+                           for folder in folders[view])))
+            if check:
+                wrong = differing(spark, runtime, views)
+                assert not wrong, f"[{refresh}] {kind} step {step + 1}: differ: {wrong}"
+            print(f"[{refresh}] {kind} step {step + 1}: {ended - started:.1f} s, input "
+                  f"{added / 1e3:.0f} kB{', every view equals its query' if check else ''}",
+                  flush=True)
+    return {"modes": modes, "figures": figures, "inputs": inputs}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def report(results: dict[str, dict[str, Any]]) -> None:
+    incremental, full = results["incremental"], results.get("full")
+    modes = incremental["modes"]
+    queries = [name for name in modes if name.startswith("q") or name == "revenue0"]
+    queries.sort(key=lambda name: (not name.startswith("q"), int(name[1:])
+                                   if name[1:].isdigit() else 0))
+    header = (f"{'view':<9} {'refresh':<60} {'RF1 s':>7} {'RF1 kB':>8} {'RF2 s':>7} "
+              f"{'RF2 kB':>8}" + (f" | {'full RF1 s':>10} {'RF2 s':>7} {'RF1 kB':>8}"
+                                  if full else ""))
+    print(header)
+    print("-" * len(header))
+    maintained = [name for name in queries if modes[name] == "maintained incrementally"]
+    for name in queries:
+        mine = incremental["figures"][name]
+        line = (f"{name:<9} {modes[name][:60]:<60} {median(mine['RF1 time']):7.2f} "
+                f"{median(mine['RF1 bytes']) / 1e3:8.1f} {median(mine['RF2 time']):7.2f} "
+                f"{median(mine['RF2 bytes']) / 1e3:8.1f}")
+        if full:
+            theirs = full["figures"][name]
+            line += (f" | {median(theirs['RF1 time']):10.2f} {median(theirs['RF2 time']):7.2f} "
+                     f"{median(theirs['RF1 bytes']) / 1e3:8.1f}")
+        print(line)
+    print(f"\nmaintained: {sum(name.startswith('q') for name in maintained)} of 22 queries"
+          f" (+ revenue0, Q15's view)" * ("revenue0" in maintained))
+    for kind in ("RF1", "RF2"):
+        budget = 20 * median(incremental["inputs"][kind]) + 200_000
+        over = [name for name in maintained
+                if median(incremental["figures"][name][f"{kind} bytes"]) > budget]
+        mine = sum(median(incremental["figures"][name][f"{kind} time"]) for name in maintained)
+        line = (f"{kind}: input {median(incremental['inputs'][kind]) / 1e3:.0f} kB; budget per "
+                f"maintained view {budget / 1e3:.0f} kB: {over or 'all within'}; "
+                f"step {median(incremental['figures']['step'][kind]):.1f} s")
+        if full:
+            theirs = sum(median(full["figures"][name][f"{kind} time"]) for name in maintained)
+            line += (f"; maintained views {mine:.1f} s vs recomputing them {theirs:.1f} s = "
+                     f"{mine / theirs if theirs else float('nan'):.2f}x (goal <= 0.2x); "
+                     f"whole step {median(full['figures']['step'][kind]):.1f} s with refresh: full")
+        print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--parts", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=2, help="RF1 and RF2 steps of each")
+    parser.add_argument("--refresh", nargs="+", default=["incremental", "full"],
+                        choices=["incremental", "full"])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip comparing every view with its query after each step")
+    args = parser.parse_args()
+    from reconciler.engine.session import get_spark
+    from reconciler.spec.project import SparkSettings
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    data = generate(args.work, args.scale, args.parts)
+    spark = get_spark(SparkSettings())
+    results = {refresh: run(spark, data, args.work, refresh, args.parts, args.steps,
+                            not args.no_check) for refresh in args.refresh}
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
