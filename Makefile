@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint demo demo-orders bench bench-scale bench-step bench-evolve clean check-java constraints
+.PHONY: test lint demo demo-orders bench bench-scale bench-step bench-evolve bench-tpch clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ bench-step: $(STAMP) check-java
 # A table change on 1M and 8M rows: evolved in place or renamed, against a rebuild.
 bench-evolve: $(STAMP) check-java
 	$(BIN)/python bench/evolve_bench.py
+
+# The 22 TPC-H queries at scale 1: refresh steps maintained vs recomputed (about an hour).
+bench-tpch: $(STAMP) check-java
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/tpch_bench.py
 
 # Ingest 12M and 48M rows against bare Spark, storage over 30 steps, Spark Connect RSS
 # (several minutes; see the script's docstring).

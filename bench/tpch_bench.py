@@ -285,6 +285,9 @@ def main() -> None:
     parser.add_argument("--refresh", nargs="+", default=["incremental", "full"],
                         choices=["incremental", "full"])
     parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
+    parser.add_argument("--driver-memory", default="8g",
+                        help="heap of embedded Spark's one JVM, the whole cluster here (the "
+                        "default 1g runs out computing Q21 at scale 1)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip comparing every view with its query after each step")
     args = parser.parse_args()
@@ -293,7 +296,7 @@ def main() -> None:
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)
-    spark = get_spark(SparkSettings())
+    spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory}))
     results = {refresh: run(spark, data, args.work, refresh, args.parts, args.steps,
                             not args.no_check) for refresh in args.refresh}
     report(results)

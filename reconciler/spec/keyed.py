@@ -21,8 +21,10 @@ by it when:
   matched anything depends on other keys);
 * every aggregate, `GROUP BY` or `DISTINCT` works within one key: the top-level
   `GROUP BY` includes the key, a subquery is correlated on it or groups by it;
-* `NOT IN` reads a subquery without keyed occurrences (a NULL anywhere in the
-  subquery decides the answer for every row, so it cannot be split by key).
+* `NOT IN` binds nothing: a NULL anywhere in its subquery decides the answer
+  for every row, so an uncorrelated one is read whole (a constant of the step
+  while its relations are unchanged); correlated on the key, the NULL rule
+  holds within each key, as the subquery only ever sees that key's rows.
 
 Occurrences outside the key class (dimension tables, an uncorrelated subquery)
 are read whole: while their relations do not change they are constants of the
@@ -101,7 +103,6 @@ class _Analysis:
         # per scope: its own equalities (slot, slot) and its binding to the enclosing query
         self.edges: dict[int, list[tuple[Slot, Slot]]] = {}
         self.in_bindings: dict[int, tuple[Slot, Slot]] = {}
-        self.not_in: set[int] = set()  # scopes that are the subquery of a NOT IN
         self.outer_ons: list[tuple[int, int, list[tuple[Slot, Slot]]]] = []  # scope, occ, ON eqs
 
     def shape(self) -> Keyed:
@@ -187,8 +188,7 @@ class _Analysis:
         self._visit(select, scope)
         if isinstance(holder, exp.In) and isinstance(holder.this, exp.Column) \
                 and len(select.expressions) == 1:
-            if isinstance(holder.parent, exp.Not):
-                self.not_in.add(position)
+            if isinstance(holder.parent, exp.Not):  # no binding: see the module docstring
                 return
             output = select.expressions[0].unalias()
             outer_slot = self._slot(holder.this, scope)
@@ -255,7 +255,7 @@ class _Analysis:
             below = self._reads_keyed(position, keyed_occurrences)
             if position == 0:
                 self._top_level(scope, key)
-            elif below:  # (a NOT IN over relations read whole is a constant of the step)
+            elif below:
                 self._bound(position, scope, key)
             self._connected(position, scope, key, own)
         for _, occurrence, equalities in self.outer_ons:
@@ -285,9 +285,6 @@ class _Analysis:
 
     def _bound(self, position: int, scope: _Scope, key: set[Slot]) -> None:
         binding = self.in_bindings.get(position)
-        if position in self.not_in:
-            raise KeyFallback("NOT IN over a subquery that changes (whether it holds a NULL "
-                              "decides every row; write NOT EXISTS)")
         correlated = any((slot[0] in scope.own) != (other[0] in scope.own)
                          for slot, other in self.edges[position]
                          if slot in key and other in key)

@@ -36,7 +36,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
-from reconciler.spec.keyed import Columns, Keyed, KeyFallback, from_of, keyed
+from reconciler.spec.keyed import Columns, Keyed, KeyFallback, from_of, keyed, occurrences
 from reconciler.spec.sql import DIALECT
 
 RefreshPolicy = Literal["incremental", "incremental_strict", "full"]
@@ -53,10 +53,13 @@ class Refresh:
     mode: Literal["incremental", "full"]
     reason: str | None = None
     retracts: bool = True  # whether its changes can delete rows (readers' MIN/MAX need not)
+    read_whole: tuple[str, ...] = ()  # keyed: relations whose change compares it in full
 
     def describe(self) -> str:
         if self.mode == "incremental":
-            return "maintained incrementally"
+            return "maintained incrementally" + (
+                f" (a change to {', '.join(self.read_whole)} compares it in full)"
+                if self.read_whole else "")
         return f"recomputed each step: {self.reason}"
 
 
@@ -188,7 +191,7 @@ def refresh_of(query: str | exp.Query, columns: Columns, *, opted_out: bool,
     if isinstance(shape, Linear):
         return Refresh("incremental", retracts=input_retracts)
     if not isinstance(shape, Aggregate):  # a match arriving retracts a NULL-padded row
-        return Refresh("incremental", retracts=True)
+        return Refresh("incremental", retracts=True, read_whole=_read_whole(shape))
     input_retracts = input_retracts or not isinstance(shape.source, Linear)
     if input_retracts:
         for call in shape.calls:
@@ -197,7 +200,18 @@ def refresh_of(query: str | exp.Query, columns: Columns, *, opted_out: bool,
                                        "delete rows")
     # A DISTINCT-only view over insert-only input only ever gains rows.
     retracts = input_retracts or bool(shape.calls) or shape.is_global
-    return Refresh("incremental", retracts=retracts)
+    return Refresh("incremental", retracts=retracts, read_whole=_read_whole(shape.source))
+
+
+def _read_whole(shape: Shape) -> tuple[str, ...]:
+    """The relations a keyed shape reads whole (outside its key), sorted."""
+    if isinstance(shape, Keyed):
+        return tuple(sorted({table.name.lower() for table, key in
+                             zip(occurrences(shape.select), shape.keys, strict=True)
+                             if key is None}))
+    if isinstance(shape, Derived):
+        return _read_whole(shape.inner)
+    return ()
 
 
 def _union_branches(query: exp.Expression) -> list[exp.Select]:
