@@ -49,7 +49,8 @@ create materialized view busy_kinds as select kind, total from by_kind where n >
 STEP_ROWS = 1000
 
 
-def _bytes_under(folder: Path) -> dict[str, int]:
+def file_sizes(folder: Path) -> dict[str, int]:
+    """Every file under `folder` with its size (what a step wrote is the new paths)."""
     sizes = {}
     for directory, _, files in os.walk(folder):
         for name in files:
@@ -102,16 +103,16 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int) -> dict[str, f
     assert runtime.relations["big_events"]["rows"] > rows // 3
     times, written, inputs = [], [], []
     for step in range(steps):
-        before = _bytes_under(root / "state")
+        before = file_sizes(root / "state")
         version = storage.append(runtime.relations["events"]["path"],
                                  _events(spark, rows + step * STEP_ROWS, STEP_ROWS))
-        appended = {path: size for path, size in _bytes_under(root / "state").items()
+        appended = {path: size for path, size in file_sizes(root / "state").items()
                     if path not in before}
         started = time.perf_counter()
         result = run_step(runtime, {}, serial=step + 2, base_dir=root, ingest_inputs=False)
         times.append(time.perf_counter() - started)
         assert result.changed_tables == ["events"] and version is not None
-        after = _bytes_under(root / "state")
+        after = file_sizes(root / "state")
         written.append(sum(size for path, size in after.items()
                            if path not in before and path not in appended))
         inputs.append(sum(appended.values()))

@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # pyspark is imported once the path is set up
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.step_bench import file_sizes  # noqa: E402 (after the path is set up)
+
 TABLES = ("region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem")
 SLICED = ("orders", "lineitem")
 
@@ -100,15 +102,6 @@ def project(root: Path, refresh: str) -> None:
         shutil.copy(ROOT / "bench" / "tpch" / name, pipeline / name)
     for table in (*TABLES, *(f"{table}_rf2" for table in SLICED)):
         (root / "input" / table).mkdir(parents=True)
-
-
-def _bytes_under(folder: Path) -> dict[str, int]:
-    sizes = {}
-    for directory, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(directory, name)
-            sizes[path] = os.path.getsize(path)
-    return sizes
 
 
 class Timer:
@@ -196,7 +189,7 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
     serial = 4
     for step in range(steps):
         for kind in ("RF1", "RF2"):
-            before = _bytes_under(root / "state")
+            before = file_sizes(root / "state")
             if kind == "RF1":
                 added = 0
                 for table in SLICED:
@@ -214,7 +207,7 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
             ended = time.perf_counter()
             connectors, serial = result.connectors, serial + 1
             assert sorted(result.changed_tables) == sorted(SLICED), result.changed_tables
-            after = _bytes_under(root / "state")
+            after = file_sizes(root / "state")
             new_files = {path: size for path, size in after.items() if path not in before}
             figures["step"][kind].append(ended - started)
             for view, seconds in timer.per_view(ended).items():
@@ -226,6 +219,12 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
                            for folder in folders[view])))
             if check:
                 wrong = differing(spark, runtime, views)
+                for view in wrong:  # a few rows each way, to see what went wrong
+                    stored, scratch = runtime.frame(view), runtime.evaluate(view)
+                    print(f"{view}: stored, not from scratch:")
+                    stored.exceptAll(scratch).show(5, truncate=False)
+                    print(f"{view}: from scratch, not stored:")
+                    scratch.exceptAll(stored).show(5, truncate=False)
                 assert not wrong, f"[{refresh}] {kind} step {step + 1}: differ: {wrong}"
             print(f"[{refresh}] {kind} step {step + 1}: {ended - started:.1f} s, input "
                   f"{added / 1e3:.0f} kB{', every view equals its query' if check else ''}",

@@ -7,9 +7,12 @@ a join over an aggregate, so retractions flow), an aggregate over a join of an
 aggregate, a star-schema report (a fact table joined to three dimensions,
 filtered on dates, grouped, with a conditional sum and a ratio), and views
 that fall back to recomputing (a window function, MAX over a retracting input),
-outer joins maintained by the keys a step touches (LEFT, a LEFT JOIN ... IS NULL
-anti-join, FULL with an extra ON condition), and an aggregate over a LEFT JOIN
-view.
+and views maintained by the keys a step touches: outer joins (LEFT, a LEFT JOIN
+... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS
+and NOT EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs
+in its subquery, a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an
+aggregate over an EXISTS, an aggregate over a derived table's aggregate, and an
+aggregate over a LEFT JOIN view.
 
 Hypothesis draws random batches for every table (duplicates, NULLs, rows that
 join with nothing, dimension rows arriving after their facts) and deletions from

@@ -22,8 +22,9 @@ Shapes (the rules themselves are in `engine/maintenance/`):
   own shape is one of these: linear over the derived table's change.
 
 Everything else (window functions, `ORDER BY`, `LIMIT`, `WITH`, set operations
-other than `UNION ALL`, `COUNT(DISTINCT)` and other aggregates, subqueries not
-tied to a key, `NOT IN` over a changing subquery) is recomputed each step. MIN
+other than `UNION ALL`, `COUNT(DISTINCT)` outside a keyed `GROUP BY` and other
+aggregates, a subquery over every group, queries with no column equality to
+split them by) is recomputed each step. MIN
 and MAX are exact only while their input never retracts a row, so over an input
 that can (an aggregate, a recomputed view, a keyed select) they fall back too.
 """

@@ -59,12 +59,13 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
         None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])
     if signed is None:
         return None
-    # Read several times below (and by the callers): computed once, on the executors. Both
-    # are per touched group, so as small as the change; `touched` is a cheap state lookup.
+    # Read several times below (and by the callers): computed once, on the executors. All
+    # three are per touched group, so as small as the change.
     added = _contributions(signed, shape).localCheckpoint()
     keys = keys_of(shape)
     touched = (state.join(added.select(*keys), null_safe_equal(
-        [(state[key], added[key]) for key in keys]), "left_semi") if keys else state)
+        [(state[key], added[key]) for key in keys]), "left_semi") if keys else state
+               ).localCheckpoint()  # read by the merge, the old rows and the state's change
     merged = _kept(_merge(touched, added, shape, state.schema), shape).localCheckpoint()
     arguments = {field.name: field.dataType for field in signed.schema.fields}
     before = output_rows(frames, shape, touched, arguments, view_schema)

@@ -47,6 +47,10 @@ def keyed_change(frames: StepFrames, shape: Keyed) -> ZSet:
                for side in (frames.changes[relation].inserts, frames.changes[relation].deletes)
                if side is not None]
     keys = reduce(DataFrame.union, touched).distinct().localCheckpoint(eager=True)
+    # The touched keys' range (one aggregated row): a filter on it lets Parquet skip the
+    # row groups outside it before the semi-join, when the keys cluster (new orders
+    # arrive with new, higher keys; old ones leave from the bottom).
+    low, high, nulls = keys.agg(F.min(KEY), F.max(KEY), F.max(F.col(KEY).isNull())).first()
     restricted: dict[tuple[str, str, Part], str] = {}
 
     def version(relation: str, key: str | None, part: Part) -> str:
@@ -54,11 +58,16 @@ def keyed_change(frames: StepFrames, shape: Keyed) -> ZSet:
             return frames.name(relation, "new")  # unchanged this step: old and new agree
         if (relation, key, part) not in restricted:
             frame = frames.old(relation) if part == "old" else frames.new(relation)
+            in_range = (frame[key].isNull() if low is None else
+                        frame[key].between(low, high) | (frame[key].isNull() & F.lit(nulls)))
             restricted[relation, key, part] = frames.temporary(
-                frame.join(keys, frame[key].eqNullSafe(keys[KEY]), "left_semi"))
+                frame.where(in_range).join(keys, frame[key].eqNullSafe(keys[KEY]),
+                                           "left_semi"))
         return restricted[relation, key, part]
+    # Each side is the query over the touched keys' rows: computed once and kept on the
+    # executors, as both differences below read both sides.
     before, after = (frames.spark.sql(rename_occurrences(shape.select, [
         version(relation, key, part) for relation, key in zip(relations, shape.keys,
-                                                              strict=True)]))
-        for part in ("old", "new"))
+                                                              strict=True)]
+    )).localCheckpoint(eager=True) for part in ("old", "new"))
     return ZSet.between(before, after)
