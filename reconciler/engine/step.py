@@ -176,4 +176,5 @@ def table_change(runtime: PipelineRuntime, before: dict[str, Any],
         return ZSet(inserts=runtime.storage.scan(added, schema)) if added else ZSet()
     old = runtime.storage.scan(removed, struct_from_json(before["schema"]))
     new = runtime.storage.scan(added, schema)
-    return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new))
+    # Computed once (as small as the deletion), not by each view that reads the table.
+    return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new)).materialized()

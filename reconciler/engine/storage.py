@@ -56,7 +56,7 @@ from reconciler.engine.delta_log import (
 )
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
-from reconciler.engine.writer import PARQUET_CONF, commit_files, write_files
+from reconciler.engine.writer import PARQUET_CONF, clustered, commit_files, write_files
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
 
@@ -264,7 +264,9 @@ class DeltaStorage:
 
         Many small appends (a step every few seconds) leave many small files, which
         slow every read. Once more than `COMPACT_AFTER` files are under
-        `SMALL_FILE_BYTES`, Spark rewrites them into files of about `TARGET_FILE_BYTES`.
+        `SMALL_FILE_BYTES`, Spark rewrites them into files of about `TARGET_FILE_BYTES`,
+        each a sorted range of the first column (usually the key): a scan filtered on the
+        keys a step touched skips the other files, and deleting old keys rewrites few.
         Returns the new version, or None when there was nothing to do (or delta-spark
         writes this table: Delta's own OPTIMIZE is the tool there).
         """
@@ -284,7 +286,7 @@ class DeltaStorage:
         root = uri.rstrip("/")
         frame = self.scan([f"{root}/{unquote(file)}" for file, _ in small], schema)
         pieces = max(1, -(-sum(size for _, size in small) // TARGET_FILE_BYTES))
-        files = write_files(self.spark, frame.coalesce(pieces), uri, schema)
+        files = write_files(self.spark, clustered(frame, pieces), uri, schema)
         tag, before = uuid.uuid4().hex, table.version()
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri), replaces=small)

@@ -23,6 +23,7 @@ sees them; retention deletes them once they are old enough (`retention`).
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -151,3 +152,14 @@ def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, *
         lines = [line for line in str(error).splitlines() if line.strip()]
         raise ReconcileError(f"{uri}: Delta commit failed: "
                              f"{lines[0] if lines else type(error).__name__}") from error
+
+
+def clustered(rows: DataFrame, pieces: int) -> DataFrame:
+    """`rows` in `pieces` partitions, each a sorted range of the first column, so the files
+    written have disjoint ranges of it (their Parquet statistics let a scan filtered on
+    a range skip the others). A first column Spark cannot order (a map, a variant) only
+    sets the number of pieces."""
+    first = rows.schema.fields[0]
+    if re.search(r"\b(map|variant)\b", first.dataType.simpleString()):
+        return rows.coalesce(pieces)
+    return rows.repartitionByRange(pieces, first.name).sortWithinPartitions(first.name)
