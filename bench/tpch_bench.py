@@ -38,12 +38,11 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pyspark is imported once the path is set up
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -121,24 +120,6 @@ class Timer:
                 if name.startswith("refresh:")}
 
 
-def differing(spark: SparkSession, runtime: Any, views: list[str]) -> list[str]:
-    """Views whose stored rows differ from their query over the committed tables (doubles
-    rounded to 9 places); one Spark job, the rows collected are names."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    def comparable(frame: DataFrame) -> DataFrame:
-        return frame.select(*(F.round(F.col(f.name), 9).alias(f.name)
-                              if isinstance(f.dataType, T.DoubleType) else F.col(f.name)
-                              for f in frame.schema.fields))
-    parts = []
-    for view in views:
-        stored, scratch = comparable(runtime.frame(view)), comparable(runtime.evaluate(view))
-        parts.append(stored.exceptAll(scratch).union(scratch.exceptAll(stored)).limit(1)
-                     .select(F.lit(view).alias("name")))
-    return sorted(row.name for row in reduce(lambda a, b: a.union(b), parts).collect())
-
-
 def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, steps: int,
         check: bool) -> dict[str, Any]:
     from reconciler.engine.bootstrap import bootstrap
@@ -147,6 +128,7 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
     from reconciler.engine.storage import DeltaStorage
     from reconciler.layout import Layout
     from reconciler.plan.diff import diff_programs
+    from tests.comparison import differing
     from tests.projects import program_of
 
     root = Path(tempfile.mkdtemp(prefix=f"tpch-{refresh}-", dir=work))
@@ -218,7 +200,8 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
                     if any(path.startswith(folder.rstrip("/") + "/")
                            for folder in folders[view])))
             if check:
-                wrong = differing(spark, runtime, views)
+                wrong = differing({view: (runtime.frame(view), runtime.evaluate(view))
+                                   for view in views})
                 for view in wrong:  # a few rows each way, to see what went wrong
                     stored, scratch = runtime.frame(view), runtime.evaluate(view)
                     print(f"{view}: stored, not from scratch:")

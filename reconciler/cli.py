@@ -348,7 +348,8 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     # The rows are what this command prints, so they come to this process, but streamed a
     # partition at a time and never held whole. Results too large for a terminal belong in
     # a view with an output connector, which the executors write.
-    print_rows(frame.columns, frame.toLocalIterator(), output_format, _console())
+    print_rows(frame.columns, frame.toLocalIterator(),  # printed rows: one partition at a time
+               output_format, _console())
 
 
 @cli.command()

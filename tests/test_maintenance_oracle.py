@@ -29,7 +29,6 @@ import datetime as dt
 import os
 import tempfile
 from decimal import Decimal
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from reconciler.engine.step import run_step
 from reconciler.engine.storage import DeltaStorage
 from reconciler.layout import Layout
 from reconciler.plan.diff import diff_programs
+from tests.comparison import differing
 from tests.projects import program_of, write_files
 
 SQL = """
@@ -157,24 +157,6 @@ def _rows(table: str, drawn: list[tuple[Any, ...]], first_id: int) -> list[tuple
     return drawn
 
 
-def _comparable(frame: DataFrame) -> DataFrame:
-    """Doubles rounded (AVG of integers is a double, summed in another order than Spark's)."""
-    return frame.select(*(F.round(F.col(f.name), 9).alias(f.name)
-                          if isinstance(f.dataType, T.DoubleType) else F.col(f.name)
-                          for f in frame.schema.fields))
-
-
-def _differing(pairs: dict[str, tuple[DataFrame, DataFrame]]) -> list[str]:
-    """Names whose two frames differ as multisets, all found by one Spark job (the rows
-    collected are names, one per difference)."""
-    parts = []
-    for name, (left, right) in pairs.items():
-        left, right = _comparable(left), _comparable(right)
-        parts.append(left.exceptAll(right).union(right.exceptAll(left)).limit(1)
-                     .select(F.lit(name).alias("name")))
-    return sorted(row.name for row in reduce(DataFrame.union, parts).collect())
-
-
 def _integrated(spark: SparkSession, folder: Path,
                 schema: T.StructType) -> tuple[DataFrame, DataFrame]:
     """An output folder's snapshot and changelog summed up: each row as often as inserted
@@ -231,4 +213,4 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
             checks[f"output of {view}"] = (integrated, runtime.frame(view))
             checks[f"rows deleted from the output of {view} more than inserted"] = (
                 overdrawn, overdrawn.limit(0))
-        assert _differing(checks) == [], f"step {serial - 1}: these differ from scratch"
+        assert differing(checks) == [], f"step {serial - 1}: these differ from scratch"

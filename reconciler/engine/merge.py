@@ -91,8 +91,7 @@ def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) 
     condition = null_safe_equal([(located[field.name], wanted[f"__d{i}"])
                                  for i, field in enumerate(schema.fields)])
     matched = located.join(wanted, condition, "left_semi").select(FILE_COLUMN).distinct()
-    # File names only, one per data file touched: small by construction, never table rows.
-    return [row[0] for row in matched.collect()]
+    return [row[0] for row in matched.collect()]  # file names, one per file: never rows
 
 
 def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:

@@ -38,18 +38,30 @@ def keyed_change(frames: StepFrames, shape: Keyed) -> ZSet:
         return ZSet()
     if any(key is None and relation in frames.changes
            for relation, key in zip(relations, shape.keys, strict=True)):
-        return ZSet.between(*(frames.spark.sql(rename_occurrences(
-            shape.select, [frames.name(relation, part) for relation in relations]))
-            for part in ("old", "new")))
+        # A relation read whole changed: no key bounds the change, compare the whole query.
+        versions = [[frames.name(relation, part) for relation in relations]
+                    for part in ("old", "new")]
+    else:
+        versions = _restricted_versions(frames, shape, relations)
+    # Each side computed once and kept on the executors: both differences read both.
+    before, after = (frames.spark.sql(rename_occurrences(shape.select, views))
+                     .localCheckpoint(eager=True) for views in versions)
+    return ZSet.between(before, after)
+
+
+def _restricted_versions(frames: StepFrames, shape: Keyed,
+                         relations: list[str]) -> list[list[str]]:
+    """Per part (old, new), the temporary view each relation occurrence reads: the rows
+    of the touched keys, or the whole relation when it is read whole (and unchanged)."""
     touched = [side.select(F.col(key).alias(KEY))
                for relation, key in zip(relations, shape.keys, strict=True)
                if key is not None and relation in frames.changes
                for side in (frames.changes[relation].inserts, frames.changes[relation].deletes)
                if side is not None]
     keys = reduce(DataFrame.union, touched).distinct().localCheckpoint(eager=True)
-    # The touched keys' range (one aggregated row): a filter on it lets Parquet skip the
-    # row groups outside it before the semi-join, when the keys cluster (new orders
-    # arrive with new, higher keys; old ones leave from the bottom).
+    # The touched keys' range: a filter on it lets Parquet skip the files outside it
+    # before the semi-join, where the table is clustered on the key (compaction does it).
+    # One aggregated row, never the keys themselves.
     low, high, nulls = keys.agg(F.min(KEY), F.max(KEY), F.max(F.col(KEY).isNull())).first()
     restricted: dict[tuple[str, str, Part], str] = {}
 
@@ -64,10 +76,5 @@ def keyed_change(frames: StepFrames, shape: Keyed) -> ZSet:
                 frame.where(in_range).join(keys, frame[key].eqNullSafe(keys[KEY]),
                                            "left_semi"))
         return restricted[relation, key, part]
-    # Each side is the query over the touched keys' rows: computed once and kept on the
-    # executors, as both differences below read both sides.
-    before, after = (frames.spark.sql(rename_occurrences(shape.select, [
-        version(relation, key, part) for relation, key in zip(relations, shape.keys,
-                                                              strict=True)]
-    )).localCheckpoint(eager=True) for part in ("old", "new"))
-    return ZSet.between(before, after)
+    return [[version(relation, key, part) for relation, key in
+             zip(relations, shape.keys, strict=True)] for part in ("old", "new")]

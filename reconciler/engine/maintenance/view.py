@@ -17,12 +17,11 @@ from pyspark.sql.types import StructType
 from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.linear import select_change
-from reconciler.engine.maintenance.zset import ZSet, positional, union_all
+from reconciler.engine.maintenance.zset import ZSet, positional
 from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
-from reconciler.spec.maintenance import Aggregate, Fallback, Linear, Shape, analyse
+from reconciler.spec.maintenance import Aggregate, Fallback, Shape, analyse
 
 
 @cache
@@ -49,9 +48,8 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
     shape = maintained_shape(runtime, view)
     schema = struct_from_json(runtime.relations[view]["schema"])
     if shape is not None and not isinstance(shape, Aggregate):
-        change = (_linear_change(frames, shape, schema) if isinstance(shape, Linear)
-                  else _positional(change_of(frames, shape), schema)
-                  ).materialized().consolidated().materialized()
+        change = _positional(change_of(frames, shape), schema
+                             ).materialized().consolidated().materialized()
         if not change.is_empty:
             runtime.apply_view_changes(view, change.inserts, change.deletes)
         return change
@@ -83,12 +81,6 @@ def start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None
     shape = maintained_shape(runtime, view)
     if isinstance(shape, Aggregate):
         runtime.write_state(view, initial_state(frames, shape))
-
-
-def _linear_change(frames: StepFrames, shape: Linear, schema: StructType) -> ZSet:
-    changes = [_positional(select_change(frames, branch), schema) for branch in shape.branches]
-    return ZSet(union_all(change.inserts for change in changes),
-                union_all(change.deletes for change in changes))
 
 
 def _positional(change: ZSet, schema: StructType) -> ZSet:

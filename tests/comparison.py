@@ -1,0 +1,27 @@
+"""Comparing views with their queries from scratch (the oracle tests and the TPC-H bench)."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+
+def comparable(frame: DataFrame) -> DataFrame:
+    """Doubles rounded (AVG of integers is a double, summed in another order than Spark's)."""
+    return frame.select(*(F.round(F.col(f.name), 9).alias(f.name)
+                          if isinstance(f.dataType, T.DoubleType) else F.col(f.name)
+                          for f in frame.schema.fields))
+
+
+def differing(pairs: dict[str, tuple[DataFrame, DataFrame]]) -> list[str]:
+    """Names whose two frames differ as multisets, all found by one Spark job (the rows
+    collected are names, one per difference)."""
+    parts = []
+    for name, (left, right) in pairs.items():
+        left, right = comparable(left), comparable(right)
+        parts.append(left.exceptAll(right).union(right.exceptAll(left)).limit(1)
+                     .select(F.lit(name).alias("name")))
+    return sorted(row.name for row in reduce(DataFrame.union, parts).collect())
