@@ -84,6 +84,23 @@ def keyed(select: exp.Select, columns: Columns,
     return _Analysis(select, columns, check).shape()
 
 
+def equated_columns(select: exp.Select, columns: Columns) -> list[list[tuple[exp.Table, str]]]:
+    """The select's classes of columns made equal by its top-level `ON`/`WHERE` equalities,
+    each as (relation occurrence, column) pairs; none when a column cannot be placed.
+    In an inner join every output row's columns of one class hold one value, so the
+    rows a change can meet lie within the change's range of that value (`linear`)."""
+    analysis = _Analysis(select, columns, lambda _: None)
+    try:
+        analysis._visit(select, None)
+    except KeyFallback:
+        return []
+    classes: dict[Slot, list[tuple[exp.Table, str]]] = {}
+    for slot in list(analysis.parent):
+        classes.setdefault(analysis._find(slot), []).append(
+            (analysis.tables[slot[0]], slot[1]))
+    return [members for members in classes.values() if len(members) > 1]
+
+
 @dataclass
 class _Scope:
     select: exp.Select

@@ -14,13 +14,20 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from reconciler.engine.maintenance.zset import ZSet
 
 Part = Literal["old", "new", "inserts", "deletes"]
+Side = Literal["inserts", "deletes"]
+Range = tuple[str, Any, Any]  # column, lowest and highest value (None, None: no value)
+RANGED_TYPES = (T.IntegralType, T.StringType, T.DateType, T.DecimalType)
+"""Types whose min and max come back to Python and go back to Spark as the same value (a
+TIMESTAMP would pass through the driver's time zone, a float's NaN does not compare)."""
 
 
 @dataclass
@@ -33,6 +40,8 @@ class StepFrames:
     changes: dict[str, ZSet] = field(default_factory=dict)
     _id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     _registered: set[str] = field(default_factory=set)
+    _ranges: dict[tuple[str, Side, str], Range | None] = field(default_factory=dict)
+    _within: dict[tuple[str, Part, tuple[Range, ...]], str] = field(default_factory=dict)
 
     def name(self, relation: str, part: Part) -> str:
         """The temporary view holding `part` of `relation`, registered on first use."""
@@ -51,6 +60,31 @@ class StepFrames:
         assert side is not None, f"no {part} for {relation}"
         return side
 
+    def value_range(self, relation: str, side: Side, column: str) -> Range | None:
+        """The lowest and highest `column` of one side of `relation`'s change (one aggregated
+        row, computed once per step), or None when its type does not travel (`RANGED_TYPES`)."""
+        if (relation, side, column) not in self._ranges:
+            frame = self._frame(relation, side)
+            name = next(field.name for field in frame.schema.fields
+                        if field.name.lower() == column.lower())
+            found = None
+            if isinstance(frame.schema[name].dataType, RANGED_TYPES):
+                low, high = frame.agg(F.min(name), F.max(name)).first()  # type: ignore[misc]
+                found = (name, low, high)
+            self._ranges[relation, side, column] = found
+        return self._ranges[relation, side, column]
+
+    def within(self, relation: str, part: Part, ranges: tuple[Range, ...]) -> str:
+        """The temporary view of `part` of `relation` with only the rows whose columns lie in
+        `ranges` (NULL in none): Parquet skips the files and row groups outside them."""
+        if (relation, part, ranges) not in self._within:
+            frame = self._frame(relation, part)
+            condition = F.lit(True)
+            for column, low, high in ranges:
+                condition = condition & in_range(frame[column], low, high)
+            self._within[relation, part, ranges] = self.temporary(frame.where(condition))
+        return self._within[relation, part, ranges]
+
     def close(self) -> None:
         """Drop this step's temporary views (a long-lived Connect session keeps them)."""
         for view in self._registered:
@@ -63,3 +97,9 @@ class StepFrames:
         frame.createOrReplaceTempView(view)
         self._registered.add(view)
         return view
+
+
+def in_range(column: Column, low: Any, high: Any, nulls: bool = False) -> Column:
+    """`column` between `low` and `high` (no value when both are None), or NULL if `nulls`."""
+    inside = F.lit(False) if low is None else column.between(low, high)
+    return inside | column.isNull() if nulls else inside

@@ -22,16 +22,23 @@ from typing import Any
 
 from sqlglot import exp
 
-from reconciler.engine.maintenance.frames import Part, StepFrames
+from reconciler.engine.maintenance.frames import Part, Range, Side, StepFrames
 from reconciler.engine.maintenance.zset import ZSet, union_all
-from reconciler.spec.keyed import occurrences
+from reconciler.spec.keyed import equated_columns, occurrences
 from reconciler.spec.maintenance import tables_of
 from reconciler.spec.sql import DIALECT
 
 
 def select_change(frames: StepFrames, select: exp.Select) -> ZSet:
-    """The change of one select (inner joins, filters, projections) in this step."""
+    """The change of one select (inner joins, filters, projections) in this step.
+
+    In each term, an occurrence joined to the changed one by an equality reads only the
+    rows within the change's range of that column (`equated_columns`): a term over a
+    few new orders reads the lineitems of their key range, and Parquet skips the files
+    outside it where the table is clustered on the key (compaction does it)."""
     occurrences = tables_of(select)
+    classes = equated_columns(select, {occurrence.name.lower(): frames.new(
+        occurrence.name.lower()).columns for occurrence in occurrences})
     inserts, deletes = [], []
     for position, occurrence in enumerate(occurrences):
         change = frames.changes.get(occurrence.name.lower())
@@ -44,15 +51,34 @@ def select_change(frames: StepFrames, select: exp.Select) -> ZSet:
                 "new" if index < position and other.name.lower() in frames.changes else "old"
                 for index, other in enumerate(occurrences)]
             parts[position] = side  # type: ignore[call-overload]
-            found.append(frames.spark.sql(_renamed(select, frames, parts)))
+            views = [_version(frames, other, part, _ranges(frames, classes, occurrence, side,
+                                                           other))
+                     for other, part in zip(occurrences, parts, strict=True)]
+            found.append(frames.spark.sql(rename_relations(select, views)))
     return ZSet(union_all(inserts), union_all(deletes))
 
 
-def _renamed(select: exp.Select, frames: StepFrames, parts: list[Part]) -> str:
-    """The select's SQL with its i-th relation occurrence reading version `parts[i]`."""
-    return rename_relations(select, [frames.name(occurrence.name.lower(), part) for
-                                     occurrence, part in zip(tables_of(select), parts,
-                                                             strict=True)])
+def _ranges(frames: StepFrames, classes: list[list[tuple[exp.Table, str]]],
+            changed: exp.Table, side: Side, other: exp.Table) -> tuple[Range, ...]:
+    """The ranges `other` is restricted to in the term where `changed` reads `side`: per
+    column of `other` equated to one of `changed`, that column's range in the change."""
+    if other is changed:
+        return ()
+    ranges = []
+    for members in classes:
+        mine = [column for table, column in members if table is changed]
+        theirs = [column for table, column in members if table is other]
+        if mine and theirs:
+            found = frames.value_range(changed.name.lower(), side, mine[0])
+            if found is not None:
+                ranges.extend((column, found[1], found[2]) for column in theirs)
+    return tuple(ranges)
+
+
+def _version(frames: StepFrames, occurrence: exp.Table, part: Part,
+             ranges: tuple[Range, ...]) -> str:
+    relation = occurrence.name.lower()
+    return frames.within(relation, part, ranges) if ranges else frames.name(relation, part)
 
 
 def rename_relations(select: exp.Select, views: list[str]) -> str:
