@@ -19,8 +19,11 @@ After every step each view is compared with its query from scratch (the step
 fails if one differs). Printed per query: how the plan refreshes it, and per
 step kind its time and the bytes it wrote (the view's folder and its state), next
 to the same pipeline with `refresh: full`; then the issue's goals: per maintained
-view at most 20x the step's input bytes + 200 kB, and the maintained views'
-time at most 0.2x the time of recomputing them.
+view at most 20x the step's input bytes + 200 kB, and the time to refresh the
+views at most 0.2x the time to recompute them. Views are refreshed side by side
+(`engine/refresh.py`), so that time is the step's refresh phase (first view
+started to last view done; it includes Q11 and Q16, recomputed in both modes),
+and a view's own time overlaps others'.
 
 Usage: `python bench/tpch_bench.py [--scale 1] [--parts 1000] [--steps 2]`
 (`make bench-tpch`). The data is generated once per scale and parts under
@@ -104,20 +107,24 @@ def project(root: Path, refresh: str) -> None:
 
 
 class Timer:
-    """A progress reporter that times each view of a step: a view's time runs from its
-    `refresh` report to the next report (or the step's end)."""
+    """A progress reporter that times each view of a step, from its `refresh` report to
+    its `refreshed` one (views run side by side, so these overlap), and the refresh
+    phase: from the first view's start to the last one's end."""
 
     def __init__(self) -> None:
-        self.marks: list[tuple[str, float]] = []
+        self.marks: dict[tuple[str, str], float] = {}
 
     def __call__(self, stage: str, item: str) -> None:
-        self.marks.append((f"{stage}:{item}", time.perf_counter()))
+        self.marks[stage, item] = time.perf_counter()
 
-    def per_view(self, end: float) -> dict[str, float]:
-        ends = [mark for _, mark in self.marks[1:]] + [end]
-        return {name.split(":", 1)[1]: stop - start
-                for (name, start), stop in zip(self.marks, ends, strict=True)
-                if name.startswith("refresh:")}
+    def per_view(self) -> dict[str, float]:
+        return {item: self.marks["refreshed", item] - start
+                for (stage, item), start in self.marks.items() if stage == "refresh"}
+
+    def phase(self) -> float:
+        starts = [mark for (stage, _), mark in self.marks.items() if stage == "refresh"]
+        ends = [mark for (stage, _), mark in self.marks.items() if stage == "refreshed"]
+        return max(ends) - min(starts) if starts else 0.0
 
 
 def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, steps: int,
@@ -192,7 +199,8 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
             after = file_sizes(root / "state")
             new_files = {path: size for path, size in after.items() if path not in before}
             figures["step"][kind].append(ended - started)
-            for view, seconds in timer.per_view(ended).items():
+            figures["phase"][kind].append(timer.phase())
+            for view, seconds in timer.per_view().items():
                 figures[view][f"{kind} time"].append(seconds)
             for view in views:
                 figures[view][f"{kind} bytes"].append(sum(
@@ -249,13 +257,13 @@ def report(results: dict[str, dict[str, Any]]) -> None:
         budget = 20 * median(incremental["inputs"][kind]) + 200_000
         over = [name for name in maintained
                 if median(incremental["figures"][name][f"{kind} bytes"]) > budget]
-        mine = sum(median(incremental["figures"][name][f"{kind} time"]) for name in maintained)
+        mine = median(incremental["figures"]["phase"][kind])
         line = (f"{kind}: input {median(incremental['inputs'][kind]) / 1e3:.0f} kB; budget per "
                 f"maintained view {budget / 1e3:.0f} kB: {over or 'all within'}; "
                 f"step {median(incremental['figures']['step'][kind]):.1f} s")
         if full:
-            theirs = sum(median(full["figures"][name][f"{kind} time"]) for name in maintained)
-            line += (f"; maintained views {mine:.1f} s vs recomputing them {theirs:.1f} s = "
+            theirs = median(full["figures"]["phase"][kind])
+            line += (f"; views refreshed in {mine:.1f} s vs recomputed in {theirs:.1f} s = "
                      f"{mine / theirs if theirs else float('nan'):.2f}x (goal <= 0.2x); "
                      f"whole step {median(full['figures']['step'][kind]):.1f} s with refresh: full")
         print(line)

@@ -2,10 +2,13 @@
 
 Steps and bootstraps call `report(stage, item)`; on a terminal this drives a
 rich progress line on stderr (gone when the command ends), elsewhere nothing.
+Views refreshed at once report from several threads; `refreshed` (a view's end,
+for timing reporters) is not shown.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -29,8 +32,15 @@ def terminal_progress(enabled: bool) -> Iterator[Reporter]:
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         tasks: dict[str, int] = {}
+        lock = threading.Lock()
 
         def report(stage: str, item: str) -> None:
+            if stage == "refreshed":
+                return
+            with lock:
+                show(stage, item)
+
+        def show(stage: str, item: str) -> None:
             for other, task in tasks.items():
                 if other != stage:
                     progress.update(task, visible=False)

@@ -244,3 +244,31 @@ def test_which_keyed_queries_are_maintained(tmp_path: Path, query: str, mode: st
         "pipelines/p/pipeline.yaml": "name: p\n",
         "pipelines/p/program.sql": KEYED_TABLES + f"create materialized view q as {query};"})
     assert reconcile(project, "validate").splitlines()[1:] == [f"  view q: {mode}"]
+
+
+def test_a_view_failing_among_others_refreshed_at_once_commits_nothing(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Views are refreshed side by side (`engine/refresh.py`): when one fails at run time
+    (a division by zero), the step fails in one line and commits nothing, whatever the
+    others wrote; once the bad row is deleted the next step converges."""
+    sql = SQL + "create materialized view ratios as select id, 100 / amount as r from events;\n"
+    project = write_files(tmp_path, events_pipeline(sql))
+    reconcile(project, "apply", "--auto-approve")
+    _events(project, "1.json", [(1, "a", "5.00"), (2, "b", "20.00"), (3, "b", "30.50")])
+    reconcile(project, "run")
+    committed = manifest(project, "p")
+
+    _events(project, "2.json", [(4, "a", "11.25"), (5, "c", "0.00")])
+    output = reconcile(project, "run", expect=1)
+    assert "DIVIDE_BY_ZERO" in output and len(output.strip().splitlines()) == 1, output
+    assert manifest(project, "p")["serial"] == committed["serial"]
+    assert query(project, "p", "select kind, n from by_kind order by kind") == [
+        {"kind": "a", "n": 1}, {"kind": "b", "n": 2}]
+
+    reconcile(project, "execute", "-p", "p", "DELETE FROM events WHERE amount = 0")
+    assert query(project, "p", "select * from by_kind order by kind") == \
+        query(project, "p", BY_KIND_SCRATCH)
+    assert query(project, "p", "select kind, n from busy order by kind") == [
+        {"kind": "a", "n": 2}, {"kind": "b", "n": 2}]
+    assert query(project, "p", "select id from ratios order by id") == [
+        {"id": i} for i in range(1, 5)]

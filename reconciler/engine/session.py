@@ -91,6 +91,10 @@ warnings.filterwarnings(
 # says it in one line (engine/failures.py), and `--debug` shows the exception itself.
 logging.getLogger("py4j").setLevel(logging.CRITICAL)
 logging.getLogger().addFilter(lambda record: "/py4j/" not in record.pathname)
+# pyspark logs a query error's context as a JSON line of its own when the error is
+# raised; the CLI says the error in one line (`--debug` shows all of it).
+for _logger in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+    logging.getLogger(_logger).setLevel(logging.CRITICAL)
 
 _scratch_lock = threading.Lock()
 _scratch_dir: Path | None = None

@@ -26,8 +26,8 @@ from reconciler.engine.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.delta_source import has_new_versions
 from reconciler.engine.input_files import has_new_files
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import refresh_view
 from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
@@ -136,25 +136,16 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     if not result.changed_tables:
         return result
     outputs = outputs_by_relation(program)
+
+    def emit_change(relation: str, change: ZSet) -> None:
+        rows = change.changes()
+        for connector in outputs.get(relation, []) if rows is not None else []:
+            result.emitted[connector] = emit(runtime, connector, program["connectors"][connector],
+                                             rows, serial, base_dir, snapshot=False)
     try:
-        for relation in program["order"]:
-            definition = program["views"].get(relation)
-            if definition is not None:
-                if not any(read in frames.changes for read in definition["reads"]):
-                    continue
-                runtime.report("refresh", relation)
-                change = refresh_view(runtime, frames, relation)
-                result.refreshed.append(relation)
-                if change.is_empty:
-                    continue
-                frames.changes[relation] = change
-            elif relation not in frames.changes:
-                continue
-            rows = frames.changes[relation].changes()
-            for connector in outputs.get(relation, []) if rows is not None else []:
-                result.emitted[connector] = emit(runtime, connector,
-                                                 program["connectors"][connector], rows,
-                                                 serial, base_dir, snapshot=False)
+        for table in result.changed_tables:
+            emit_change(table, frames.changes[table])
+        result.refreshed = refresh_views(runtime, frames, emit_change)
     finally:
         frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files

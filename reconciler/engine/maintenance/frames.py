@@ -11,8 +11,9 @@ DataFrame built on it is alive.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ class StepFrames:
     changes: dict[str, ZSet] = field(default_factory=dict)
     _id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     _registered: set[str] = field(default_factory=set)
+    _counter: Iterator[int] = field(default_factory=itertools.count)
     _ranges: dict[tuple[str, Side, str], Range | None] = field(default_factory=dict)
     _within: dict[tuple[str, Part, tuple[Range, ...]], str] = field(default_factory=dict)
 
@@ -93,7 +95,7 @@ class StepFrames:
 
     def temporary(self, frame: DataFrame) -> str:
         """Register an intermediate result under a fresh name, for a SQL query over it."""
-        view = f"__{self._id}_t{len(self._registered)}"
+        view = f"__{self._id}_t{next(self._counter)}"  # threads share it: `next` is atomic
         frame.createOrReplaceTempView(view)
         self._registered.add(view)
         return view

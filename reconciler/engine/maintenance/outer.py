@@ -19,7 +19,6 @@ changes one compares the whole query, old against new.
 from __future__ import annotations
 
 from functools import reduce
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -70,23 +69,12 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
         if key is None:
             return frames.name(relation, "new")  # unchanged this step: old and new agree
         if (relation, key, part) not in restricted:
-            restricted.update(_both_versions(frames, relation, key, keys, low, high, nulls))
+            # Lazy, not checkpointed: the query's own filters reach the scan this way (a
+            # materialized key range would hold every row of the keys, filtered or not).
+            frame = frames.old(relation) if part == "old" else frames.new(relation)
+            restricted[relation, key, part] = frames.temporary(
+                frame.where(in_range(frame[key], low, high, nulls)).join(
+                    keys, frame[key].eqNullSafe(keys[KEY]), "left_semi"))
         return restricted[relation, key, part]
     return [[version(relation, key, part) for relation, key in
              zip(relations, shape.keys, strict=True)] for part in ("old", "new")]
-
-
-def _both_versions(frames: StepFrames, relation: str, key: str, keys: DataFrame, low: Any,
-                   high: Any, nulls: bool) -> dict[tuple[str, str, Part], str]:
-    """The touched keys' rows of `relation`, new and old, as temporary views. The relation
-    is read once (its new version, checkpointed: every occurrence of it reads them); the
-    old rows are the new ones less this step's inserts plus its deletes, all of which
-    have touched keys."""
-    frame = frames.new(relation)
-    new = frame.where(in_range(frame[key], low, high, nulls)).join(
-        keys, frame[key].eqNullSafe(keys[KEY]), "left_semi").localCheckpoint(eager=True)
-    change = frames.changes.get(relation, ZSet())
-    old = new if change.inserts is None else new.exceptAll(change.inserts)
-    old = old if change.deletes is None else old.union(change.deletes)
-    return {(relation, key, "new"): frames.temporary(new),
-            (relation, key, "old"): frames.temporary(old)}

@@ -1,0 +1,79 @@
+"""Refresh a step's views, several at once, each after the views it reads.
+
+A maintained view's refresh is a chain of small Spark jobs and Delta commits
+over a change of a few thousand rows: most of its time is latency (planning,
+code generation, scheduling, the commit), not work, and two cores sit mostly
+idle. Views that do not read each other are independent, so up to
+`REFRESH_WORKERS` are refreshed side by side: Spark runs jobs from several
+threads at once, as a shared cluster does. A view starts once every view it
+reads is done (the dependency graph, `graphlib`), so it reads their changes and
+new versions exactly as in a serial step.
+
+A failure stops new refreshes; those running finish (each is its own Delta
+commits, none visible until the manifest commits), then the error is raised.
+An error of the view's own SQL on this step's rows (a division by zero, a cast
+that overflows) is one line naming the view; Spark running out of resources is
+left to the CLI's `engine_failure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from graphlib import TopologicalSorter
+
+from pyspark.errors import PySparkException
+
+from reconciler.engine.failures import engine_failure
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.view import refresh_view
+from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.runtime import PipelineRuntime
+from reconciler.errors import ReconcileError
+
+REFRESH_WORKERS = 4
+"""Views refreshed at once (threads of the driver; their Spark jobs share the cluster)."""
+
+
+def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
+                  emit: Callable[[str, ZSet], None], workers: int = REFRESH_WORKERS
+                  ) -> list[str]:
+    """Refresh every view that reads a changed relation (its change goes to `frames` and
+    to `emit`); returns them in program order."""
+    views = runtime.program["views"]
+    graph = TopologicalSorter({name: [read for read in views[name]["reads"] if read in views]
+                               for name in views})
+    graph.prepare()
+    refreshed: set[str] = set()
+
+    def refresh(view: str) -> None:
+        runtime.report("refresh", view)
+        try:
+            change = refresh_view(runtime, frames, view)
+            if not change.is_empty:
+                frames.changes[view] = change
+                emit(view, change)
+        except PySparkException as error:
+            if engine_failure(error, None) is not None:
+                raise
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise ReconcileError(f"view {view}: {first} (nothing was committed)") from error
+        runtime.report("refreshed", view)
+
+    running: dict[Future[None], str] = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh") as pool:
+        while graph.is_active():
+            for view in graph.get_ready():
+                if any(read in frames.changes for read in views[view]["reads"]):
+                    running[pool.submit(refresh, view)] = view
+                    refreshed.add(view)
+                else:
+                    graph.done(view)
+            if not running:
+                continue
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                view = running.pop(future)
+                future.result()  # a failure: the pool waits for the others, then it raises
+                graph.done(view)
+    return [name for name in runtime.program["order"] if name in refreshed]
