@@ -42,7 +42,7 @@ class StepFrames:
     _id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     _registered: set[str] = field(default_factory=set)
     _counter: Iterator[int] = field(default_factory=itertools.count)
-    _ranges: dict[tuple[str, Side, str], Range | None] = field(default_factory=dict)
+    _ranges: dict[tuple[str, Side], dict[str, Range | None]] = field(default_factory=dict)
     _within: dict[tuple[str, Part, tuple[Range, ...]], str] = field(default_factory=dict)
 
     def name(self, relation: str, part: Part) -> str:
@@ -63,18 +63,22 @@ class StepFrames:
         return side
 
     def value_range(self, relation: str, side: Side, column: str) -> Range | None:
-        """The lowest and highest `column` of one side of `relation`'s change (one aggregated
-        row, computed once per step), or None when its type does not travel (`RANGED_TYPES`)."""
-        if (relation, side, column) not in self._ranges:
+        """The lowest and highest `column` of one side of `relation`'s change, or None when
+        its type does not travel (`RANGED_TYPES`). One job per side and step finds every
+        column's (one aggregated row), as the terms of several views ask for several."""
+        if (relation, side) not in self._ranges:
             frame = self._frame(relation, side)
-            name = next(field.name for field in frame.schema.fields
-                        if field.name.lower() == column.lower())
-            found = None
-            if isinstance(frame.schema[name].dataType, RANGED_TYPES):
-                low, high = frame.agg(F.min(name), F.max(name)).first()  # type: ignore[misc]
-                found = (name, low, high)
-            self._ranges[relation, side, column] = found
-        return self._ranges[relation, side, column]
+            ranged = [field.name for field in frame.schema.fields
+                      if isinstance(field.dataType, RANGED_TYPES)]
+            found = frame.agg(*(function(name) for name in ranged
+                                for function in (F.min, F.max))).first() if ranged else None
+            ranges: dict[str, Range | None] = {
+                field.name.lower(): None for field in frame.schema.fields}
+            for i, name in enumerate(ranged):
+                assert found is not None
+                ranges[name.lower()] = (name, found[2 * i], found[2 * i + 1])
+            self._ranges[relation, side] = ranges  # whole: views refreshed at once read it
+        return self._ranges[relation, side][column.lower()]
 
     def within(self, relation: str, part: Part, ranges: tuple[Range, ...]) -> str:
         """The temporary view of `part` of `relation` with only the rows whose columns lie in
