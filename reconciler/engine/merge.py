@@ -17,6 +17,7 @@ restored first, so a retried step applies each change exactly once.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -35,11 +36,15 @@ REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
 
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
                   inserts: DataFrame | None, deletes: DataFrame | None,
-                  app_transaction: tuple[str, int] | None = None) -> int:
+                  app_transaction: tuple[str, int] | None = None,
+                  unique_by: Sequence[str] = ()) -> int:
     """Make the table at `version` minus `deletes` plus `inserts` its next version.
 
     With `app_transaction` (app id, version) the change is applied at most once, like an
-    idempotent append: a table that already records it is left as it is."""
+    idempotent append: a table that already records it is left as it is. `unique_by`:
+    columns no two rows share (an aggregate's state, by group), so a deleted row is
+    found by them alone (an anti-join with the few deleted keys, no shuffle of the
+    table as a multiset difference needs)."""
     uri = table_uri(path)
     if storage.latest_version(uri) != version:
         storage.restore(uri, version)
@@ -53,7 +58,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         if done is not None and done >= app_transaction[1]:
             return version
     if storage.writer == "delta-spark":  # Delta's MERGE needs its SQL extension's catalog
-        kept = storage.read(uri, version, schema).exceptAll(deletes)
+        kept = _without(storage.read(uri, version, schema), deletes, unique_by)
         return storage.overwrite(uri, kept.union(inserts), schema, app_transaction)
     table = storage.require(uri)
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -71,13 +76,22 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
                              f"version {version}'s log")
     root = uri.rstrip("/")
     rewritten = storage.scan([f"{root}/{relative}" for relative, _ in replaced], schema)
-    rows = rewritten.exceptAll(deletes).union(inserts) if replaced else inserts
+    rows = _without(rewritten, deletes, unique_by).union(inserts) if replaced else inserts
     written = write_files(storage.spark, rows, uri, schema)
     tag, before = uuid.uuid4().hex, table.version()
     commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag, table=table,
                  storage_options=storage.storage_options(uri), replaces=replaced,
                  changes_rows=True, app_transaction=app_transaction)
     return storage.rs_commit_version(uri, tag, before)
+
+
+def _without(rows: DataFrame, deletes: DataFrame, unique_by: Sequence[str]) -> DataFrame:
+    """`rows` less one copy of each deleted row (by `unique_by` when rows are unique so)."""
+    if not unique_by:
+        return rows.exceptAll(deletes)
+    doomed = deletes.select(*(F.col(name).alias(f"__d{i}") for i, name in enumerate(unique_by)))
+    return rows.join(doomed, null_safe_equal([(rows[name], doomed[f"__d{i}"])
+                                              for i, name in enumerate(unique_by)]), "left_anti")
 
 
 def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) -> list[str]:

@@ -169,10 +169,12 @@ class PipelineRuntime:
         self.relations[name]["state"] = {"path": path, "version": version,
                                          "schema": contents.schema.json()}
 
-    def apply_state_changes(self, name: str, inserts: DataFrame, deletes: DataFrame) -> None:
+    def apply_state_changes(self, name: str, inserts: DataFrame, deletes: DataFrame,
+                            unique_by: list[str]) -> None:
         state = self.relations[name]["state"]
         version = apply_changes(self.storage, state["path"], state["version"],
-                                struct_from_json(state["schema"]), inserts, deletes)
+                                struct_from_json(state["schema"]), inserts, deletes,
+                                unique_by=unique_by)
         self.relations[name]["state"] = {**state, "version": version}
 
     def adopt_table_version(self, name: str, version: int) -> dict[str, Any]:

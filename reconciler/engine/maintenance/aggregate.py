@@ -35,6 +35,8 @@ from reconciler.spec.maintenance import Aggregate, Linear
 from reconciler.spec.sql import DIALECT
 
 WEIGHT = "__w"
+OLD = "__old"
+OLD_ROWS = f"{OLD}__rows"
 
 
 def keys_of(shape: Aggregate) -> list[str]:
@@ -59,19 +61,22 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
         None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])
     if signed is None:
         return None
-    # Read several times below (and by the callers): computed once, on the executors. All
-    # three are per touched group, so as small as the change.
-    added = _contributions(signed, shape).localCheckpoint()
+    added = _contributions(signed, shape)
     keys = keys_of(shape)
-    touched = (state.join(added.select(*keys), null_safe_equal(
+    touched = state.join(added.select(*keys), null_safe_equal(
         [(state[key], added[key]) for key in keys]), "left_semi") if keys else state
-               ).localCheckpoint()  # read by the merge, the old rows and the state's change
-    merged = _kept(_merge(touched, added, shape, state.schema), shape).localCheckpoint()
+    # One row per touched group, its state before (`__old` columns, NULL for a new group)
+    # beside the contributions: computed once, on the executors (as small as the change),
+    # and read by the merge, the old rows and the state's change.
+    both = _beside(added, touched, shape).localCheckpoint()
+    before_state = both.where(F.col(OLD_ROWS).isNotNull()).select(
+        *(F.col(f"{OLD}{field.name}").alias(field.name) for field in state.schema.fields))
+    merged = _kept(_merge(both, shape, state.schema), shape)
     arguments = {field.name: field.dataType for field in signed.schema.fields}
-    before = output_rows(frames, shape, touched, arguments, view_schema)
+    before = output_rows(frames, shape, before_state, arguments, view_schema)
     after = output_rows(frames, shape, merged, arguments, view_schema)
     return (ZSet(inserts=after.exceptAll(before), deletes=before.exceptAll(after)),
-            ZSet(inserts=merged, deletes=touched))
+            ZSet(inserts=merged, deletes=before_state))
 
 
 def output_rows(frames: StepFrames, shape: Aggregate, state: DataFrame,
@@ -122,18 +127,34 @@ def _contributions(signed: DataFrame, shape: Aggregate) -> DataFrame:
     return signed.groupBy(*keys_of(shape)).agg(*columns)
 
 
-def _merge(touched: DataFrame, added: DataFrame, shape: Aggregate,
-           schema: T.StructType) -> DataFrame:
-    """Old state plus contributions, per group, in the state's own types."""
+def _beside(added: DataFrame, touched: DataFrame, shape: Aggregate) -> DataFrame:
+    """The contributions with each group's old state beside them (`__old<column>`)."""
+    old = touched.select(*(F.col(name).alias(f"{OLD}{name}") for name in touched.columns))
+    keys = keys_of(shape)
+    if not keys:  # a global aggregate: its one row of state
+        return added.crossJoin(old)
+    return added.join(old, null_safe_equal([(added[key], old[f"{OLD}{key}"]) for key in keys]),
+                      "left")
+
+
+def _merge(both: DataFrame, shape: Aggregate, schema: T.StructType) -> DataFrame:
+    """Old state plus contributions, per group, in the state's own types (a new group's
+    old state is NULL: its contributions alone)."""
     types = {field.name: field.dataType for field in schema.fields}
     columns = []
-    for name in added.columns[shape.keys:]:
-        combine = (F.min if name.startswith("__m") and _is_min(shape, name) else
-                   F.max if name.startswith("__m") else F.sum)
-        columns.append(combine(F.col(name)).cast(types.get(name, added.schema[name].dataType))
-                       .alias(name))
-    both = touched.unionByName(added, allowMissingColumns=False)
-    return both.groupBy(*keys_of(shape)).agg(*columns)
+    for name in _values(both, shape):
+        mine, old = F.col(name), F.col(f"{OLD}{name}")
+        if name.startswith("__m"):
+            value = (F.least if _is_min(shape, name) else F.greatest)(mine, old)  # skip NULL
+        else:
+            value = F.when(old.isNull(), mine).when(mine.isNull(), old).otherwise(mine + old)
+        columns.append(value.cast(types.get(name, both.schema[name].dataType)).alias(name))
+    return both.select(*keys_of(shape), *columns)
+
+
+def _values(both: DataFrame, shape: Aggregate) -> list[str]:
+    """The state's value columns (after its keys), as the contributions name them."""
+    return [name for name in both.columns[shape.keys:] if not name.startswith(OLD)]
 
 
 def _is_min(shape: Aggregate, name: str) -> bool:

@@ -14,7 +14,7 @@ from functools import cache
 
 from pyspark.sql.types import StructType
 
-from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state
+from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state, keys_of
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet, positional
@@ -63,7 +63,8 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
         runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
         crash_point("maintain-before-state")  # the view moved on, its state did not
         assert state_change.inserts is not None and state_change.deletes is not None
-        runtime.apply_state_changes(view, state_change.inserts, state_change.deletes)
+        runtime.apply_state_changes(view, state_change.inserts, state_change.deletes,
+                                    unique_by=keys_of(shape))
         return view_change
     return recompute_view(runtime, frames, view)
 
