@@ -1,13 +1,15 @@
-"""Refresh a step's views, several at once, each after the views it reads.
+"""Refresh a step's views, two at once, each after the views it reads.
 
 A maintained view's refresh is a chain of small Spark jobs and Delta commits
-over a change of a few thousand rows: most of its time is latency (planning,
-code generation, scheduling, the commit), not work, and two cores sit mostly
-idle. Views that do not read each other are independent, so up to
-`REFRESH_WORKERS` are refreshed side by side: Spark runs jobs from several
-threads at once, as a shared cluster does. A view starts once every view it
-reads is done (the dependency graph, `graphlib`), so it reads their changes and
-new versions exactly as in a serial step.
+over a change of a few thousand rows: much of its time is per-job latency
+(planning, scheduling, the commit) rather than work. Views that do not read each
+other are independent, so `REFRESH_WORKERS` are refreshed side by side: Spark
+runs jobs from several threads at once, as a shared cluster does. A view starts
+once every view it reads is done (the dependency graph, `graphlib`), so it reads
+their changes and new versions exactly as in a serial step. Two, because on a
+2-core machine the jobs' fixed costs are CPU too: TPC-H's RF1 at scale 1 took
+5-10% less with two or four than one at a time, and recomputed views, which
+fill the cores with scans, lost time with four.
 
 A failure stops new refreshes; those running finish (each is its own Delta
 commits, none visible until the manifest commits), then the error is raised.
@@ -31,7 +33,7 @@ from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.errors import ReconcileError
 
-REFRESH_WORKERS = 4
+REFRESH_WORKERS = 2
 """Views refreshed at once (threads of the driver; their Spark jobs share the cluster)."""
 
 
