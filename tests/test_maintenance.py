@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine import merge
@@ -272,3 +273,40 @@ def test_a_view_failing_among_others_refreshed_at_once_commits_nothing(
         {"kind": "a", "n": 2}, {"kind": "b", "n": 2}]
     assert query(project, "p", "select id from ratios order by id") == [
         {"id": i} for i in range(1, 5)]
+
+
+def test_a_join_term_reads_only_the_changes_key_range(spark: SparkSession, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """In `Δorders ⋈ lineitem` lineitem is read within the new orders' key range (a filter
+    Spark pushes to the Parquet scan, which skips the files and row groups outside it);
+    a column of another class (the customer key) restricts nothing; the rows are exact."""
+    from reconciler.engine.maintenance.frames import StepFrames
+    from reconciler.engine.maintenance.linear import select_change
+    from reconciler.engine.maintenance.zset import ZSet
+    from reconciler.spec.maintenance import Linear, analyse
+
+    lineitem = spark.range(1, 1001).select(F.col("id").alias("l_orderkey"),
+                                           (F.col("id") % 7).alias("l_quantity"))
+    lineitem.write.parquet(str(tmp_path / "lineitem"))
+    orders = spark.range(1, 1001).select(F.col("id").alias("o_orderkey"),
+                                         (F.col("id") % 3).alias("o_custkey"))
+    new_orders = spark.range(500, 511).select(F.col("id").alias("o_orderkey"),
+                                              F.lit(2).cast("long").alias("o_custkey"))
+    stored = {"lineitem": spark.read.parquet(str(tmp_path / "lineitem")), "orders": orders}
+    frames = StepFrames(spark, old=stored.__getitem__, new=stored.__getitem__,
+                        changes={"orders": ZSet(inserts=new_orders)})
+    shape = analyse("select o_orderkey, o_custkey, l_quantity from orders join lineitem "
+                    "on o_orderkey = l_orderkey", {"orders": ["o_orderkey", "o_custkey"],
+                                                   "lineitem": ["l_orderkey", "l_quantity"]})
+    assert isinstance(shape, Linear)
+    change = select_change(frames, shape.branches[0])
+    assert change.deletes is None and change.inserts is not None
+    change.inserts.explain()
+    plan = capsys.readouterr().out
+    scan = next(line for line in plan.splitlines() if "FileScan parquet" in line)
+    assert "GreaterThanOrEqual(l_orderkey,500)" in scan and \
+        "LessThanOrEqual(l_orderkey,510)" in scan, scan
+    expected = new_orders.join(stored["lineitem"], F.col("o_orderkey") == F.col("l_orderkey"))
+    assert sorted(change.inserts.collect()) == sorted(  # 11 rows: the test's own data
+        expected.select("o_orderkey", "o_custkey", "l_quantity").collect())
+    frames.close()
