@@ -278,8 +278,8 @@ def test_a_view_failing_among_others_refreshed_at_once_commits_nothing(
 def test_a_join_term_reads_only_the_changes_key_range(spark: SparkSession, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """In `Δorders ⋈ lineitem` lineitem is read within the new orders' key range (a filter
-    Spark pushes to the Parquet scan, which skips the files and row groups outside it);
-    a column of another class (the customer key) restricts nothing; the rows are exact."""
+    Spark pushes to the Parquet scan, which skips the files and row groups outside it),
+    and the term's rows are the join's."""
     from reconciler.engine.maintenance.frames import StepFrames
     from reconciler.engine.maintenance.linear import select_change
     from reconciler.engine.maintenance.zset import ZSet
@@ -299,7 +299,7 @@ def test_a_join_term_reads_only_the_changes_key_range(spark: SparkSession, tmp_p
                     "on o_orderkey = l_orderkey", {"orders": ["o_orderkey", "o_custkey"],
                                                    "lineitem": ["l_orderkey", "l_quantity"]})
     assert isinstance(shape, Linear)
-    change = select_change(frames, shape.branches[0])
+    change = select_change(frames, shape.branches[0], shape.equated[0])
     assert change.deletes is None and change.inserts is not None
     change.inserts.explain()
     plan = capsys.readouterr().out

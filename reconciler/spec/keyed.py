@@ -42,6 +42,7 @@ from sqlglot import exp
 
 Slot = tuple[int, str]  # (occurrence index, column)
 Columns = Mapping[str, Sequence[str] | None]  # relation -> its columns (None: unknown)
+Equated = tuple[tuple[tuple[exp.Table, str], ...], ...]  # classes of (occurrence, column)
 
 
 class KeyFallback(Exception):
@@ -84,7 +85,7 @@ def keyed(select: exp.Select, columns: Columns,
     return _Analysis(select, columns, check).shape()
 
 
-def equated_columns(select: exp.Select, columns: Columns) -> list[list[tuple[exp.Table, str]]]:
+def equated_columns(select: exp.Select, columns: Columns) -> Equated:
     """The select's classes of columns made equal by its top-level `ON`/`WHERE` equalities,
     each as (relation occurrence, column) pairs; none when a column cannot be placed.
     In an inner join every output row's columns of one class hold one value, so the
@@ -93,12 +94,12 @@ def equated_columns(select: exp.Select, columns: Columns) -> list[list[tuple[exp
     try:
         analysis._visit(select, None)
     except KeyFallback:
-        return []
+        return ()
     classes: dict[Slot, list[tuple[exp.Table, str]]] = {}
     for slot in list(analysis.parent):
         classes.setdefault(analysis._find(slot), []).append(
             (analysis.tables[slot[0]], slot[1]))
-    return [members for members in classes.values() if len(members) > 1]
+    return tuple(tuple(members) for members in classes.values() if len(members) > 1)
 
 
 @dataclass

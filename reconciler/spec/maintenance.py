@@ -37,7 +37,16 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
-from reconciler.spec.keyed import Columns, Keyed, KeyFallback, from_of, keyed, occurrences
+from reconciler.spec.keyed import (
+    Columns,
+    Equated,
+    Keyed,
+    KeyFallback,
+    equated_columns,
+    from_of,
+    keyed,
+    occurrences,
+)
 from reconciler.spec.sql import DIALECT
 
 RefreshPolicy = Literal["incremental", "incremental_strict", "full"]
@@ -66,9 +75,12 @@ class Refresh:
 
 @dataclass(frozen=True)
 class Linear:
-    """Selects over tables with inner joins and filters, combined by UNION ALL."""
+    """Selects over tables with inner joins and filters, combined by UNION ALL.
+    `equated[i]`: the classes of columns branch i's equalities make equal, by which a
+    join's change restricts the other relations (`keyed.equated_columns`)."""
 
     branches: tuple[exp.Select, ...]
+    equated: tuple[Equated, ...]
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,7 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
         if isinstance(node, exp.Window):
             raise Fallback(f"window function {_name(node.this)}")
     if isinstance(query, exp.Union):
-        return Linear(tuple(_union_branches(query)))
+        return _linear(_union_branches(query), columns)
     if not isinstance(query, exp.Select):
         raise Fallback(f"{query.key.upper()} query")
     calls = _aggregates(query)
@@ -142,7 +154,7 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
                 raise Fallback(str(reason)) from None
         return _aggregate(query, calls, columns)
     if not aggregates:
-        return Linear((query,))
+        return _linear([query], columns)
     return _aggregate(query, calls, columns)
 
 
@@ -150,7 +162,7 @@ def _source(select: exp.Select, columns: Columns) -> Source:
     """The shape of an aggregate's rows: inner joins, a derived table, or keyed."""
     try:
         _check_select(select)
-        return Linear((select,))
+        return _linear([select], columns)
     except Fallback:
         pass
     if isinstance(from_of(select), exp.Subquery) and not select.args.get("joins"):
@@ -213,6 +225,11 @@ def _read_whole(shape: Shape) -> tuple[str, ...]:
     if isinstance(shape, Derived):
         return _read_whole(shape.inner)
     return ()
+
+
+def _linear(branches: list[exp.Select], columns: Columns) -> Linear:
+    return Linear(tuple(branches), tuple(equated_columns(branch, columns)
+                                         for branch in branches))
 
 
 def _union_branches(query: exp.Expression) -> list[exp.Select]:

@@ -23,7 +23,8 @@ from reconciler.spec.sql import DIALECT
 def change_of(frames: StepFrames, shape: Source) -> ZSet:
     """This step's change of a stateless shape (columns by position, as its SQL names them)."""
     if isinstance(shape, Linear):
-        changes = [select_change(frames, branch) for branch in shape.branches]
+        changes = [select_change(frames, branch, equated)
+                   for branch, equated in zip(shape.branches, shape.equated, strict=True)]
         return ZSet(union_all(change.inserts for change in changes),
                     union_all(change.deletes for change in changes))
     if isinstance(shape, Keyed):

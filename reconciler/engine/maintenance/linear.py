@@ -24,21 +24,19 @@ from sqlglot import exp
 
 from reconciler.engine.maintenance.frames import Part, Range, Side, StepFrames
 from reconciler.engine.maintenance.zset import ZSet, union_all
-from reconciler.spec.keyed import equated_columns, occurrences
+from reconciler.spec.keyed import Equated, occurrences
 from reconciler.spec.maintenance import tables_of
 from reconciler.spec.sql import DIALECT
 
 
-def select_change(frames: StepFrames, select: exp.Select) -> ZSet:
+def select_change(frames: StepFrames, select: exp.Select, equated: Equated) -> ZSet:
     """The change of one select (inner joins, filters, projections) in this step.
 
     In each term, an occurrence joined to the changed one by an equality reads only the
-    rows within the change's range of that column (`equated_columns`): a term over a
-    few new orders reads the lineitems of their key range, and Parquet skips the files
-    outside it where the table is clustered on the key (compaction does it)."""
+    rows within the change's range of that column (`equated`, found with the shape): a
+    term over a few new orders reads the lineitems of their key range, and Parquet skips
+    the files outside it where the table is clustered on the key (compaction does it)."""
     occurrences = tables_of(select)
-    classes = equated_columns(select, {occurrence.name.lower(): frames.new(
-        occurrence.name.lower()).columns for occurrence in occurrences})
     inserts, deletes = [], []
     for position, occurrence in enumerate(occurrences):
         change = frames.changes.get(occurrence.name.lower())
@@ -51,21 +49,21 @@ def select_change(frames: StepFrames, select: exp.Select) -> ZSet:
                 "new" if index < position and other.name.lower() in frames.changes else "old"
                 for index, other in enumerate(occurrences)]
             parts[position] = side  # type: ignore[call-overload]
-            views = [_version(frames, other, part, _ranges(frames, classes, occurrence, side,
+            views = [_version(frames, other, part, _ranges(frames, equated, occurrence, side,
                                                            other))
                      for other, part in zip(occurrences, parts, strict=True)]
             found.append(frames.spark.sql(rename_relations(select, views)))
     return ZSet(union_all(inserts), union_all(deletes))
 
 
-def _ranges(frames: StepFrames, classes: list[list[tuple[exp.Table, str]]],
+def _ranges(frames: StepFrames, equated: Equated,
             changed: exp.Table, side: Side, other: exp.Table) -> tuple[Range, ...]:
     """The ranges `other` is restricted to in the term where `changed` reads `side`: per
     column of `other` equated to one of `changed`, that column's range in the change."""
     if other is changed:
         return ()
     ranges = []
-    for members in classes:
+    for members in equated:
         mine = [column for table, column in members if table is changed]
         theirs = [column for table, column in members if table is other]
         if mine and theirs:
