@@ -154,7 +154,7 @@ def _net_change(runtime: PipelineRuntime, before: dict[str, Any] | None,
     old version or its columns differ (a reader of the changelog must start over)."""
     if before is None or _columns(struct_from_json(before["schema"])) != _columns(contents.schema):
         return None
-    return ZSet.between(runtime.frame_of(before), contents).materialized()
+    return ZSet.between(runtime.frame_of(before), contents)
 
 
 def _columns(schema: StructType) -> list[tuple[str, str]]:

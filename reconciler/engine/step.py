@@ -168,4 +168,4 @@ def table_change(runtime: PipelineRuntime, before: dict[str, Any],
     old = runtime.storage.scan(removed, struct_from_json(before["schema"]))
     new = runtime.storage.scan(added, schema)
     # Computed once (as small as the deletion), not by each view that reads the table.
-    return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new)).materialized()
+    return ZSet.between(old, new)

@@ -53,8 +53,9 @@ def initial_state(frames: StepFrames, shape: Aggregate) -> DataFrame:
 
 def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
                      view_schema: T.StructType) -> tuple[ZSet, ZSet] | None:
-    """This step's change of the view and of its state; None when the input did not change
-    the groups at all (no row of the source select changed)."""
+    """This step's change of the view (the touched groups' rows after as inserted, before as
+    deleted: `ZSet.net` cancels the rows that did not move) and of its state; None when the
+    input did not change the groups at all (no row of the source select changed)."""
     source = change_of(frames, shape.source)
     signed = union_all([
         None if source.inserts is None else source.inserts.withColumn(WEIGHT, F.lit(1)),
@@ -75,7 +76,7 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
     arguments = {field.name: field.dataType for field in signed.schema.fields}
     before = output_rows(frames, shape, before_state, arguments, view_schema)
     after = output_rows(frames, shape, merged, arguments, view_schema)
-    return (ZSet(inserts=after.exceptAll(before), deletes=before.exceptAll(after)),
+    return (ZSet(inserts=after, deletes=before),  # the touched groups' rows, before netting
             ZSet(inserts=merged, deletes=before_state))
 
 

@@ -48,8 +48,7 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
     shape = maintained_shape(runtime, view)
     schema = struct_from_json(runtime.relations[view]["schema"])
     if shape is not None and not isinstance(shape, Aggregate):
-        change = _positional(change_of(frames, shape), schema
-                             ).materialized().consolidated().materialized()
+        change = _positional(change_of(frames, shape), schema).net()
         if not change.is_empty:
             runtime.apply_view_changes(view, change.inserts, change.deletes)
         return change
@@ -59,7 +58,7 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
         changed = aggregate_change(frames, shape, state, schema)
         if changed is None:
             return ZSet()
-        view_change, state_change = changed[0].materialized(), changed[1]  # state: computed
+        view_change, state_change = changed[0].net(), changed[1]  # state: computed
         runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
         crash_point("maintain-before-state")  # the view moved on, its state did not
         assert state_change.inserts is not None and state_change.deletes is not None
@@ -74,7 +73,7 @@ def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> Z
     before = runtime.frame(view) if view in runtime.relations else None
     runtime.write_view(view, runtime.evaluate(view))
     start_state(runtime, frames, view)
-    return ZSet.between(before, runtime.frame(view)).materialized()
+    return ZSet.between(before, runtime.frame(view))
 
 
 def start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None:

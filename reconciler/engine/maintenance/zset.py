@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 OP_COLUMN = "_op"
 """The column an output connector's changelog marks each row with: `insert` or `delete`."""
 SIDE = "__inserted"
+WEIGHT = "__weight"
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,11 @@ class ZSet:
 
     @staticmethod
     def between(old: DataFrame | None, new: DataFrame) -> ZSet:
-        """The change that turns `old` into `new` (a full comparison: for recomputed views)."""
+        """The change that turns `old` into `new`, computed (a full comparison: for recomputed
+        views and rewritten files; one shuffle of both, see `net`)."""
         if old is None:
-            return ZSet(inserts=new)
-        return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new))
+            return ZSet(inserts=new).materialized()
+        return ZSet(inserts=new, deletes=old).net()
 
     def materialized(self) -> ZSet:
         """Both sides computed once and kept on the executors (`localCheckpoint`).
@@ -54,13 +56,30 @@ class ZSet:
         both = marked.localCheckpoint(eager=True)  # one job for both sides
         return ZSet(both.where(F.col(SIDE)).drop(SIDE), both.where(~F.col(SIDE)).drop(SIDE))
 
-    def consolidated(self) -> ZSet:
-        """The net change: a row both inserted and deleted (by two terms of a join's change,
-        say: a new fact matched to a dimension row this step deletes) cancels out, as DBSP
-        adds weights. Applying deletions before insertions would otherwise keep it."""
+    def net(self) -> ZSet:
+        """The net change, computed once and kept on the executors: a row both inserted and
+        deleted (by two terms of a join's change, say: a new fact matched to a dimension row
+        this step deletes; or the same output row before and after a step) cancels out, as
+        DBSP adds weights. Applying deletions before insertions would otherwise keep it.
+
+        One job with one shuffle: each distinct row's weight (+1 per inserted copy, -1 per
+        deleted one) is summed, and a row of weight w comes back |w| times on its side.
+        That is `inserts EXCEPT ALL deletes` and `deletes EXCEPT ALL inserts` (the same
+        grouping semantics: NULLs equal) without shuffling both sides twice."""
         if self.inserts is None or self.deletes is None:
-            return self
-        return ZSet(self.inserts.exceptAll(self.deletes), self.deletes.exceptAll(self.inserts))
+            return self.materialized()
+        names = self.inserts.columns
+        numbered = [f"__c{i}" for i in range(len(names))]
+        signed = self.inserts.toDF(*numbered).withColumn(WEIGHT, F.lit(1)).union(
+            self.deletes.toDF(*numbered).withColumn(WEIGHT, F.lit(-1)))
+        weighed = signed.groupBy(*numbered).agg(F.sum(WEIGHT).alias(WEIGHT)).where(
+            F.col(WEIGHT) != 0)
+        copies = F.explode(F.array_repeat(F.lit(0), F.abs(F.col(WEIGHT)).cast("int")))
+        both = weighed.select(*numbered, WEIGHT, copies.alias("__copy")).localCheckpoint(
+            eager=True)
+        return ZSet(*(both.where(condition).select(*(F.col(column).alias(name) for column, name
+                                                     in zip(numbered, names, strict=True)))
+                      for condition in (F.col(WEIGHT) > 0, F.col(WEIGHT) < 0)))
 
     @property
     def is_empty(self) -> bool:
