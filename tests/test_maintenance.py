@@ -336,3 +336,24 @@ def test_net_change_is_each_side_except_all_the_other(spark: SparkSession) -> No
                                (net.deletes, deletes.exceptAll(inserts))):
             assert sorted(map(tuple, side.collect()), key=repr) == \
                 sorted(map(tuple, expected.collect()), key=repr)
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("select k, count(*) from t left join u on t.k = u.j group by k", {"k", "t", "u", "j"}),
+    ("select a from t where exists (select * from u where u.k = t.k)", {"a", "t", "u", "k"}),
+    ("select a from t join u using (k)", {"a", "t", "u", "k"}),
+    ("select * from t", None),
+    ("select t.* from t join u on t.k = u.k", None),
+    ("select a from t where k in (select * from u)", None),
+    ("select a from t natural join u", None),
+])
+def test_a_keyed_query_keeps_every_column_it_can_read(query: str, named: set[str] | None
+                                                      ) -> None:
+    """The columns kept of a keyed relation's touched rows: every name the query writes, or
+    all of them when a star or a NATURAL join reads columns it does not name."""
+    import sqlglot
+
+    from reconciler.spec.keyed import named_columns
+    from reconciler.spec.sql import DIALECT
+
+    assert named_columns(sqlglot.parse_one(query, dialect=DIALECT)) == named

@@ -63,6 +63,20 @@ def occurrences(query: exp.Expression) -> list[exp.Table]:
     return list(query.find_all(exp.Table))
 
 
+def named_columns(query: exp.Expression) -> set[str] | None:
+    """Every name the query writes (lowercase), a superset of the columns it reads; None when
+    it can read columns it does not name: a `*` in a select list (not `COUNT(*)`, not an
+    `EXISTS` subquery's, whose columns nothing reads) or a `NATURAL` join."""
+    for star in query.find_all(exp.Star):
+        select = star.find_ancestor(exp.Select)
+        if not isinstance(star.parent, exp.Count) and not (
+                select is not None and isinstance(select.parent, exp.Exists)):
+            return None
+    if any(join.args.get("method") for join in query.find_all(exp.Join)):
+        return None
+    return {identifier.name.lower() for identifier in query.find_all(exp.Identifier)}
+
+
 def conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
     if condition is None:
         return []

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from reconciler.engine.maintenance.frames import Part, StepFrames, in_range
 from reconciler.engine.maintenance.linear import rename_occurrences
 from reconciler.engine.maintenance.zset import ZSet
-from reconciler.spec.keyed import Keyed, occurrences
+from reconciler.spec.keyed import Keyed, named_columns, occurrences
 
 KEY = "__key"
 
@@ -60,7 +60,8 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
     the executors (memory, then disk); the new version's are those less the relation's
     deleted rows plus its inserted ones (every changed row's key is touched), so a step
     reads a big relation once, not once per version and occurrence (TPC-H's Q17 reads
-    `lineitem` twice per version)."""
+    `lineitem` twice per version). Only the columns the query names are kept (Q20 reads 4
+    of `lineitem`'s 16): a column it never names cannot change what a name resolves to."""
     touched = [side.select(F.col(key).alias(KEY))
                for relation, key in zip(relations, shape.keys, strict=True)
                if key is not None and relation in frames.changes
@@ -72,13 +73,17 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
     # One aggregated row, never the keys themselves.
     low, high, nulls = keys.agg(F.min(KEY), F.max(KEY), F.max(F.col(KEY).isNull())).first()
     restricted: dict[tuple[str, str], tuple[str, str]] = {}
+    named = named_columns(shape.select)  # only these columns are kept
 
     def versions_of(relation: str, key: str) -> tuple[str, str]:
         if (relation, key) not in restricted:
             frame = frames.old(relation)
+            read = [column for column in frame.columns
+                    if named is None or column.lower() in named]
             old = frame.where(in_range(frame[key], low, high, nulls)).join(
-                keys, frame[key].eqNullSafe(keys[KEY]), "left_semi").localCheckpoint(eager=True)
-            new = _after(old, frames.changes.get(relation))
+                keys, frame[key].eqNullSafe(keys[KEY]), "left_semi").select(*read)
+            old = old.localCheckpoint(eager=True)
+            new = _after(old, frame.columns, frames.changes.get(relation))
             restricted[relation, key] = (frames.temporary(old), frames.temporary(new))
         return restricted[relation, key]
 
@@ -91,11 +96,13 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
              zip(relations, shape.keys, strict=True)] for part in ("old", "new")]
 
 
-def _after(rows: DataFrame, change: ZSet | None) -> DataFrame:
-    """`rows` (of a relation's old version) with the relation's change applied: less one copy
-    of each deleted row, plus the inserted ones (the change's columns are the relation's)."""
+def _after(rows: DataFrame, columns: list[str], change: ZSet | None) -> DataFrame:
+    """`rows` (some columns of a relation's old version) with the relation's change (all
+    its `columns`) applied: less one copy of each deleted row, plus the inserted ones."""
     if change is None:
         return rows
-    if change.deletes is not None:
-        rows = rows.exceptAll(change.deletes.toDF(*rows.columns))
-    return rows if change.inserts is None else rows.union(change.inserts.toDF(*rows.columns))
+    deletes, inserts = (None if side is None else side.toDF(*columns).select(*rows.columns)
+                        for side in (change.deletes, change.inserts))
+    if deletes is not None:
+        rows = rows.exceptAll(deletes)
+    return rows if inserts is None else rows.union(inserts)
