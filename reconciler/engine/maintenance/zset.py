@@ -20,7 +20,6 @@ from pyspark.sql import types as T
 
 OP_COLUMN = "_op"
 """The column an output connector's changelog marks each row with: `insert` or `delete`."""
-SIDE = "__inserted"
 WEIGHT = "__weight"
 
 
@@ -34,40 +33,28 @@ class ZSet:
     @staticmethod
     def between(old: DataFrame | None, new: DataFrame) -> ZSet:
         """The change that turns `old` into `new`, computed (a full comparison: for recomputed
-        views and rewritten files; one shuffle of both, see `net`)."""
-        if old is None:
-            return ZSet(inserts=new).materialized()
+        views and rewritten files)."""
         return ZSet(inserts=new, deletes=old).net()
 
-    def materialized(self) -> ZSet:
-        """Both sides computed once and kept on the executors (`localCheckpoint`).
+    def net(self) -> ZSet:
+        """The net change, computed once and kept on the executors (`localCheckpoint`).
 
         A change is read several times (to apply it, by each output, by every reader and
-        their readers); without this each read would replay the whole chain of rules
-        that produced it, so a chain of n views would cost n² jobs. Never collected: the
-        rows stay where Spark computed them.
-        """
-        if self.inserts is None or self.deletes is None:
+        their readers); without this each read would replay the whole chain of rules that
+        produced it, so a chain of n views would cost n² jobs. Never collected: the rows
+        stay where Spark computed them.
+
+        A row both inserted and deleted (by two terms of a join's change, say: a new fact
+        matched to a dimension row this step deletes; or the same output row before and
+        after a step) cancels out, as DBSP adds weights; applying deletions before
+        insertions would otherwise keep it. One job with one shuffle: each distinct row's
+        weight (+1 per inserted copy, -1 per deleted one) is summed, and a row of weight w
+        comes back |w| times on its side. That is `inserts EXCEPT ALL deletes` and
+        `deletes EXCEPT ALL inserts` (the same grouping semantics: NULLs equal) without
+        shuffling both sides twice."""
+        if self.inserts is None or self.deletes is None:  # one side: nothing cancels
             return ZSet(*(None if side is None else side.localCheckpoint(eager=True)
                           for side in (self.inserts, self.deletes)))
-        marked = union_all([self.inserts.withColumn(SIDE, F.lit(True)),
-                            self.deletes.withColumn(SIDE, F.lit(False))])
-        assert marked is not None
-        both = marked.localCheckpoint(eager=True)  # one job for both sides
-        return ZSet(both.where(F.col(SIDE)).drop(SIDE), both.where(~F.col(SIDE)).drop(SIDE))
-
-    def net(self) -> ZSet:
-        """The net change, computed once and kept on the executors: a row both inserted and
-        deleted (by two terms of a join's change, say: a new fact matched to a dimension row
-        this step deletes; or the same output row before and after a step) cancels out, as
-        DBSP adds weights. Applying deletions before insertions would otherwise keep it.
-
-        One job with one shuffle: each distinct row's weight (+1 per inserted copy, -1 per
-        deleted one) is summed, and a row of weight w comes back |w| times on its side.
-        That is `inserts EXCEPT ALL deletes` and `deletes EXCEPT ALL inserts` (the same
-        grouping semantics: NULLs equal) without shuffling both sides twice."""
-        if self.inserts is None or self.deletes is None:
-            return self.materialized()
         names = self.inserts.columns
         numbered = [f"__c{i}" for i in range(len(names))]
         signed = self.inserts.toDF(*numbered).withColumn(WEIGHT, F.lit(1)).union(
