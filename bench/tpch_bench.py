@@ -127,48 +127,56 @@ class Timer:
         return max(ends) - min(starts) if starts else 0.0
 
 
-def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, steps: int,
-        check: bool) -> dict[str, Any]:
+def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: range,
+         report: Timer) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """The pipeline in `root` with the unsliced tables and `slices` of orders and lineitem
+    ingested (a step), then its views computed (a bootstrap that adds them); returns its
+    runtime (whose reports go to `report`) and its connectors' state."""
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
     from reconciler.engine.storage import DeltaStorage
     from reconciler.layout import Layout
     from reconciler.plan.diff import diff_programs
-    from tests.comparison import differing
     from tests.projects import program_of
 
-    root = Path(tempfile.mkdtemp(prefix=f"tpch-{refresh}-", dir=work))
     project(root, refresh)
-    program = program_of(root)
-    document = program.document()
-    modes = {name: view.refresh.describe() for name, view in program.views.items()}
+    document = program_of(root).document()
     for table in TABLES:
-        if table in SLICED:
-            for part in range(1, parts - steps + 1):
-                os.link(slice_file(data, table, part), root / "input" / table /
-                        f"{table}.{part}.parquet")
-        else:
-            os.link(data / f"{table}.parquet", root / "input" / table / f"{table}.parquet")
-    storage = DeltaStorage(spark)
-    timer = Timer()
+        sources = ([slice_file(data, table, part) for part in slices]
+                   if table in SLICED else [data / f"{table}.parquet"])
+        for source in sources:
+            os.link(source, root / "input" / table / source.name)
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}
-    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "tpch"), tables_only,
-                              {}, report=timer)
+    runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
+                              tables_only, {}, report=report)
     started = time.perf_counter()
     connectors = bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
                            base_dir=root, silent=True).connectors
-    loaded = run_step(runtime, connectors, serial=2, base_dir=root)
-    connectors = loaded.connectors
+    connectors = run_step(runtime, connectors, serial=2, base_dir=root).connectors
     load_time = time.perf_counter() - started
     started = time.perf_counter()
     runtime.program = document
     bootstrap(runtime, diff_programs(tables_only, document), connectors, serial=3,
               base_dir=root, silent=True)
-    views_time = time.perf_counter() - started
     print(f"[{refresh}] loaded {runtime.relations['lineitem']['rows']:,} lineitems in "
-          f"{load_time:.0f} s, views computed in {views_time:.0f} s", flush=True)
+          f"{load_time:.0f} s, views computed in {time.perf_counter() - started:.0f} s",
+          flush=True)
+    return runtime, connectors
+
+
+def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, steps: int,
+        check: bool) -> dict[str, Any]:
+    from reconciler.engine.step import run_step
+    from tests.comparison import differing
+    from tests.projects import program_of
+
+    root = Path(tempfile.mkdtemp(prefix=f"tpch-{refresh}-", dir=work))
+    timer = Timer()
+    runtime, connectors = load(spark, data, root, refresh, range(1, parts - steps + 1), timer)
+    document = runtime.program
+    modes = {name: view.refresh.describe() for name, view in program_of(root).views.items()}
     views = list(document["views"])
     folders = {view: [runtime.relations[view]["path"],
                       *([runtime.relations[view]["state"]["path"]]

@@ -33,11 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.tpch_bench import (  # noqa: E402 (after the path is set up)
     SLICED,
-    TABLES,
     Timer,
     deletion_file,
     generate,
-    project,
+    load,
     slice_file,
 )
 
@@ -47,34 +46,11 @@ Spark's hot paths (RF2's views at scale 1: 60 s after it, 67 s without). The fig
 above `tpch_bench`'s, whose steps follow the load and each other in one warm JVM."""
 
 
-def prepare(spark: Any, data: Path, base: Path, parts: int) -> None:
+def prepare(spark: Any, data: Path, root: Path, parts: int) -> None:
     """The pipeline's state with every table loaded and every view computed, once."""
-    from reconciler.engine.bootstrap import bootstrap
-    from reconciler.engine.runtime import PipelineRuntime
-    from reconciler.engine.step import run_step
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.layout import Layout
-    from reconciler.plan.diff import diff_programs
-    from tests.projects import program_of
-
-    project(base, "incremental")
-    document = program_of(base).document()
-    for table in TABLES:
-        sources = ([slice_file(data, table, part) for part in range(2, parts)]
-                   if table in SLICED else [data / f"{table}.parquet"])
-        for source in sources:
-            os.link(source, base / "input" / table / source.name)
-    tables_only = {**document, "views": {}, "order": [
-        name for name in document["order"] if name in document["tables"]]}
-    runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(base / "state"), "tpch"),
-                              tables_only, {})
-    connectors = bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
-                           base_dir=base, silent=True).connectors
-    connectors = run_step(runtime, connectors, serial=2, base_dir=base).connectors
-    runtime.program = document
-    bootstrap(runtime, diff_programs(tables_only, document), connectors, serial=3,
-              base_dir=base, silent=True)
-    (base / "saved.pickle").write_bytes(pickle.dumps((document, runtime.relations, connectors)))
+    runtime, connectors = load(spark, data, root, "incremental", range(2, parts), Timer())
+    (root / "saved.pickle").write_bytes(pickle.dumps((runtime.program, runtime.relations,
+                                                      connectors)))
 
 
 def profile(spark: Any, data: Path, root: Path, kind: str, parts: int) -> None:
@@ -105,15 +81,17 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int) -> None:
                           root / "input" / f"{table}_rf2" / "delete.parquet")
     for view in WARM_UP:  # a JVM's first queries run interpreted: warm it as a service is
         runtime.evaluate(view).write.format("noop").mode("overwrite").save()
+    context = spark.sparkContext
+    url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
+    earlier = {job["jobId"] for job in json.load(urllib.request.urlopen(url))}
     started = time.perf_counter()
     run_step(runtime, connectors, serial=4, base_dir=root)
     print(f"{kind}: step {time.perf_counter() - started:.1f} s, views refreshed in "
           f"{timer.phase():.1f} s")
-    context = spark.sparkContext
-    url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
     jobs: dict[str, list[float]] = defaultdict(list)
     for job in json.load(urllib.request.urlopen(url)):
-        jobs[job.get("jobGroup", "")].append(_seconds(job))
+        if job["jobId"] not in earlier:  # the step's only: not the load's, not the warm-up's
+            jobs[job.get("jobGroup", "")].append(_seconds(job))
     print(f"{'view':<10} {'s':>6} {'jobs':>5} {'job s':>6}")
     for view, seconds in sorted(timer.per_view().items(), key=lambda item: -item[1]):
         print(f"{view:<10} {seconds:6.2f} {len(jobs[view]):5} {sum(jobs[view]):6.2f}")
