@@ -24,16 +24,24 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports: every probe stays bound until all are chosen,
+    so the kernel cannot hand the same port out twice (two daemons starting at once would
+    then race for it, and one would move to the next port)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 @contextmanager
 def connect_server(folder: Path) -> Iterator[str]:
     """Yield `sc://127.0.0.1:PORT` of a running server; its log is `folder/connect.log`."""
-    port = free_port()
+    port, = free_ports(1)
     folder.mkdir(parents=True, exist_ok=True)
     log = (folder / "connect.log").open("wb")
     server = subprocess.Popen(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,13 +24,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyspark
 import pytest
 
+from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
 from tests.projects import copy_example
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 START_TIMEOUT = 120.0
 
 # Runs the real CLI several times in one process and reports each exit code and output.
@@ -50,12 +47,6 @@ from pyspark.sql import SparkSession
 results.append({"master": SparkSession.getActiveSession().sparkContext.master})
 print(json.dumps(results))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass
@@ -125,7 +116,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     folder = tmp_path / "spark"
     for sub in ("conf", "local", "work"):
         (folder / sub).mkdir(parents=True)
-    port, master_ui, worker_ui = free_port(), free_port(), free_port()
+    port, master_ui, worker_ui = free_ports(3)
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{master_ui}", folder)
     daemons: list[subprocess.Popen[bytes]] = []
     try:
