@@ -9,7 +9,8 @@ connectors. It prints each refreshed view's time and the number and summed
 duration of the Spark jobs it ran (each view's jobs carry its name as their job
 group; durations come from the Spark UI's REST API), slowest first.
 
-Usage: `python bench/tpch_profile.py rf1 [--scale 1] [--parts 1000]`. Wrap it in
+Usage: `python bench/tpch_profile.py rf1 [--scale 1] [--parts 1000] [--jobs q1 q3]`
+(`--jobs`: each job of those views, with the line that started it). Wrap it in
 `py-spy record --idle` for the driver's Python side; for the JVM's, `jcmd <pid>
 JFR.start` / `JFR.dump` (Java Flight Recorder) around the step.
 """
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import pickle
+import re
 import shutil
 import sys
 import time
@@ -53,7 +55,8 @@ def prepare(spark: Any, data: Path, root: Path, parts: int) -> None:
                                                       connectors)))
 
 
-def profile(spark: Any, data: Path, root: Path, kind: str, parts: int) -> None:
+def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
+            detail: list[str]) -> None:
     """One step on a copy of the prepared state, each view's jobs in its own job group."""
     import reconciler.engine.refresh as refresh
     from reconciler.engine.runtime import PipelineRuntime
@@ -68,7 +71,8 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int) -> None:
     refresh_view = refresh.refresh_view
 
     def grouped(runtime: PipelineRuntime, frames: Any, view: str) -> Any:
-        spark.sparkContext.setJobGroup(view, view)  # per thread: the refresh's worker
+        # per thread (the refresh's worker); no description, so a query shows its call site
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", view)
         return refresh_view(runtime, frames, view)
 
     refresh.refresh_view = grouped
@@ -84,20 +88,59 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int) -> None:
     context = spark.sparkContext
     url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
     earlier = {job["jobId"] for job in json.load(urllib.request.urlopen(url))}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _jvm_cpu(spark)
     run_step(runtime, connectors, serial=4, base_dir=root)
     print(f"{kind}: step {time.perf_counter() - started:.1f} s, views refreshed in "
           f"{timer.phase():.1f} s")
+    after = _jvm_cpu(spark)
+    used = {name: after[name] - cpu.get(name, 0.0) for name in after}
+    print(f"the JVM's CPU in the step: {sum(used.values()):.1f} s;", ", ".join(
+        f"{name} {seconds:.1f}" for name, seconds in sorted(used.items(), key=lambda x: -x[1])
+        if seconds >= 0.5))
     jobs: dict[str, list[float]] = defaultdict(list)
-    for job in json.load(urllib.request.urlopen(url)):
+    sites: dict[str, list[int]] = defaultdict(list)
+    for job in sorted(json.load(urllib.request.urlopen(url)), key=lambda job: job["jobId"]):
         if job["jobId"] not in earlier:  # the step's only: not the load's, not the warm-up's
             jobs[job.get("jobGroup", "")].append(_seconds(job))
+            sites[job.get("jobGroup", "")].append(job["jobId"])
     print(f"{'view':<10} {'s':>6} {'jobs':>5} {'job s':>6}")
     for view, seconds in sorted(timer.per_view().items(), key=lambda item: -item[1]):
         print(f"{view:<10} {seconds:6.2f} {len(jobs[view]):5} {sum(jobs[view]):6.2f}")
     rest = [seconds for group, durations in jobs.items() if group not in timer.per_view()
             for seconds in durations]  # ingestion's run in the streaming query's threads
     print(f"{'(rest)':<10} {'':6} {len(rest):5} {sum(rest):6.2f}")
+    if detail:
+        _queries(url.replace("/jobs", "/sql"), {view: sites[view] for view in detail})
+
+
+def _queries(url: str, jobs: dict[str, list[int]]) -> None:
+    """Each SQL query a view's jobs ran for: its duration, jobs and the driver's call site."""
+    executions = json.load(urllib.request.urlopen(f"{url}?details=false&length=100000"))
+    for view, ids in jobs.items():
+        print(f"\n{view}: {'s':>6} jobs")
+        for execution in executions:
+            mine = [job for key in ("successJobIds", "failedJobIds", "runningJobIds")
+                    for job in execution.get(key, []) if job in ids]
+            if mine:
+                print(f"  {execution['duration'] / 1000:6.2f} {len(mine):4}  "
+                      f"{execution['description'][:100]}")
+
+
+def _jvm_cpu(spark: Any) -> dict[str, float]:
+    """CPU seconds (user and system) the driver's JVM has used, per kind of thread (its
+    name without digits: Spark's task threads, the JIT's compilers, the garbage
+    collector, the driver's threads that plan queries)."""
+    pid = spark.sparkContext._gateway.proc.pid  # spark-submit execs the JVM in place
+    used: dict[str, float] = defaultdict(float)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        name = re.sub(r"[0-9]+", "#", stat[stat.index("(") + 1:stat.rindex(")")])
+        fields = stat.rsplit(")", 1)[1].split()
+        used[name] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
 
 
 def _seconds(job: dict[str, Any]) -> float:
@@ -114,6 +157,8 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=1000)
     parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
     parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--jobs", nargs="*", default=[], metavar="VIEW",
+                        help="list each job of these views (seconds, call site)")
     args = parser.parse_args()
     from reconciler.engine.session import get_spark
     from reconciler.spec.project import SparkSettings
@@ -132,7 +177,7 @@ def main() -> None:
         prepare(spark, data, run, args.parts)
         shutil.rmtree(base, ignore_errors=True)
         shutil.copytree(run, base)
-    profile(spark, data, run, args.kind, args.parts)
+    profile(spark, data, run, args.kind, args.parts, args.jobs)
 
 
 if __name__ == "__main__":
