@@ -18,6 +18,7 @@ JFR.start` / `JFR.dump` (Java Flight Recorder) around the step.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pickle
@@ -48,17 +49,18 @@ Spark's hot paths (RF2's views at scale 1: 60 s after it, 67 s without). The fig
 above `tpch_bench`'s, whose steps follow the load and each other in one warm JVM."""
 
 
-def prepare(spark: Any, data: Path, root: Path, parts: int) -> None:
+def prepare(spark: Any, data: Path, root: Path, parts: int, refresh: str) -> None:
     """The pipeline's state with every table loaded and every view computed, once."""
-    runtime, connectors = load(spark, data, root, "incremental", range(2, parts), Timer())
+    runtime, connectors = load(spark, data, root, refresh, range(2, parts), Timer())
     (root / "saved.pickle").write_bytes(pickle.dumps((runtime.program, runtime.relations,
                                                       connectors)))
 
 
 def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
-            detail: list[str]) -> None:
+            detail: list[str], workers: int | None, warm_step: bool) -> None:
     """One step on a copy of the prepared state, each view's jobs in its own job group."""
     import reconciler.engine.refresh as refresh
+    import reconciler.engine.step as step
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
     from reconciler.engine.storage import DeltaStorage
@@ -76,6 +78,16 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
         return refresh_view(runtime, frames, view)
 
     refresh.refresh_view = grouped
+    step.refresh_views = functools.partial(refresh.refresh_views,
+                                           workers=workers or refresh.REFRESH_WORKERS)
+    serial = 4
+    if warm_step:  # a step before, as a running pipeline has had: slice 1, never loaded
+        for table in SLICED:
+            source = slice_file(data, table, 1)
+            os.link(source, root / "input" / table / source.name)
+        connectors = run_step(runtime, connectors, serial=serial, base_dir=root).connectors
+        serial += 1
+        timer.marks.clear()
     for table in SLICED:
         if kind == "rf1":
             source = slice_file(data, table, parts)
@@ -89,7 +101,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
     earlier = {job["jobId"] for job in json.load(urllib.request.urlopen(url))}
     started, cpu = time.perf_counter(), _jvm_cpu(spark)
-    run_step(runtime, connectors, serial=4, base_dir=root)
+    run_step(runtime, connectors, serial=serial, base_dir=root)
     print(f"{kind}: step {time.perf_counter() - started:.1f} s, views refreshed in "
           f"{timer.phase():.1f} s")
     after = _jvm_cpu(spark)
@@ -157,6 +169,12 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=1000)
     parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
     parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--workers", type=int,
+                        help="views refreshed at once (REFRESH_WORKERS)")
+    parser.add_argument("--refresh", choices=["incremental", "full"], default="incremental",
+                        help="the pipeline's refresh mode (each has its own prepared state)")
+    parser.add_argument("--warm-step", action="store_true",
+                        help="run an RF1 step (slice 1) before the measured one, in one JVM")
     parser.add_argument("--jobs", nargs="*", default=[], metavar="VIEW",
                         help="list each job of these views (seconds, call site)")
     args = parser.parse_args()
@@ -168,16 +186,17 @@ def main() -> None:
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory,
                                           "spark.ui.enabled": "true"}))
     # The state records absolute paths: every run happens in `run`, restored from `base`.
-    run = args.work / f"profile-sf{args.scale:g}-p{args.parts}"
+    suffix = "" if args.refresh == "incremental" else f"-{args.refresh}"
+    run = args.work / f"profile-sf{args.scale:g}-p{args.parts}{suffix}"
     base = run.with_name(f"{run.name}.base")
     shutil.rmtree(run, ignore_errors=True)
     if (base / "saved.pickle").exists():
         shutil.copytree(base, run)
     else:
-        prepare(spark, data, run, args.parts)
+        prepare(spark, data, run, args.parts, args.refresh)
         shutil.rmtree(base, ignore_errors=True)
         shutil.copytree(run, base)
-    profile(spark, data, run, args.kind, args.parts, args.jobs)
+    profile(spark, data, run, args.kind, args.parts, args.jobs, args.workers, args.warm_step)
 
 
 if __name__ == "__main__":
