@@ -169,6 +169,8 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=1000)
     parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
     parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--java-options", default="",
+                        help="extra flags for the JVM (spark.driver.extraJavaOptions)")
     parser.add_argument("--workers", type=int,
                         help="views refreshed at once (REFRESH_WORKERS)")
     parser.add_argument("--refresh", choices=["incremental", "full"], default="incremental",
@@ -183,8 +185,10 @@ def main() -> None:
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)
-    spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory,
-                                          "spark.ui.enabled": "true"}))
+    conf = {"spark.driver.memory": args.driver_memory, "spark.ui.enabled": "true"}
+    if args.java_options:
+        conf["spark.driver.extraJavaOptions"] = args.java_options
+    spark = get_spark(SparkSettings(conf=conf))
     # The state records absolute paths: every run happens in `run`, restored from `base`.
     suffix = "" if args.refresh == "incremental" else f"-{args.refresh}"
     run = args.work / f"profile-sf{args.scale:g}-p{args.parts}{suffix}"

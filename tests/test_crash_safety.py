@@ -95,7 +95,7 @@ CLASSIC_ONLY = {"step-after-ingest"}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["storage-before-commit", "step-after-ingest",
-                                   "maintain-before-state", "step-before-commit"])
+                                   "aggregate-between-writes", "step-before-commit"])
 def test_killed_step_converges(spark: SparkSession, remote: str, tmp_path: Path,
                                point: str) -> None:
     project = write_files(tmp_path, PROJECT_FILES)

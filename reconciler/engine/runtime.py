@@ -152,6 +152,22 @@ class PipelineRuntime:
         return self._record(name, "view", path, version, contents.schema,
                             rows=self.storage.row_count(path, version))
 
+    def replace_view_contents(self, name: str, contents: DataFrame) -> None:
+        """Replace a maintained view's stored contents, keeping its state entry (the caller
+        has just written the state these contents come from)."""
+        state = self.relations[name]
+        version = self._overwrite(state, contents)
+        self.relations[name] = {**state, "version": version,
+                                "rows": self.storage.row_count(state["path"], version)}
+
+    def replace_state_contents(self, name: str, contents: DataFrame) -> None:
+        """Replace an aggregate view's per-group state, keeping its schema."""
+        state = self.relations[name]["state"]
+        self.relations[name]["state"] = {**state, "version": self._overwrite(state, contents)}
+
+    def _overwrite(self, state: dict[str, Any], contents: DataFrame) -> int:
+        return self.storage.overwrite(state["path"], contents, struct_from_json(state["schema"]))
+
     def apply_view_changes(self, name: str, inserts: DataFrame | None,
                            deletes: DataFrame | None) -> None:
         """Apply a maintained view's change to its stored contents (its state entry stays)."""

@@ -21,6 +21,8 @@ global aggregate always has its one row, as SQL says.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -56,10 +58,7 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
     """This step's change of the view (the touched groups' rows after as inserted, before as
     deleted: `ZSet.net` cancels the rows that did not move) and of its state; None when the
     input did not change the groups at all (no row of the source select changed)."""
-    source = change_of(frames, shape.source)
-    signed = union_all([
-        None if source.inserts is None else source.inserts.withColumn(WEIGHT, F.lit(1)),
-        None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])
+    signed = _signed(frames, shape)
     if signed is None:
         return None
     added = _contributions(signed, shape)
@@ -69,15 +68,45 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
     # One row per touched group, its state before (`__old` columns, NULL for a new group)
     # beside the contributions: computed once, on the executors (as small as the change),
     # and read by the merge, the old rows and the state's change.
-    both = _beside(added, touched, shape).localCheckpoint()
+    both = _beside(added, touched, shape, "left").localCheckpoint()
     before_state = both.where(F.col(OLD_ROWS).isNotNull()).select(
         *(F.col(f"{OLD}{field.name}").alias(field.name) for field in state.schema.fields))
     merged = _kept(_merge(both, shape, state.schema), shape)
-    arguments = {field.name: field.dataType for field in signed.schema.fields}
-    before = output_rows(frames, shape, before_state, arguments, view_schema)
-    after = output_rows(frames, shape, merged, arguments, view_schema)
+    before = output_rows(frames, shape, before_state, argument_types(signed), view_schema)
+    after = output_rows(frames, shape, merged, argument_types(signed), view_schema)
     return (ZSet(inserts=after, deletes=before),  # the touched groups' rows, before netting
             ZSet(inserts=merged, deletes=before_state))
+
+
+def merged_state(frames: StepFrames, shape: Aggregate, state: DataFrame
+                 ) -> tuple[DataFrame, dict[str, T.DataType]] | None:
+    """Every group's state after this step, lazily: the old state and the change's
+    contributions joined by group (full outer: untouched groups keep their row), added up,
+    groups without rows dropped; with the aggregate arguments' types (for `output_rows`).
+    None when no row of the source select changed.
+
+    For a small state this is the cheap way: one job reads the state whole, computes the
+    contributions and writes the new state, where finding and rewriting the touched groups
+    (`aggregate_change`) takes a job to compute them and more to apply them."""
+    signed = _signed(frames, shape)
+    if signed is None:
+        return None
+    added = _contributions(signed, shape)
+    merged = _kept(_merge(_beside(added, state, shape, "full"), shape, state.schema), shape)
+    return merged, argument_types(signed)
+
+
+def argument_types(signed: DataFrame) -> dict[str, T.DataType]:
+    """The type of each aggregate's argument (`__a<i>`) in the source rows."""
+    return {field.name: field.dataType for field in signed.schema.fields}
+
+
+def _signed(frames: StepFrames, shape: Aggregate) -> DataFrame | None:
+    """The source select's changed rows with their weight (+1 inserted, -1 deleted)."""
+    source = change_of(frames, shape.source)
+    return union_all([
+        None if source.inserts is None else source.inserts.withColumn(WEIGHT, F.lit(1)),
+        None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])
 
 
 def output_rows(frames: StepFrames, shape: Aggregate, state: DataFrame,
@@ -128,20 +157,26 @@ def _contributions(signed: DataFrame, shape: Aggregate) -> DataFrame:
     return signed.groupBy(*keys_of(shape)).agg(*columns)
 
 
-def _beside(added: DataFrame, touched: DataFrame, shape: Aggregate) -> DataFrame:
-    """The contributions with each group's old state beside them (`__old<column>`)."""
-    old = touched.select(*(F.col(name).alias(f"{OLD}{name}") for name in touched.columns))
+def _beside(added: DataFrame, state: DataFrame, shape: Aggregate,
+            how: Literal["left", "full"]) -> DataFrame:
+    """The contributions with each group's old state beside them (`__old<column>`): for the
+    groups that have contributions (`left`), or for every group of either (`full`)."""
+    old = state.select(*(F.col(name).alias(f"{OLD}{name}") for name in state.columns))
     keys = keys_of(shape)
     if not keys:  # a global aggregate: its one row of state
         return added.crossJoin(old)
     return added.join(old, null_safe_equal([(added[key], old[f"{OLD}{key}"]) for key in keys]),
-                      "left")
+                      how)
 
 
 def _merge(both: DataFrame, shape: Aggregate, schema: T.StructType) -> DataFrame:
     """Old state plus contributions, per group, in the state's own types (a new group's
-    old state is NULL: its contributions alone)."""
+    old state is NULL: its contributions alone; a group without contributions, its old
+    state: its `__rows`, never NULL where it has some, is NULL)."""
     types = {field.name: field.dataType for field in schema.fields}
+    contributed = F.col("__rows").isNotNull()
+    keys = [F.when(contributed, F.col(key)).otherwise(F.col(f"{OLD}{key}")).alias(key)
+            for key in keys_of(shape)]
     columns = []
     for name in _values(both, shape):
         mine, old = F.col(name), F.col(f"{OLD}{name}")
@@ -150,7 +185,7 @@ def _merge(both: DataFrame, shape: Aggregate, schema: T.StructType) -> DataFrame
         else:
             value = F.when(old.isNull(), mine).when(mine.isNull(), old).otherwise(mine + old)
         columns.append(value.cast(types.get(name, both.schema[name].dataType)).alias(name))
-    return both.select(*keys_of(shape), *columns)
+    return both.select(*keys, *columns)
 
 
 def _values(both: DataFrame, shape: Aggregate) -> list[str]:

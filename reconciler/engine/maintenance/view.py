@@ -6,15 +6,32 @@ A maintained aggregate without state (a manifest from before it was
 maintained) is recomputed once and its state started; so is a MIN/MAX view
 whose input deleted rows, which plan time rules out but a recomputed input
 can still produce.
+
+Each Spark job costs a few tenths of a second whatever its rows (planning,
+code generation, scheduling, the write's commit protocol), so a refresh is
+counted in jobs. An aggregate whose state and contents are small
+(`SMALL_AGGREGATE_BYTES`) is refreshed in two: one reads the state whole, adds
+the change's contributions and writes the new state; one writes the view from
+it. A larger one is refreshed by its change (the touched groups, their net
+change, the files holding them: four or more jobs, but writes that follow the
+change). A view's change is computed for the step only when a view or an
+output reads it (`change_read`); otherwise it is left lazy.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
+from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from reconciler.engine.maintenance.aggregate import aggregate_change, initial_state, keys_of
+from reconciler.engine.maintenance.aggregate import (
+    aggregate_change,
+    initial_state,
+    keys_of,
+    merged_state,
+    output_rows,
+)
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet, positional
@@ -22,6 +39,10 @@ from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
 from reconciler.spec.maintenance import Aggregate, Fallback, Shape, analyse
+
+SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
+"""State and contents of an aggregate view at most this big (together) are rewritten whole
+each step: two jobs, and a step writes at most this much for the view."""
 
 
 @cache
@@ -43,8 +64,10 @@ def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
     return _shape(definition["sql"], columns)
 
 
-def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSet:
-    """Bring `view` up to date with this step's changes (in `frames`); returns its change."""
+def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
+                 change_read: bool = True) -> ZSet:
+    """Bring `view` up to date with this step's changes (in `frames`); returns its change
+    (computed when `change_read`, else lazy)."""
     shape = maintained_shape(runtime, view)
     schema = struct_from_json(runtime.relations[view]["schema"])
     if shape is not None and not isinstance(shape, Aggregate):
@@ -54,26 +77,57 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSe
         return change
     if isinstance(shape, Aggregate) and "state" in runtime.relations[view] \
             and not _min_max_sees_deletes(runtime, frames, view, shape):
+        if _is_small(runtime, view):
+            return _rewrite_aggregate(runtime, frames, view, shape, change_read)
         state = runtime.frame_of(runtime.relations[view]["state"])
         changed = aggregate_change(frames, shape, state, schema)
         if changed is None:
             return ZSet()
         view_change, state_change = changed[0].net(), changed[1]  # state: computed
         runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
-        crash_point("maintain-before-state")  # the view moved on, its state did not
+        crash_point("aggregate-between-writes")  # the view moved on, its state did not
         assert state_change.inserts is not None and state_change.deletes is not None
         runtime.apply_state_changes(view, state_change.inserts, state_change.deletes,
                                     unique_by=keys_of(shape))
         return view_change
-    return recompute_view(runtime, frames, view)
+    return recompute_view(runtime, frames, view, change_read=change_read)
 
 
-def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str) -> ZSet:
+def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
+                   change_read: bool = True) -> ZSet:
     """Compute `view` from scratch (and start its state when it is a maintained aggregate)."""
     before = runtime.frame(view) if view in runtime.relations else None
     runtime.write_view(view, runtime.evaluate(view))
     start_state(runtime, frames, view)
-    return ZSet.between(before, runtime.frame(view))
+    return _change(before, runtime.frame(view), change_read)
+
+
+def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
+                       shape: Aggregate, change_read: bool) -> ZSet:
+    """Refresh a small aggregate view in two jobs: its new state (the old one plus this step's
+    contributions), then its contents from that state."""
+    merged = merged_state(frames, shape, runtime.frame_of(runtime.relations[view]["state"]))
+    if merged is None:
+        return ZSet()
+    state, arguments = merged
+    before = runtime.frame(view)
+    runtime.replace_state_contents(view, state)
+    crash_point("aggregate-between-writes")  # the state moved on, the view did not
+    rows = output_rows(frames, shape, runtime.frame_of(runtime.relations[view]["state"]),
+                       arguments, struct_from_json(runtime.relations[view]["schema"]))
+    runtime.replace_view_contents(view, rows)
+    return _change(before, runtime.frame(view), change_read)
+
+
+def _is_small(runtime: PipelineRuntime, view: str) -> bool:
+    entries = (runtime.relations[view], runtime.relations[view]["state"])
+    sizes = [runtime.storage.data_bytes(entry["path"], entry["version"]) for entry in entries]
+    return None not in sizes and sum(sizes) <= SMALL_AGGREGATE_BYTES  # type: ignore[arg-type]
+
+
+def _change(before: DataFrame | None, after: DataFrame, read: bool) -> ZSet:
+    """The change from `before` to `after`: computed once if something reads it, else lazy."""
+    return ZSet.between(before, after) if read else ZSet.pending(before, after)
 
 
 def start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None:

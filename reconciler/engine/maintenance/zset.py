@@ -36,6 +36,16 @@ class ZSet:
         views and rewritten files)."""
         return ZSet(inserts=new, deletes=old).net()
 
+    @staticmethod
+    def pending(old: DataFrame | None, new: DataFrame) -> ZSet:
+        """The change that turns `old` into `new`, left lazy: each side a multiset difference
+        computed only if something reads it. For a change that nothing reads in this step (no
+        view reads the relation, no output sends it), where `between` would run a job for
+        nothing."""
+        if old is None:
+            return ZSet(inserts=new)
+        return ZSet(inserts=new.exceptAll(old), deletes=old.exceptAll(new))
+
     def net(self) -> ZSet:
         """The net change, computed once and kept on the executors (`localCheckpoint`).
 
