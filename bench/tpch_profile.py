@@ -72,10 +72,10 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
                               document, relations, report=timer)
     refresh_view = refresh.refresh_view
 
-    def grouped(runtime: PipelineRuntime, frames: Any, view: str) -> Any:
+    def grouped(runtime: PipelineRuntime, frames: Any, view: str, **options: Any) -> Any:
         # per thread (the refresh's worker); no description, so a query shows its call site
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", view)
-        return refresh_view(runtime, frames, view)
+        return refresh_view(runtime, frames, view, **options)
 
     refresh.refresh_view = grouped
     step.refresh_views = functools.partial(refresh.refresh_views,
