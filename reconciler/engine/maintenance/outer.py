@@ -19,11 +19,12 @@ changes one compares the whole query, old against new.
 from __future__ import annotations
 
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciler.engine.maintenance.frames import Part, StepFrames, in_range
+from reconciler.engine.maintenance.frames import Part, Side, StepFrames, in_range
 from reconciler.engine.maintenance.linear import rename_occurrences
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.spec.keyed import Keyed, named_columns, occurrences
@@ -62,16 +63,15 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
     reads a big relation once, not once per version and occurrence (TPC-H's Q17 reads
     `lineitem` twice per version). Only the columns the query names are kept (Q20 reads 4
     of `lineitem`'s 16): a column it never names cannot change what a name resolves to."""
-    touched = [side.select(F.col(key).alias(KEY))
-               for relation, key in zip(relations, shape.keys, strict=True)
+    touched = [(relation, key, side) for relation, key in zip(relations, shape.keys, strict=True)
                if key is not None and relation in frames.changes
-               for side in (frames.changes[relation].inserts, frames.changes[relation].deletes)
-               if side is not None]
-    keys = reduce(DataFrame.union, touched).distinct().localCheckpoint(eager=True)
-    # The touched keys' range: a filter on it lets Parquet skip the files outside it
-    # before the semi-join, where the table is clustered on the key (compaction does it).
-    # One aggregated row, never the keys themselves.
-    low, high, nulls = keys.agg(F.min(KEY), F.max(KEY), F.max(F.col(KEY).isNull())).first()
+               for side in ("inserts", "deletes")
+               if getattr(frames.changes[relation], side) is not None]
+    # Lazy: each semi-join reads the key columns of the change's sides again (computed once,
+    # and as small as the change), rather than a job to keep the keys.
+    keys = reduce(DataFrame.union, [getattr(frames.changes[relation], side).select(
+        F.col(key).alias(KEY)) for relation, key, side in touched]).distinct()
+    bounds = _key_range(frames, touched)
     restricted: dict[tuple[str, str], tuple[str, str]] = {}
     named = named_columns(shape.select)  # only these columns are kept
 
@@ -80,8 +80,9 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
             frame = frames.old(relation)
             read = [column for column in frame.columns
                     if named is None or column.lower() in named]
-            old = frame.where(in_range(frame[key], low, high, nulls)).join(
-                keys, frame[key].eqNullSafe(keys[KEY]), "left_semi").select(*read)
+            if bounds is not None:  # NULL keys too: the semi-join below is null-safe
+                frame = frame.where(in_range(frame[key], *bounds, nulls=True))
+            old = frame.join(keys, frame[key].eqNullSafe(keys[KEY]), "left_semi").select(*read)
             old = old.localCheckpoint(eager=True)
             new = _after(old, frame.columns, frames.changes.get(relation))
             restricted[relation, key] = (frames.temporary(old), frames.temporary(new))
@@ -94,6 +95,25 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
         return old if part == "old" else new
     return [[version(relation, key, part) for relation, key in
              zip(relations, shape.keys, strict=True)] for part in ("old", "new")]
+
+
+def _key_range(frames: StepFrames, touched: list[tuple[str, str, Side]]) -> tuple[Any, Any] | None:
+    """The lowest and highest touched key, from the ranges the step finds of each change side's
+    columns (one job per side, shared by every view): a filter on it lets Parquet skip the
+    files outside it, where the table is clustered on the key (compaction does it). None
+    when a key's type does not travel (`RANGED_TYPES`) or two key columns do not compare."""
+    lows, highs = [], []
+    for relation, key, side in touched:
+        found = frames.value_range(relation, side, key)
+        if found is None:
+            return None
+        if found[1] is not None:  # a side whose keys are all NULL has no range
+            lows.append(found[1])
+            highs.append(found[2])
+    try:
+        return (min(lows), max(highs)) if lows else (None, None)
+    except TypeError:  # equated columns of types Python does not compare (a string, a number)
+        return None
 
 
 def _after(rows: DataFrame, columns: list[str], change: ZSet | None) -> DataFrame:
