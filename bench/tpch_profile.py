@@ -171,6 +171,8 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--java-options", default="",
                         help="extra flags for the JVM (spark.driver.extraJavaOptions)")
+    parser.add_argument("--conf", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="Spark settings (e.g. spark.sql.adaptive.enabled=false)")
     parser.add_argument("--workers", type=int,
                         help="views refreshed at once (REFRESH_WORKERS)")
     parser.add_argument("--refresh", choices=["incremental", "full"], default="incremental",
@@ -186,6 +188,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)
     conf = {"spark.driver.memory": args.driver_memory, "spark.ui.enabled": "true"}
+    conf |= dict(setting.split("=", 1) for setting in args.conf)
     if args.java_options:
         conf["spark.driver.extraJavaOptions"] = args.java_options
     spark = get_spark(SparkSettings(conf=conf))
