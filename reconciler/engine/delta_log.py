@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
@@ -155,6 +156,15 @@ def needs_delta_reader(table: DeltaTable) -> bool:
         return True
     features = table.protocol().reader_features or []
     return "deletionVectors" in features or "columnMapping" in features
+
+
+def data_bytes(table: DeltaTable) -> int | None:
+    """Bytes of a table version's data files, from its log (no data read); None for a table
+    only Delta's Spark reader can open (its files are not all plain Parquet)."""
+    if needs_delta_reader(table):
+        return None
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
+    return int(sum(sizes.to_pylist()))
 
 
 _HADOOP_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")

@@ -418,19 +418,6 @@ class DeltaStorage:
             schema = self.spark.read.format("delta").option("versionAsOf", version).load(uri).schema
         return self.read(uri, version, schema).count()
 
-    def data_bytes(self, path: PathLike, version: int) -> int | None:
-        """Bytes of the data files of the table at ``version``, from its log (no data read);
-        None when delta-rs cannot tell (a table only Delta's Spark reader can open)."""
-        uri = table_uri(path)
-        try:
-            table = self._at_version(uri, version)
-        except ReconcileError:
-            return None
-        if needs_delta_reader(table):
-            return None
-        return int(sum(pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
-                       .to_pylist()))
-
     def delete(self, path: PathLike) -> None:
         """Remove the whole table folder (data and log). Missing is fine.
 

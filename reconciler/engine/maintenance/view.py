@@ -25,6 +25,7 @@ from functools import cache
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from reconciler.engine.delta_log import data_bytes, table_uri
 from reconciler.engine.maintenance.aggregate import (
     aggregate_change,
     initial_state,
@@ -121,7 +122,8 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
 
 def _is_small(runtime: PipelineRuntime, view: str) -> bool:
     entries = (runtime.relations[view], runtime.relations[view]["state"])
-    sizes = [runtime.storage.data_bytes(entry["path"], entry["version"]) for entry in entries]
+    sizes = [data_bytes(runtime.storage.require(table_uri(entry["path"]), entry["version"]))
+             for entry in entries]
     return None not in sizes and sum(sizes) <= SMALL_AGGREGATE_BYTES  # type: ignore[arg-type]
 
 
