@@ -45,8 +45,8 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     """Refresh every view that reads a changed relation (its change goes to `frames` and
     to `emit`); returns them in program order."""
     views = runtime.program["views"]
-    read = {relation for definition in views.values() for relation in definition["reads"]}
-    read |= set(outputs_by_relation(runtime.program))  # views no view or output reads: lazy
+    consumed = {relation for definition in views.values() for relation in definition["reads"]}
+    consumed |= set(outputs_by_relation(runtime.program))  # the others' changes stay lazy
     graph = TopologicalSorter({name: [read for read in views[name]["reads"] if read in views]
                                for name in views})
     graph.prepare()
@@ -55,7 +55,7 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     def refresh(view: str) -> None:
         runtime.report("refresh", view)
         try:
-            change = refresh_view(runtime, frames, view, change_read=view in read)
+            change = refresh_view(runtime, frames, view, change_read=view in consumed)
             if not change.is_empty:
                 frames.changes[view] = change
                 emit(view, change)
