@@ -79,7 +79,7 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
     if isinstance(shape, Aggregate) and "state" in runtime.relations[view] \
             and not _min_max_sees_deletes(runtime, frames, view, shape):
         if _is_small(runtime, view):
-            return _rewrite_aggregate(runtime, frames, view, shape, change_read)
+            return _rewrite_aggregate(runtime, frames, view, shape, schema, change_read)
         state = runtime.frame_of(runtime.relations[view]["state"])
         changed = aggregate_change(frames, shape, state, schema)
         if changed is None:
@@ -104,7 +104,7 @@ def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
 
 
 def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
-                       shape: Aggregate, change_read: bool) -> ZSet:
+                       shape: Aggregate, schema: StructType, change_read: bool) -> ZSet:
     """Refresh a small aggregate view in two jobs: its new state (the old one plus this step's
     contributions), then its contents from that state."""
     merged = merged_state(frames, shape, runtime.frame_of(runtime.relations[view]["state"]))
@@ -115,7 +115,7 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
     runtime.replace_state_contents(view, state)
     crash_point("aggregate-between-writes")  # the state moved on, the view did not
     rows = output_rows(frames, shape, runtime.frame_of(runtime.relations[view]["state"]),
-                       arguments, struct_from_json(runtime.relations[view]["schema"]))
+                       arguments, schema)
     runtime.replace_view_contents(view, rows)
     return _change(before, runtime.frame(view), change_read)
 
