@@ -210,9 +210,15 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
         next_id += len(drawn["sales"])
         by_change = serial % 2 == 0  # every aggregate here is small: force the other way
         with patch.object(view_refresh, "SMALL_AGGREGATE_BYTES",
-                          -1 if by_change else view_refresh.SMALL_AGGREGATE_BYTES):
+                          -1 if by_change else view_refresh.SMALL_AGGREGATE_BYTES), \
+                patch.object(view_refresh, "aggregate_change",
+                             wraps=view_refresh.aggregate_change) as by_changes, \
+                patch.object(view_refresh, "merged_state",
+                             wraps=view_refresh.merged_state) as by_rewrites:
             run_step(runtime, started.connectors, serial=serial, base_dir=base,
                      ingest_inputs=False)
+        # The step took the path it was meant to, for its aggregates, and only that one.
+        assert (by_changes.called, by_rewrites.called) == (by_change, not by_change), serial
         checks = {view: (runtime.frame(view), runtime.evaluate(view))
                   for view in document["views"]}
         for view in OUTPUTS:
