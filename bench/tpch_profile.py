@@ -5,9 +5,14 @@ TPC-H tables (all slices but the first and last) and computes the 22 views once
 (the data from `tpch_bench.generate`, the state kept under `--work`), then each run
 restores that state and runs one step through the real engine: `rf1` adds the last
 slice of orders and lineitems, `rf2` deletes the first through the `changes: true`
-connectors. It prints each refreshed view's time and the number and summed
-duration of the Spark jobs it ran (each view's jobs carry its name as their job
-group; durations come from the Spark UI's REST API), slowest first.
+connectors. It prints each refreshed view's time, the number and summed duration
+of the Spark jobs it ran, their tasks' run time and the rows they read (each view's
+jobs carry its name as their job group; the figures come from the Spark UI's REST
+API), slowest first; and where the machine's CPU went: the JVM's per kind of thread
+(tasks, JIT compilers, the py4j threads that plan queries, GC) and the Python
+driver's. `--warm-steps N` runs N steps first in the same JVM (RF1 of slice 1, then
+RF2s of the last loaded slices), as a running pipeline's JVM has: the JIT's share
+falls step by step.
 
 Usage: `python bench/tpch_profile.py rf1 [--scale 1] [--parts 1000] [--jobs q1 q3]`
 (`--jobs`: each job of those views, with the line that started it). Wrap it in
@@ -25,6 +30,7 @@ import pickle
 import re
 import shutil
 import sys
+import threading
 import time
 import urllib.request
 from collections import defaultdict
@@ -57,7 +63,7 @@ def prepare(spark: Any, data: Path, root: Path, parts: int, refresh: str) -> Non
 
 
 def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
-            detail: list[str], workers: int | None, warm_step: bool) -> None:
+            detail: list[str], workers: int | None, warm_steps: int) -> None:
     """One step on a copy of the prepared state, each view's jobs in its own job group."""
     import reconciler.engine.refresh as refresh
     import reconciler.engine.step as step
@@ -81,12 +87,20 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     step.refresh_views = functools.partial(refresh.refresh_views,
                                            workers=workers or refresh.REFRESH_WORKERS)
     serial = 4
-    if warm_step:  # a step before, as a running pipeline has had: slice 1, never loaded
-        for table in SLICED:
-            source = slice_file(data, table, 1)
-            os.link(source, root / "input" / table / source.name)
+    for warm in range(warm_steps):  # steps before, as a running pipeline has had
+        started, cpu = time.perf_counter(), JvmCpu(spark)
+        for table in SLICED:  # slice 1 (never loaded) arrives, then loaded slices leave
+            if warm == 0:
+                source = slice_file(data, table, 1)
+                os.link(source, root / "input" / table / source.name)
+            else:
+                deletion_file(slice_file(data, table, parts - warm),
+                              root / "input" / f"{table}_rf2" / f"warm.{warm}.parquet")
         connectors = run_step(runtime, connectors, serial=serial, base_dir=root).connectors
         serial += 1
+        print(f"warm step {warm + 1}: {time.perf_counter() - started:.1f} s, views refreshed "
+              f"in {timer.phase():.1f} s, the JIT's CPU {cpu.used()['C# CompilerThre']:.1f} s",
+              flush=True)
         timer.marks.clear()
     for table in SLICED:
         if kind == "rf1":
@@ -100,24 +114,29 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     context = spark.sparkContext
     url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
     earlier = {job["jobId"] for job in json.load(urllib.request.urlopen(url))}
-    started, cpu = time.perf_counter(), _jvm_cpu(spark)
+    started, cpu, python = time.perf_counter(), JvmCpu(spark), time.process_time()
     run_step(runtime, connectors, serial=serial, base_dir=root)
     print(f"{kind}: step {time.perf_counter() - started:.1f} s, views refreshed in "
-          f"{timer.phase():.1f} s")
-    after = _jvm_cpu(spark)
-    used = {name: after[name] - cpu.get(name, 0.0) for name in after}
+          f"{timer.phase():.1f} s; the driver's Python process used "
+          f"{time.process_time() - python:.1f} s of CPU")
+    used = cpu.used()
     print(f"the JVM's CPU in the step: {sum(used.values()):.1f} s;", ", ".join(
         f"{name} {seconds:.1f}" for name, seconds in sorted(used.items(), key=lambda x: -x[1])
         if seconds >= 0.5))
     jobs: dict[str, list[float]] = defaultdict(list)
     sites: dict[str, list[int]] = defaultdict(list)
+    stages: dict[str, set[int]] = defaultdict(set)
     for job in sorted(json.load(urllib.request.urlopen(url)), key=lambda job: job["jobId"]):
         if job["jobId"] not in earlier:  # the step's only: not the load's, not the warm-up's
             jobs[job.get("jobGroup", "")].append(_seconds(job))
             sites[job.get("jobGroup", "")].append(job["jobId"])
-    print(f"{'view':<10} {'s':>6} {'jobs':>5} {'job s':>6}")
+            stages[job.get("jobGroup", "")].update(job["stageIds"])
+    work = _stage_work(url.replace("/jobs", "/stages"))
+    print(f"{'view':<10} {'s':>6} {'jobs':>5} {'job s':>6} {'task s':>6} {'rows read':>10}")
     for view, seconds in sorted(timer.per_view().items(), key=lambda item: -item[1]):
-        print(f"{view:<10} {seconds:6.2f} {len(jobs[view]):5} {sum(jobs[view]):6.2f}")
+        mine = [work[stage] for stage in stages[view] if stage in work]
+        print(f"{view:<10} {seconds:6.2f} {len(jobs[view]):5} {sum(jobs[view]):6.2f} "
+              f"{sum(task for task, _ in mine):6.2f} {sum(rows for _, rows in mine):10,}")
     rest = [seconds for group, durations in jobs.items() if group not in timer.per_view()
             for seconds in durations]  # ingestion's run in the streaming query's threads
     print(f"{'(rest)':<10} {'':6} {len(rest):5} {sum(rest):6.2f}")
@@ -138,21 +157,55 @@ def _queries(url: str, jobs: dict[str, list[int]]) -> None:
                       f"{execution['description'][:100]}")
 
 
-def _jvm_cpu(spark: Any) -> dict[str, float]:
-    """CPU seconds (user and system) the driver's JVM has used, per kind of thread (its
-    name without digits: Spark's task threads, the JIT's compilers, the garbage
-    collector, the driver's threads that plan queries)."""
-    pid = spark.sparkContext._gateway.proc.pid  # spark-submit execs the JVM in place
-    used: dict[str, float] = defaultdict(float)
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-        name = re.sub(r"[0-9]+", "#", stat[stat.index("(") + 1:stat.rindex(")")])
-        fields = stat.rsplit(")", 1)[1].split()
-        used[name] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return used
+class JvmCpu:
+    """CPU seconds (user and system) the driver's JVM uses over a span, per kind of thread
+    (its name without digits: Spark's task threads, the JIT's compilers, the garbage
+    collector, `Thread-#`: the py4j threads that plan each Python thread's queries).
+
+    Sampled every quarter second, so that a thread ending within the span (the py4j
+    thread of a refresh worker ends with it) still counts, short of its last sample."""
+
+    def __init__(self, spark: Any) -> None:
+        self.pid = spark.sparkContext._gateway.proc.pid  # spark-submit execs the JVM in place
+        self.first = self.last = self._threads()
+        self.stop = threading.Event()
+        self.sampler = threading.Thread(target=self._sample, daemon=True)
+        self.sampler.start()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.25):
+            self.last = {**self.last, **self._threads()}
+
+    def used(self) -> dict[str, float]:
+        """Per kind of thread, its CPU since the span began (ends the span)."""
+        self.stop.set()
+        self.sampler.join()
+        self.last = {**self.last, **self._threads()}
+        used: dict[str, float] = defaultdict(float)
+        for tid, (name, seconds) in self.last.items():
+            used[name] += seconds - self.first.get(tid, (name, 0.0))[1]
+        return used
+
+    def _threads(self) -> dict[int, tuple[str, float]]:
+        threads = {}
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except FileNotFoundError:  # the thread ended meanwhile
+                continue
+            name = re.sub(r"[0-9]+", "#", stat[stat.index("(") + 1:stat.rindex(")")])
+            fields = stat.rsplit(")", 1)[1].split()
+            threads[int(task.name)] = (name, (int(fields[11]) + int(fields[12]))
+                                       / os.sysconf("SC_CLK_TCK"))
+        return threads
+
+
+def _stage_work(url: str) -> dict[int, tuple[float, int]]:
+    """Per stage that ran: its tasks' summed run time (seconds) and the input rows they
+    read (a skipped stage, whose shuffle output was reused, has none)."""
+    return {stage["stageId"]: (stage["executorRunTime"] / 1000, stage["inputRecords"])
+            for stage in json.load(urllib.request.urlopen(url))
+            if stage["status"] == "COMPLETE"}
 
 
 def _seconds(job: dict[str, Any]) -> float:
@@ -177,8 +230,9 @@ def main() -> None:
                         help="views refreshed at once (REFRESH_WORKERS)")
     parser.add_argument("--refresh", choices=["incremental", "full"], default="incremental",
                         help="the pipeline's refresh mode (each has its own prepared state)")
-    parser.add_argument("--warm-step", action="store_true",
-                        help="run an RF1 step (slice 1) before the measured one, in one JVM")
+    parser.add_argument("--warm-steps", type=int, default=0, metavar="N",
+                        help="steps before the measured one, in one JVM: RF1 of slice 1, "
+                        "then RF2s of the last loaded slices")
     parser.add_argument("--jobs", nargs="*", default=[], metavar="VIEW",
                         help="list each job of these views (seconds, call site)")
     args = parser.parse_args()
@@ -203,7 +257,7 @@ def main() -> None:
         prepare(spark, data, run, args.parts, args.refresh)
         shutil.rmtree(base, ignore_errors=True)
         shutil.copytree(run, base)
-    profile(spark, data, run, args.kind, args.parts, args.jobs, args.workers, args.warm_step)
+    profile(spark, data, run, args.kind, args.parts, args.jobs, args.workers, args.warm_steps)
 
 
 if __name__ == "__main__":
