@@ -182,11 +182,11 @@ class JvmCpu:
         self.sampler.join()
         self.last = {**self.last, **self._threads()}
         used: dict[str, float] = defaultdict(float)
-        for tid, (name, seconds) in self.last.items():
-            used[name] += seconds - self.first.get(tid, (name, 0.0))[1]
+        for thread, (name, seconds) in self.last.items():
+            used[name] += seconds - self.first.get(thread, (name, 0.0))[1]
         return used
 
-    def _threads(self) -> dict[int, tuple[str, float]]:
+    def _threads(self) -> dict[tuple[int, int], tuple[str, float]]:
         threads = {}
         for task in Path(f"/proc/{self.pid}/task").iterdir():
             try:
@@ -195,8 +195,8 @@ class JvmCpu:
                 continue
             name = re.sub(r"[0-9]+", "#", stat[stat.index("(") + 1:stat.rindex(")")])
             fields = stat.rsplit(")", 1)[1].split()
-            threads[int(task.name)] = (name, (int(fields[11]) + int(fields[12]))
-                                       / os.sysconf("SC_CLK_TCK"))
+            threads[int(task.name), int(fields[19])] = (  # a thread id, reused, starts anew
+                name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
         return threads
 
 
