@@ -99,7 +99,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
         connectors = run_step(runtime, connectors, serial=serial, base_dir=root).connectors
         serial += 1
         print(f"warm step {warm + 1}: {time.perf_counter() - started:.1f} s, views refreshed "
-              f"in {timer.phase():.1f} s, the JIT's CPU {cpu.used()['C# CompilerThre']:.1f} s",
+              f"in {timer.phase():.1f} s, the JIT's CPU {cpu.used().get(JIT, 0.0):.1f} s",
               flush=True)
         timer.marks.clear()
     for table in SLICED:
@@ -155,6 +155,10 @@ def _queries(url: str, jobs: dict[str, list[int]]) -> None:
             if mine:
                 print(f"  {execution['duration'] / 1000:6.2f} {len(mine):4}  "
                       f"{execution['description'][:100]}")
+
+
+JIT = "C# CompilerThre"
+"""The JIT compiler threads' kind (C1 and C2 alike: a thread's name is cut to 15 bytes)."""
 
 
 class JvmCpu:
