@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 COMMENT_LIMIT = 65_536
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
@@ -54,6 +54,8 @@ class FakeState:
     next_id: int = 1000
     clock: int = 0  # seconds after EPOCH: every write is one second later than the last
     git_root: Path | None = None  # serves /contents at a ref from this real repository
+    default_branch: str = "main"
+    branches: dict[str, str] = field(default_factory=dict)  # branch name -> head commit
 
     def now(self) -> str:
         """GitHub's timestamps have whole seconds; each call is one second later."""
@@ -182,6 +184,13 @@ class FakeGitHub:
                 return 200, {**permission, "user": {"login": m.group(1)}}, {}
             if m := re.fullmatch(rf"/repos/{repo}/pulls/(\d+)/reviews", path):
                 return 200, state.reviews.get(int(m.group(1)), []), {}
+            if path == f"/repos/{state.repo}":
+                return 200, {"full_name": state.repo, "default_branch": state.default_branch}, {}
+            if m := re.fullmatch(rf"/repos/{repo}/branches/([^/]+)", path):
+                sha = state.branches.get(unquote(m.group(1)))
+                if sha is None:
+                    return 404, {"message": "Branch not found"}, {}
+                return 200, {"name": unquote(m.group(1)), "commit": {"sha": sha}}, {}
             if m := re.fullmatch(rf"/repos/{repo}/contents/(.+)", path):
                 return self._contents(m.group(1), query.get("ref", ["HEAD"])[0])
             if m := re.fullmatch(rf"/repos/{repo}/pulls/(\d+)", path):

@@ -34,7 +34,8 @@ PR = 7
 INPUT_NAMES = ("command", "project-dir", "pipeline", "backend", "spark-master", "spark-remote",
                "bootstrap-policy", "approvers", "allow-fork-prs", "apply-command",
                "github-token", "storage", "require-review", "allow-pull-request-target",
-               "aws-access-key-id", "aws-secret-access-key", "aws-session-token", "aws-region")
+               "aws-access-key-id", "aws-secret-access-key", "aws-session-token", "aws-region",
+               "trusted-branch")
 # The default branch's commit: what GITHUB_SHA is on issue_comment events, never the PR head.
 DEFAULT_BRANCH_SHA = "f" * 40
 
@@ -79,8 +80,16 @@ class Workspace:
     backend_url: str
     github: FakeGitHub
     runs: Path
-    base_sha: str = ""  # the base branch's commit: where trusted settings are read
     _ids: Iterator[int] = field(default_factory=count)
+
+    @property
+    def base_sha(self) -> str:
+        """The default branch's commit (the fake's `main`): where trusted settings are read."""
+        return self.github.state.branches.get("main", "")
+
+    @base_sha.setter
+    def base_sha(self, sha: str) -> None:
+        self.github.state.branches["main"] = sha
 
     def commit(self, message: str) -> str:
         git(self.root, "add", "-A")
@@ -127,7 +136,7 @@ class Workspace:
         return self.run("pull_request", {
             "action": action, "number": number,
             "pull_request": {"number": number, "head": pull["head"], "base": pull["base"]},
-            "repository": {"full_name": REPO}}, **inputs)
+            "repository": {"full_name": REPO, "default_branch": "main"}}, **inputs)
 
     def comment(self, login: str, body: str, number: int = PR, *, on_pull: bool = True,
                 action: str = "created", **inputs: str) -> tuple[Run, dict[str, Any]]:

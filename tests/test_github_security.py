@@ -100,7 +100,16 @@ def test_require_review_needs_another_persons_approval_of_the_head(
     assert "approving review of the head commit" in refused.outputs["failure-reason"]
     assert workspace.manifest() is None
 
-    github.add_review(PR, "dave", "APPROVED", sha)
+    github.add_review(PR, "dave", "APPROVED", sha)  # a sock puppet: no access at all
+    github.add_review(PR, "rita", "APPROVED", sha)  # read access only
+    puppets, _ = approve(workspace, "alice", require_review="true")
+
+    assert puppets.exit_code == 1, puppets.log
+    assert "by someone with write access" in puppets.outputs["failure-reason"]
+    assert workspace.manifest() is None
+    assert github.calls("GET", "/collaborators/dave/permission")  # asked, not assumed
+
+    github.set_permission("dave", "write")
     applied, _ = approve(workspace, "alice", require_review="true")
 
     assert applied.exit_code == 0, applied.log
@@ -181,7 +190,7 @@ def test_the_pull_request_cannot_lift_a_reject_policy(
 
     assert workspace.pull_request("opened", sha).exit_code == 0
     body = only_sticky(github)["body"]
-    assert "sets bootstrap_policy to allow; the Action uses reject (the base branch)" in body
+    assert "sets bootstrap_policy to allow; the Action uses reject (the main branch)" in body
 
     run, _ = approve(workspace, "alice")
 

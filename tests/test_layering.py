@@ -16,7 +16,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "reconciler"
 
 SHARED = {"reconciler", "reconciler.errors", "reconciler.faults", "reconciler.progress",
-          "reconciler.layout", "reconciler.redact"}
+          "reconciler.layout", "reconciler.redact",
+          "reconciler.child_process", "reconciler.git"}
 """Leaf helpers any layer may use; they import nothing of the package but its version."""
 STATE = {"reconciler.manifest", "reconciler.state"}
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 
+from reconciler.child_process import run_helper
 from reconciler.errors import ReconcileError
 
 MINIMUM_JAVA = 17
@@ -26,7 +26,7 @@ def java_major_version() -> int:
             f"Java not found: Spark needs a JDK {MINIMUM_JAVA}+ "
             "(e.g. `apt-get install openjdk-17-jdk-headless`, or set JAVA_HOME)"
         )
-    result = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    result = run_helper([java, "-version"])  # no secret of the caller's: child_process
     match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
     if not match:
         raise ReconcileError(f"{java}: cannot read the Java version from `java -version`")

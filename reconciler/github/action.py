@@ -30,7 +30,7 @@ from reconciler.github.runner import (
     mask_url_parameters,
     write_summary,
 )
-from reconciler.github.trusted import BaseBranch, trusted_project
+from reconciler.github.trusted import TrustedTree, trusted_branch, trusted_project
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -91,9 +91,10 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
     key = project_key(project_dir, context.workspace)
     pull = context.event.get("pull_request") or {}
     number = pull.get("number")
-    git = git_info(project_dir)
-    head_sha = str((pull.get("head") or {}).get("sha") or (git or {}).get("sha") or "")
+    head_sha = str((pull.get("head") or {}).get("sha") or "")
     try:
+        git = git_info(project_dir)
+        head_sha = head_sha or str((git or {}).get("sha") or "")
         document = _plan(project_dir, context, inputs, pull)
     except (ReconcileError, StateBackendError) as error:
         return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
@@ -111,12 +112,15 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
 
 
 def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Any:
-    """On a pull request, under the settings of its base branch (see `trusted`); on any other
+    """On a pull request, under the trusted branch's settings (see `trusted`); on any other
     event (`command: plan` on a push, say) the checkout is the repository's own code."""
     if not pull:
         return compute_plan(project_dir, inputs.pipeline, inputs.backend)
-    base = BaseBranch.of_pull(context.client(), context.repository, pull, project_dir)
-    return trusted_project(project_dir, inputs.pipeline, inputs, base).plan()
+    client = context.client()
+    branch = trusted_branch(inputs, context.event, client, context.repository)
+    tree = TrustedTree.resolve(client, context.repository, branch, project_dir)
+    base_ref = str((pull.get("base") or {}).get("ref") or "")
+    return trusted_project(project_dir, inputs.pipeline, inputs, tree, base_ref).plan()
 
 
 def _checkout_notice(git: dict[str, Any] | None, head_sha: str) -> str:

@@ -27,6 +27,7 @@ from reconciler.github.event import ApplyRequest, Context, Inputs, Refused, pars
 from reconciler.github.guard import (
     check_approver,
     check_backend,
+    check_base_branch,
     check_checkout,
     check_named_plan,
     check_policies,
@@ -46,7 +47,12 @@ from reconciler.github.runner import (
     write_summary,
 )
 from reconciler.github.truncation import fit_comment
-from reconciler.github.trusted import BaseBranch, Trusted, trusted_project
+from reconciler.github.trusted import (
+    Trusted,
+    TrustedTree,
+    trusted_branch,
+    trusted_project,
+)
 from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
 from reconciler.state import open_backend
@@ -158,13 +164,17 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     pull = run.client.pull_request(repo, run.number)
     head_sha = check_pull_request(pull, inputs.allow_fork_prs)
     if inputs.require_review:
-        how += "; " + check_review(run.client, repo, run.number, pull, head_sha)
+        how += "; " + check_review(run.client, repo, run.number, pull, head_sha,
+                                   inputs.approvers)
     sticky = find_sticky(run.client, repo, run.number, key, own_login(run.client))
     shown = check_sticky(sticky, key, head_sha, inputs.apply_command, run.created_at)
     check_named_plan(request.plan_id, shown)
+    branch = trusted_branch(inputs, run.context.event, run.client, repo)
+    check_base_branch(pull, branch)
     check_checkout(project_dir, head_sha)
-    trusted = trusted_project(project_dir, inputs.pipeline, inputs,
-                              BaseBranch.of_pull(run.client, repo, pull, project_dir))
+    tree = TrustedTree.resolve(run.client, repo, branch, project_dir)
+    trusted = trusted_project(project_dir, inputs.pipeline, inputs, tree,
+                              str(pull["base"]["ref"]))
     check_backend(trusted.project, run.context.workspace)
     document = trusted.plan()
     if document["plan_id"] != shown.plan_id:

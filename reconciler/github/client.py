@@ -1,6 +1,6 @@
 """A tiny GitHub REST client on the standard library (urllib), for the Action.
 
-Why not a GitHub SDK: the Action needs seven endpoints, and every dependency
+Why not a GitHub SDK: the Action needs a dozen endpoints, and every dependency
 added here is installed on every workflow run. Why the base URL is a
 parameter: GitHub Enterprise Server serves the API under ``/api/v3`` on its
 own host and sets ``GITHUB_API_URL`` accordingly; tests point it at a fake
@@ -116,6 +116,14 @@ class GitHubClient:
 
     def reviews(self, repo: str, number: int) -> Iterator[dict[str, Any]]:
         return self.paginate(f"/repos/{repo}/pulls/{number}/reviews")
+
+    def default_branch(self, repo: str) -> str:
+        return str(self.request("GET", f"/repos/{repo}")["default_branch"])
+
+    def branch_head(self, repo: str, branch: str) -> str:
+        """The commit a branch points at now (the branches API)."""
+        return str(self.request("GET", f"/repos/{repo}/branches/{_quote(branch)}")
+                   ["commit"]["sha"])
 
     def file_at(self, repo: str, path: str, ref: str) -> str | None:
         """A file's text at a commit (the contents API), or None when it does not exist."""

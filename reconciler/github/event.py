@@ -23,6 +23,7 @@ from reconciler.spec.project import NAME_PATTERN, POLICIES
 COMMANDS = ("auto", "plan", "apply")
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_BRANCH_RE = re.compile(r"^(?!.*\.\.)(?!/)[A-Za-z0-9_./-]{1,200}(?<!/)$")
 PIPELINE_RE = re.compile(NAME_PATTERN)
 
 
@@ -70,6 +71,7 @@ class Inputs:
     storage: str | None = None
     require_review: bool = False
     allow_pull_request_target: bool = False
+    trusted_branch: str | None = None  # default: the repository's default branch
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Inputs:
@@ -84,6 +86,10 @@ class Inputs:
         if pipeline is not None and not PIPELINE_RE.fullmatch(pipeline):
             raise ReconcileError(f"input 'pipeline' is not a pipeline name: '{pipeline}'")
         apply_command = " ".join(_input(env, "apply-command").split()) or cls.apply_command
+        trusted_branch = _input(env, "trusted-branch") or None
+        if trusted_branch is not None and not _BRANCH_RE.fullmatch(trusted_branch):
+            raise ReconcileError(f"input 'trusted-branch' is not a branch name: "
+                                 f"'{trusted_branch}'")
         return cls(
             command=command, pipeline=pipeline, backend=_input(env, "backend") or None,
             spark_master=_input(env, "spark-master") or None,
@@ -93,7 +99,8 @@ class Inputs:
             allow_fork_prs=_truthy(_input(env, "allow-fork-prs")),
             apply_command=apply_command, storage=_input(env, "storage") or None,
             require_review=_truthy(_input(env, "require-review")),
-            allow_pull_request_target=_truthy(_input(env, "allow-pull-request-target")))
+            allow_pull_request_target=_truthy(_input(env, "allow-pull-request-target")),
+            trusted_branch=trusted_branch)
 
 
 def _truthy(value: str) -> bool:

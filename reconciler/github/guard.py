@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from reconciler.errors import ReconcileError, public_message
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import StickyPlan, read_sticky
 from reconciler.github.event import Refused
@@ -29,21 +30,30 @@ def check_approver(client: GitHubClient, repo: str, login: str,
     """Write, maintain or admin on the repository, or listed in the `approvers` input."""
     if not _LOGIN_RE.fullmatch(login):
         raise Refused("the comment's author could not be identified")
+    allowed, why = may_approve(client, repo, login, approvers)
+    if not allowed:
+        raise Refused(why)
+    return why
+
+
+def may_approve(client: GitHubClient, repo: str, login: str,
+                approvers: frozenset[str]) -> tuple[bool, str]:
+    """Whether `login` may approve (asked of the API), and why or why not."""
     if login.casefold() in approvers:
-        return "listed in approvers"
+        return True, "listed in approvers"
     try:
         permission = client.permission(repo, login)
     except GitHubError as error:
         if error.status == 404:
-            raise Refused(f"@{login} is not a collaborator of this repository; applying needs "
-                          "write, maintain or admin permission") from None
+            return False, (f"@{login} is not a collaborator of this repository; applying "
+                           "needs write, maintain or admin permission")
         raise
     levels = {str(permission.get("permission", "")), str(permission.get("role_name", ""))}
     if levels & APPROVING_ROLES:
-        return f"permission {'/'.join(sorted(levels & APPROVING_ROLES))}"
+        return True, f"permission {'/'.join(sorted(levels & APPROVING_ROLES))}"
     shown = permission.get("role_name") or permission.get("permission") or "none"
-    raise Refused(f"@{login} has '{shown}' permission on this repository; applying needs "
-                  "write, maintain or admin (or being listed in the action's approvers)")
+    return False, (f"@{login} has '{shown}' permission on this repository; applying needs "
+                   "write, maintain or admin (or being listed in the action's approvers)")
 
 
 def check_pull_request(pull: dict[str, Any], allow_fork_prs: bool) -> str:
@@ -93,42 +103,60 @@ def check_named_plan(named: str, shown: StickyPlan) -> None:
 
 
 def check_review(client: GitHubClient, repo: str, number: int, pull: dict[str, Any],
-                 head_sha: str) -> str:
-    """`require-review`: an approving review of the head commit by someone other than the
-    pull request's author, still standing (each reviewer's latest review counts)."""
+                 head_sha: str, approvers: frozenset[str]) -> str:
+    """`require-review`: an approving review of the head commit, still standing (each
+    reviewer's latest review counts), by someone other than the pull request's author who
+    may approve (write permission, asked of the API, or listed in `approvers`): anyone
+    can leave a review, a sock-puppet account included."""
     author = str((pull.get("user") or {}).get("login", "")).casefold()
     latest: dict[str, dict[str, Any]] = {}
     for review in client.reviews(repo, number):
-        login = str((review.get("user") or {}).get("login", "")).casefold()
+        login = str((review.get("user") or {}).get("login", ""))
         if review.get("state") in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
-            latest[login] = review
-    approvers = sorted(login for login, review in latest.items()
-                       if login != author and review.get("state") == "APPROVED"
-                       and review.get("commit_id") == head_sha)
-    if not approvers:
-        raise Refused(f"this repository requires an approving review of the head commit "
-                      f"`{head_sha[:12]}` by someone other than the pull request's author "
-                      "before applying")
-    return f"approved by @{approvers[0]}"
+            latest[login.casefold()] = review
+    candidates = sorted(str(review["user"]["login"]) for login, review in latest.items()
+                        if login != author and review.get("state") == "APPROVED"
+                        and review.get("commit_id") == head_sha
+                        and _LOGIN_RE.fullmatch(str(review["user"]["login"])))
+    for login in candidates:
+        if may_approve(client, repo, login, approvers)[0]:
+            return f"approved by @{login}"
+    raise Refused(f"this repository requires an approving review of the head commit "
+                  f"`{head_sha[:12]}` by someone with write access other than the pull "
+                  "request's author before applying")
 
 
 def check_backend(project: Project, workspace: Path) -> None:
     """State kept in a folder of the checkout is the pull request's to write (a crafted
     manifest) and is gone after the run: applying needs a backend outside it."""
     url = project.settings.backend
-    if "://" in url and not url.startswith("file://"):
+    scheme, found, rest = url.partition("://")
+    if found and scheme.casefold() != "file":
         return
-    folder = Path(project.resolve(url.removeprefix("file://"))).resolve()
+    folder = Path(project.resolve(rest if found else url)).resolve()
     if folder.is_relative_to(workspace.resolve()):
         raise Refused("the state backend is a folder inside the checkout, which the pull "
                       "request controls and the runner discards; set the action's `backend` "
                       "input (e.g. s3://bucket/prefix)")
 
 
+def check_base_branch(pull: dict[str, Any], trusted_branch: str) -> None:
+    """Trusted settings come from `trusted_branch`; a pull request into another branch (one
+    a writer pushed, with settings of their own) is planned there but never applied."""
+    base_ref = str((pull.get("base") or {}).get("ref") or "")
+    if base_ref != trusted_branch:
+        raise Refused(f"this pull request targets `{base_ref or '(unknown)'}`, not "
+                      f"`{trusted_branch}`, where the Action reads the settings it trusts; "
+                      "only pull requests into that branch are applied")
+
+
 def check_checkout(project_dir: Path, head_sha: str) -> None:
     """The files on disk must be the head commit's. GITHUB_SHA is not the PR head on
     issue_comment events (it is the default branch), so git itself is asked."""
-    git = git_info(project_dir)
+    try:
+        git = git_info(project_dir)
+    except ReconcileError as error:  # a folder the pull request made look like a repository
+        raise Refused(public_message(error)) from None
     if git is None:
         raise Refused("the project is not in a git checkout, so the commit cannot be verified")
     if git["sha"] != head_sha:

@@ -1,32 +1,36 @@
 """Settings a pull request cannot choose: where state lives, where Spark runs, the policy.
 
 In `reconcile github` every file of the checkout comes from the pull request's
-head, and a pull request must not be able to point the Action at another state
-backend or storage root (whose manifest it wrote itself), at another Spark, or
-turn a pipeline's `bootstrap_policy: reject` into `allow`. So `backend`,
-`storage` and `spark` of `reconcile.yaml`, and each pipeline's
-`bootstrap_policy`, come from the base branch (read through GitHub's contents
-API at the pull request's base commit) and are overridden by the action's
-inputs; the pull request supplies only the pipelines themselves. When the head
-asks for something else, the plan says so in a note: it takes effect once the
-change is merged, after review.
+head. A writer can also choose a pull request's base (a branch they pushed), so
+neither may decide where state lives, where Spark runs or whether a pipeline
+may be bootstrapped. Every setting of `reconcile.yaml` except `pipelines`, and
+each pipeline's `bootstrap_policy`, is read from the **trusted tree**: the
+repository's default branch (or the branch the `trusted-branch` input names),
+at the commit it points at when the run starts, at that tree's own paths, through
+GitHub's contents API. The action's inputs override it. The same validation and
+`spark.conf` allow-list apply as to the checkout's own file.
+
+The pull request supplies only its pipelines (and may move their folder, which
+the plan shows). A pipeline the trusted tree does not have at its own
+`pipelines` folder gets the strictest policy, `reject`: a new pipeline can still
+be created (creating bootstraps nothing), but state that exists cannot be
+rebuilt through a pipeline the default branch does not know. When the head asks
+for other settings, the plan says so in a note: they take effect once merged.
 """
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
 from reconciler.errors import ReconcileError
+from reconciler.git import repository_prefix
 from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs
 from reconciler.github.guard import SHA_RE
 from reconciler.plan.planner import plan_project
+from reconciler.spec.documents import parse_yaml
 from reconciler.spec.program import Program
 from reconciler.spec.project import (
     PIPELINE_FILE,
@@ -35,34 +39,61 @@ from reconciler.spec.project import (
     Project,
     ProjectSettings,
     SparkSettings,
+    project_settings,
     settings_summary,
 )
 from reconciler.spec.workspace import load_programs
 
-TRUSTED_KEYS = ("backend", "storage", "spark", "retention")
-"""Top-level keys of `reconcile.yaml` that never come from the pull request's head."""
+STRICTEST_POLICY = "reject"
 
 
 @dataclass(frozen=True)
-class BaseBranch:
-    """Files of the project as they are at the pull request's base commit."""
+class TrustedTree:
+    """The project's files on the trusted branch, at one commit."""
 
     client: GitHubClient
     repo: str
+    branch: str
     sha: str
     prefix: str  # the project's folder in the repository, "" or ending in "/"
 
     @classmethod
-    def of_pull(cls, client: GitHubClient, repo: str, pull: dict[str, Any],
-                project_dir: Path) -> BaseBranch:
-        """The base commit of a pull request (from the event or the API)."""
-        sha = str((pull.get("base") or {}).get("sha") or "")
+    def resolve(cls, client: GitHubClient, repo: str, branch: str,
+                project_dir: Path) -> TrustedTree:
+        """The branch's current commit, and the project's folder within the repository (git,
+        hardened: a pull request's files cannot move it; see `reconciler.git`)."""
+        sha = client.branch_head(repo, branch)
         if not SHA_RE.fullmatch(sha):
-            raise ReconcileError("the pull request's base commit could not be read")
-        return cls(client, repo, sha, repository_prefix(project_dir))
+            raise ReconcileError(f"the head commit of the trusted branch '{branch}' could not "
+                                 "be read")
+        prefix = repository_prefix(project_dir)
+        if prefix is None:
+            raise ReconcileError("the project is not in a git checkout: the Action reads its "
+                                 "trusted settings from the default branch",
+                                 file=str(project_dir))
+        return cls(client, repo, branch, sha, prefix)
 
     def read(self, relative: str) -> str | None:
         return self.client.file_at(self.repo, self.prefix + relative, self.sha)
+
+    def shown(self, relative: str) -> str:
+        """How an error names a file of the tree: `main:pipelines/grades/pipeline.yaml`."""
+        return f"{self.branch}:{self.prefix}{relative}"
+
+    @property
+    def source(self) -> str:
+        return f"the {self.branch} branch"
+
+
+def trusted_branch(inputs: Inputs, event: dict[str, Any], client: GitHubClient,
+                   repo: str) -> str:
+    """The `trusted-branch` input, else the repository's default branch (from the event,
+    which GitHub writes, or the API)."""
+    if inputs.trusted_branch:
+        return inputs.trusted_branch
+    repository = event.get("repository") or {}
+    branch = repository.get("default_branch") if isinstance(repository, dict) else None
+    return str(branch) if branch else client.default_branch(repo)
 
 
 @dataclass(frozen=True)
@@ -78,83 +109,96 @@ class Trusted:
         return plan_project(self.project, self.programs, None, self.notes)
 
 
-def repository_prefix(project_dir: Path) -> str:
-    """The project's folder relative to the repository root (`git rev-parse --show-prefix`)."""
-    result = subprocess.run(["git", "-C", str(project_dir), "rev-parse", "--show-prefix"],
-                            capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise ReconcileError("the project is not in a git checkout: the Action reads its "
-                             "trusted settings from the base branch", file=str(project_dir))
-    return result.stdout.strip()
-
-
 def trusted_project(project_dir: Path, pipeline: str | None, inputs: Inputs,
-                    base: BaseBranch) -> Trusted:
-    """Load the head's pipelines, then replace what only the base branch or inputs decide."""
+                    tree: TrustedTree, base_ref: str) -> Trusted:
+    """Load the head's pipelines, then replace what only the trusted tree or inputs decide.
+
+    `base_ref` is the branch the pull request targets: when it is not the trusted one,
+    the plan says that it cannot be applied (the guard refuses it).
+    """
     head, programs = load_programs(project_dir, pipeline)
-    settings = _trusted_settings(base, inputs, head.settings)
-    settings_notes = _settings_notes(head.settings, settings, inputs)
+    from_tree = _tree_settings(tree)
+    settings = _trusted_settings(from_tree, inputs, head.settings)
+    shared_notes = [*_settings_notes(head.settings, settings, inputs, tree),
+                    *_folder_notes(head.settings, from_tree, tree, base_ref)]
     trusted_programs: list[Program] = []
     notes: dict[str, tuple[str, ...]] = {}
     for program in programs:
-        policy, source = _trusted_policy(base, settings, program.pipeline, inputs)
+        policy, source = _trusted_policy(tree, from_tree, program.pipeline, inputs)
         policy_notes = [] if program.bootstrap_policy == policy else [
             f"this pull request sets bootstrap_policy to {program.bootstrap_policy}; the "
             f"Action uses {policy} ({source}) until the change is merged"]
         trusted_programs.append(replace(program, bootstrap_policy=policy))
-        notes[program.pipeline] = (*settings_notes, *policy_notes)
+        notes[program.pipeline] = (*shared_notes, *policy_notes)
     return Trusted(replace(head, settings=settings), trusted_programs, notes)
 
 
-def _trusted_settings(base: BaseBranch, inputs: Inputs,
+def _tree_settings(tree: TrustedTree) -> ProjectSettings:
+    """The trusted tree's reconcile.yaml, through the same checks as a checkout's own."""
+    text = tree.read(PROJECT_FILE)
+    if text is None:
+        return ProjectSettings()
+    return project_settings(parse_yaml(text, tree.shown(PROJECT_FILE)),
+                            tree.shown(PROJECT_FILE))
+
+
+def _trusted_settings(from_tree: ProjectSettings, inputs: Inputs,
                       head: ProjectSettings) -> ProjectSettings:
-    text = base.read(PROJECT_FILE)
-    from_base = ProjectSettings()
-    if text is not None:
-        try:
-            from_base = ProjectSettings.model_validate(yaml.safe_load(text) or {})
-        except (yaml.YAMLError, ValidationError) as error:
-            raise ReconcileError(f"the base branch's {PROJECT_FILE} is not valid, so the "
-                                 f"Action has no trusted settings: {str(error).splitlines()[0]}",
-                                 file=base.prefix + PROJECT_FILE) from None
-    spark = from_base.spark
+    """Every setting from the tree (inputs first), but the pipelines' folder from the head."""
+    spark = from_tree.spark
     if inputs.spark_master or inputs.spark_remote:
         spark = SparkSettings(master=inputs.spark_master, remote=inputs.spark_remote,
                               conf=spark.conf)
-    return ProjectSettings(backend=inputs.backend or from_base.backend,
-                           storage=inputs.storage or from_base.storage, spark=spark,
-                           pipelines=head.pipelines, retention=from_base.retention)
+    return from_tree.model_copy(update={
+        "backend": inputs.backend or from_tree.backend,
+        "storage": inputs.storage or from_tree.storage,
+        "spark": spark, "pipelines": head.pipelines})
 
 
-def _settings_notes(head: ProjectSettings, trusted: ProjectSettings,
-                    inputs: Inputs) -> list[str]:
+def _settings_notes(head: ProjectSettings, trusted: ProjectSettings, inputs: Inputs,
+                    tree: TrustedTree) -> list[str]:
     wanted, used = settings_summary(head), settings_summary(trusted)
+    overridden = {"backend": inputs.backend, "storage": inputs.storage,
+                  "spark": inputs.spark_master or inputs.spark_remote}
     notes = []
     for key in sorted({*wanted, *used}):
-        if key.split(".")[0] not in TRUSTED_KEYS or wanted.get(key) == used.get(key):
+        if wanted.get(key) == used.get(key):
             continue
-        overridden = {"backend": inputs.backend, "storage": inputs.storage,
-                      "spark": inputs.spark_master or inputs.spark_remote}
-        source = ("the action's input" if overridden.get(key.split(".")[0])
-                  else "the base branch")
+        source = ("the action's input" if overridden.get(key.split(".")[0]) else tree.source)
         notes.append(f"this pull request's {PROJECT_FILE} sets {key} to "
                      f"{wanted.get(key, '(unset)')}; the Action uses "
                      f"{used.get(key, '(unset)')} ({source}) until the change is merged")
     return notes
 
 
-def _trusted_policy(base: BaseBranch, settings: ProjectSettings, pipeline: str,
+def _folder_notes(head: ProjectSettings, from_tree: ProjectSettings, tree: TrustedTree,
+                  base_ref: str) -> list[str]:
+    """What a reviewer must know about where things are read from."""
+    notes = []
+    if head.pipelines != from_tree.pipelines:
+        notes.append(f"this pull request moves the pipelines folder from "
+                     f"{from_tree.pipelines} ({tree.source}) to {head.pipelines}; policies are "
+                     f"read from {from_tree.pipelines}/ on {tree.branch}")
+    if base_ref != tree.branch:
+        notes.append(f"this pull request targets {base_ref or '(unknown)'}, not {tree.branch} "
+                     "(where the Action reads its trusted settings): it is planned, but "
+                     "applying it is refused")
+    return notes
+
+
+def _trusted_policy(tree: TrustedTree, from_tree: ProjectSettings, pipeline: str,
                     inputs: Inputs) -> tuple[str, str]:
-    """The policy and where it came from: the input, the base branch, or the default."""
+    """The policy and where it came from: the input, the trusted tree, or the strictest."""
     if inputs.bootstrap_policy:
         return inputs.bootstrap_policy, "the action's input"
-    text = base.read(f"{settings.pipelines}/{pipeline}/{PIPELINE_FILE}")
-    try:
-        document = yaml.safe_load(text) if text is not None else None
-    except yaml.YAMLError:
-        document = None
-    policy = document.get("bootstrap_policy") if isinstance(document, dict) else None
+    relative = f"{from_tree.pipelines}/{pipeline}/{PIPELINE_FILE}"
+    text = tree.read(relative)
+    if text is None:
+        return STRICTEST_POLICY, (f"the strictest: {tree.branch} has no {relative}, so the "
+                                  "pipeline is new there")
+    document = parse_yaml(text, tree.shown(relative)).data
+    policy = document.get("bootstrap_policy", "await_approval") \
+        if isinstance(document, dict) else None
     if policy in POLICIES:
-        return str(policy), "the base branch"
-    return "await_approval", "the default: the pipeline is new or has no valid policy " \
-                             "on the base branch"
+        return str(policy), tree.source
+    return STRICTEST_POLICY, f"the strictest: {tree.shown(relative)} has no valid policy"

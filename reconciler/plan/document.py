@@ -8,12 +8,12 @@ backend (base lineage and serial) or the specs (desired fingerprint).
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reconciler.errors import ReconcileError, public_message
+from reconciler.git import checked_out_commit
 from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.actions import Action, connector_actions, relation_actions
 from reconciler.plan.diff import ProgramDiff, diff_programs
@@ -118,20 +118,10 @@ def verify_plan_id(document: dict[str, Any], where: str) -> None:
 
 
 def git_info(project_dir: Path) -> dict[str, Any] | None:
-    """The commit the specs come from and whether the work tree had local edits."""
-    def git(*args: str) -> str | None:
-        try:
-            result = subprocess.run(["git", "-C", str(project_dir), *args], capture_output=True,
-                                    text=True, check=False, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return result.stdout.strip() if result.returncode == 0 else None
-
-    sha = git("rev-parse", "HEAD")
-    if sha is None:
-        return None
-    status = git("status", "--porcelain", "--", ".")
-    return {"sha": sha, "dirty": bool(status)}
+    """The commit the specs come from and whether the work tree had local edits
+    (asked of git without obeying anything a pull request committed: `reconciler.git`)."""
+    commit = checked_out_commit(project_dir)
+    return {"sha": commit.sha, "dirty": commit.dirty} if commit else None
 
 
 def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,

@@ -79,13 +79,17 @@ def read_text(path: Path, shown: str) -> str:
 def load_yaml(path: Path, display_path: str | None = None) -> YamlDocument:
     """Parse one YAML file; syntax errors become a one-line ReconcileError."""
     shown = display_path or str(path)
-    text = read_text(path, shown)
+    return parse_yaml(read_text(path, shown), shown, path)
+
+
+def parse_yaml(text: str, shown: str, path: Path | None = None) -> YamlDocument:
+    """Parse YAML text (a file's, or one read through GitHub's contents API) as `shown`."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise _syntax_error(error, text, shown) from None
-    document = YamlDocument(path=path, data=data if data is not None else {})
+    document = YamlDocument(path=path or Path(shown), data=data if data is not None else {})
     if node is not None:
         _record_lines(node, (), document.lines, shown)
     return document

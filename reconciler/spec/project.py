@@ -268,6 +268,14 @@ def _validate(model: type[BaseModel], document: YamlDocument, shown: str) -> Any
         raise _validation_error(error, document, shown) from None
 
 
+def project_settings(document: YamlDocument, shown: str) -> ProjectSettings:
+    """`reconcile.yaml`'s settings, validated and held to the `spark.conf` allow-list: the
+    same checks whether the file is the checkout's or the default branch's (the Action)."""
+    settings: ProjectSettings = _validate(ProjectSettings, document, shown)
+    check_project_conf(settings, document, shown)
+    return settings
+
+
 def load_project(root: Path) -> Project:
     """Read `reconcile.yaml` (optional) and find every `pipelines/<name>/pipeline.yaml`."""
     root = root.resolve()
@@ -279,8 +287,7 @@ def load_project(root: Path) -> Project:
     _refuse_outside(settings_path, root, display(settings_path))
     if settings_path.exists():
         document = load_yaml(settings_path, display(settings_path))
-        settings = _validate(ProjectSettings, document, display(settings_path))
-        check_project_conf(settings, document, display(settings_path))
+        settings = project_settings(document, display(settings_path))
     pipelines_root = root / settings.pipelines
     if (why := outside_reason(pipelines_root, root)) is not None:
         raise ReconcileError(f"pipelines folder '{settings.pipelines}' {why}",
