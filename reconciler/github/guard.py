@@ -177,7 +177,7 @@ def select_changed(document: dict[str, Any], pipeline: str | None) -> list[str]:
 def check_policies(document: dict[str, Any], selected: list[str]) -> None:
     """A comment is an approval, but `bootstrap_policy: reject` forbids bootstrapping at all.
 
-    The policy is the plan's, which the Action took from the base branch or its input.
+    The policy is the plan's, which the Action took from the trusted tree or its input.
     """
     rejected = [entry["name"] for entry in document["pipelines"]
                 if entry["name"] in selected and entry["bootstrap_required"]
