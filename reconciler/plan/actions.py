@@ -196,14 +196,15 @@ def connector_actions(diff: ProgramDiff) -> list[Action]:
 
 
 def _with_options(diff: ProgramDiff, action: Action) -> Action:
-    old = diff.old["connectors"].get(action.name)
-    new = diff.new["connectors"].get(action.name)
-    if new is None or old == new:  # removed, or unchanged
+    change = diff.connectors[action.name]
+    if change == "removed":
         return action
-    after = _all_options(new)
-    if old is None:
+    after = _all_options(diff.new["connectors"][action.name])
+    if change == "added":
         return replace(action, options=after)
-    before = _all_options(old)
+    before = _all_options(diff.old["connectors"][action.name])
+    if change == "unchanged" and before == after:
+        return action
     return replace(action, options=after, options_changed={
         key: {"old": before.get(key), "new": after.get(key)}
         for key in sorted({*before, *after}) if before.get(key) != after.get(key)})
