@@ -24,6 +24,7 @@ from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
 from reconciler.redact import redact_url
+from reconciler.spec.connector_options import check_committed_options, check_file_cleanup
 from reconciler.spec.program import Program
 from reconciler.spec.project import Project, settings_summary
 from reconciler.state import pipeline_layout, read_manifest
@@ -110,8 +111,10 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
                    confirm: Callable[[PipelinePlan], bool] | None = None,
                    git_sha: str | None = None, approving: bool = False,
                    full_refresh: bool = False) -> Outcome:
-    """Reconcile one pipeline with its specs, bootstrapping what changed."""
+    """Reconcile one pipeline with its specs, bootstrapping what changed (after checking its
+    connector options against the settings in force, as a saved plan may predate them)."""
     name = program.pipeline
+    check_file_cleanup(program, project.settings.allow_file_cleanup)
     with backend.locked(name, "apply"):
         manifest, etag = read_manifest(backend, name, pipeline_layout(project, name))
         if approving:
@@ -379,6 +382,9 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if manifest.status != "Running":
             raise ReconcileError(f"pipeline '{name}' is {manifest.status}, not Running: "
                                  "finish it with `reconcile apply` or `reconcile approve`")
+        if insert is None:  # the settings may have withdrawn what the apply allowed
+            check_committed_options(name, manifest.program,
+                                    project.settings.allow_file_cleanup)
         if insert is None and not has_pending_input(manifest.program, manifest.relations,
                                                     manifest.connectors, project.root):
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), StepResult()

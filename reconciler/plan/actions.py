@@ -4,16 +4,18 @@ Tables: `create`, `evolve` (rows kept, `spec.evolution`), `truncate` (with why i
 cannot evolve), `drop`; views: `create`, `recompute` (the columns or query that
 changed, `plan.diff`'s lineage), `drop`; a renamed relation: `rename` with `from`
 and what else happens to it; connectors: `create`, `reset`, `drop`, `keep`.
-Everything else is `keep`.
+Everything else is `keep`. A new or changed connector shows every option Spark gets
+(`options`) and, when they changed, each old -> new (`options_changed`): an option can
+change what Spark does to files (`cleanSource`), so the approver must see them all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from reconciler.plan.diff import ProgramDiff
-from reconciler.redact import redact_text
+from reconciler.redact import redact_text, shown_value
 from reconciler.spec.program import Program
 
 ActionKind = Literal["create", "recompute", "evolve", "rename", "truncate", "drop", "reset",
@@ -29,14 +31,20 @@ class Action:
     reasons: tuple[str, ...] = ()
     refresh: str | None = None  # views: how each step keeps it (`maintained incrementally`)
     source: str | None = None  # rename: the old name (`from` in the plan's JSON)
+    options: dict[str, str] | None = None  # connectors: every option, as shown
+    options_changed: dict[str, dict[str, str | None]] | None = None  # key: {old, new}
 
     def document(self) -> dict[str, Any]:
-        document = {"kind": self.kind, "name": self.name, "action": self.action,
-                    "reasons": list(self.reasons)}
+        document: dict[str, Any] = {"kind": self.kind, "name": self.name,
+                                    "action": self.action, "reasons": list(self.reasons)}
         if self.refresh is not None:
             document["refresh"] = self.refresh
         if self.source is not None:
             document["from"] = self.source
+        if self.options is not None:
+            document["options"] = self.options
+        if self.options_changed:
+            document["options_changed"] = self.options_changed
         return document
 
 
@@ -182,7 +190,46 @@ def _column_type(document: dict[str, Any], table: str, column: str) -> str:
 
 
 def connector_actions(diff: ProgramDiff) -> list[Action]:
-    """Every connector, with what happens to its offsets or what it is sent."""
+    """Every connector, with what happens to its offsets or what it is sent, and the options
+    of those added or changed (throughput ones too, which change nothing else)."""
+    return [_with_options(diff, action) for action in _connector_changes(diff)]
+
+
+def _with_options(diff: ProgramDiff, action: Action) -> Action:
+    change = diff.connectors[action.name]
+    if change == "removed":
+        return action
+    after = _all_options(diff.new["connectors"][action.name])
+    if change == "added":
+        return replace(action, options=after)
+    before = _all_options(diff.old["connectors"][action.name])
+    if change == "unchanged" and before == after:
+        return action
+    return replace(action, options=after, options_changed={
+        key: {"old": before.get(key), "new": after.get(key)}
+        for key in sorted({*before, *after}) if before.get(key) != after.get(key)})
+
+
+def _all_options(connector: dict[str, Any]) -> dict[str, str]:
+    """Every option Spark gets, as a plan may show it: a hash for a secret-looking key, URLs
+    without credentials, one printable line (`engine.input_batch.reader_options`)."""
+    options = {**connector.get("options", {}), **connector.get("throughput_options", {})}
+    return {_printable(key): _printable(shown_value(key, _spark_text(value)))
+            for key, value in sorted(options.items())}
+
+
+def _spark_text(value: Any) -> Any:
+    """YAML booleans as Spark gets them (`true`, not Python's `True`)."""
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+def _printable(text: str) -> str:
+    """No control character or line break reaches a terminal, a table cell or a code block."""
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode()
+                   for char in text)
+
+
+def _connector_changes(diff: ProgramDiff) -> list[Action]:
     actions = []
     for name, change in diff.connectors.items():
         document = (diff.old if change == "removed" else diff.new)["connectors"][name]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reconciler.plan.renames import apply_renames, find_renames
+from reconciler.redact import shown_value
 from reconciler.spec.evolution import Evolution, evolution
 from reconciler.spec.fingerprint import rederive
 
@@ -206,9 +207,23 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDif
         old=old, new=new, tables=sections["tables"], views=sections["views"],
         connectors=sections["connectors"],
         changed_fields={key: frozenset(value) for key, value in changed.items()},
-        raw=json.loads(deep.to_json()), rows_reset=frozenset(reset), renamed=renamed,
+        raw=_shown_report(deep), rows_reset=frozenset(reset), renamed=renamed,
         evolutions=evolutions,
     )
+
+
+def _shown_report(deep: Any) -> dict[str, Any]:
+    """deepdiff's report as JSON, connector values as a plan shows them: the report quotes
+    old and new values, and a connector's option or path may hold a secret."""
+    raw = json.loads(deep.to_json())
+    for report in ("values_changed", "type_changes"):
+        for level in deep.tree.get(report, []):
+            path = level.path(output_format="list")
+            entry = raw[report][level.path()]
+            for side in ("old_value", "new_value"):
+                if path[0] == "connectors" and side in entry:
+                    entry[side] = shown_value(str(path[-1]), entry[side])
+    return raw
 
 
 def _rows_reset(new: dict[str, Any], evolutions: dict[str, Evolution]) -> set[str]:

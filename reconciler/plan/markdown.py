@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from reconciler.plan.terminal import COUNTED, SYMBOLS
+from reconciler.plan.terminal import COUNTED, SYMBOLS, is_shown, option_lines
 
 _ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("reconciler.plan", "templates"),
@@ -56,7 +56,7 @@ def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
     actions = [
         {**action, "symbol": SYMBOLS[action["action"]][0].strip() or "·",
          "kind": action["kind"].replace("_", " ")}
-        for action in pipeline["actions"] if action["action"] != "keep" or action["reasons"]
+        for action in pipeline["actions"] if is_shown(action)
     ]
     return {
         "name": pipeline["name"],
@@ -68,7 +68,16 @@ def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
         "refusals": pipeline["refusals"],
         "mermaid": mermaid_graph(pipeline),
         "sql_diff": sql_diff(pipeline["sql_changes"]),
+        "options": options_block(actions),
     }
+
+
+def options_block(actions: list[dict[str, Any]]) -> str:
+    """The options of new and changed connectors, for a fenced block: their values come from
+    pipeline.yaml, and inside a fence no value renders as a link, HTML or a table cell
+    (the plan makes each one printable line, so none can close the fence)."""
+    return "\n".join(f"{action['symbol']} {action['kind']} {action['name']}: {line}"
+                     for action in actions for line in option_lines(action))
 
 
 def sql_diff(changes: list[dict[str, str]]) -> str:

@@ -22,6 +22,26 @@ def summary_line(pipeline: dict[str, Any]) -> str:
     return ", ".join(f"{counts[kind]} to {kind}" for kind in COUNTED)
 
 
+def is_shown(action: dict[str, Any]) -> bool:
+    """Unchanged objects are left out, unless there is something to say about them (a
+    connector kept with changed throughput options, say)."""
+    return action["action"] != "keep" or bool(action["reasons"]) or "options_changed" in action
+
+
+def option_lines(action: dict[str, Any]) -> list[str]:
+    """Each option of a new or changed connector: `key = value`, or `key: old -> new`."""
+    changed = action.get("options_changed", {})
+    lines = {key: f"{key}: {_or_unset(change['old'])} -> {_or_unset(change['new'])}"
+             for key, change in changed.items()}
+    lines.update({key: f"{key} = {value}" for key, value in action.get("options", {}).items()
+                  if key not in changed})
+    return [lines[key] for key in sorted(lines)]
+
+
+def _or_unset(value: str | None) -> str:
+    return "(unset)" if value is None else value
+
+
 def render_plan(plan: dict[str, Any], console: Console) -> None:
     """Print every pipeline's changed objects with their reasons, then notes and refusals."""
     text = Text()
@@ -33,7 +53,7 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
         if not pipeline["has_changes"]:
             text.append("  No changes. The pipeline matches its specs.\n")
         for action in pipeline["actions"]:
-            if action["action"] == "keep" and not action["reasons"]:
+            if not is_shown(action):
                 continue
             symbol, colour = SYMBOLS[action["action"]]
             kind = action["kind"].replace("_", " ")
@@ -44,6 +64,8 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
             if action.get("refresh") and action["action"] != "drop":
                 text.append(f"  [{action['refresh']}]", "dim")
             text.append("\n")
+            for line in option_lines(action):
+                text.append(f"      option {line}\n", "dim")
         for note in pipeline["notes"]:
             text.append("  note: ", "cyan").append(f"{note}\n")
         for refusal in pipeline["refusals"]:

@@ -14,6 +14,7 @@ from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
 from reconciler.errors import ReconcileError
+from reconciler.spec.connector_options import location_option
 from reconciler.spec.fingerprint import derive, stable_hash
 from reconciler.spec.lineage import view_lineage
 from reconciler.spec.maintenance import Refresh, refresh_of
@@ -97,6 +98,11 @@ class Connector:
     location: Location
     snapshot_on_bootstrap: bool = False
     changes: bool = False
+    option_lines: dict[str, int] = field(default_factory=dict)  # pipeline.yaml line per key
+
+    def option_location(self, key: str) -> Location:
+        """Where an option is set, for errors that concern it rather than the connector."""
+        return Location(self.location.file, self.option_lines.get(key, self.location.line))
 
     def definition(self) -> dict[str, Any]:
         """Configuration that changes what the connector reads or writes (the flags only
@@ -274,13 +280,19 @@ def _connectors(source: PipelineSource, tables: dict[str, Table],
     connectors: dict[str, Connector] = {}
     for index, spec in enumerate(source.spec.connectors):
         location = Location(source.spec_path, source.connector_line(index))
-        connectors[spec.name] = _connector(spec, location, tables, views)
+        option_lines = {key: source.spec_lines.line_of(("connectors", index, "options", key))
+                        for key in spec.options}
+        connectors[spec.name] = _connector(spec, location, option_lines, tables, views)
     return connectors
 
 
-def _connector(spec: ConnectorSpec, location: Location, tables: dict[str, Table],
-               views: dict[str, View]) -> Connector:
+def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, int],
+               tables: dict[str, Table], views: dict[str, View]) -> Connector:
     relation = spec.relation.lower()
+    if (key := location_option(spec.options)) is not None:
+        raise Location(location.file, option_lines[key]).error(
+            f"connector '{spec.name}': option '{key}' is not allowed: the connector's own "
+            "'path' says where it reads, and its offsets are kept where the layout puts them")
     if spec.direction == "input" and relation not in tables:
         what = "a view, not a table" if relation in views else "an unknown table"
         raise location.error(f"input connector '{spec.name}' names {what} '{relation}'")
@@ -289,4 +301,5 @@ def _connector(spec: ConnectorSpec, location: Location, tables: dict[str, Table]
     return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
                      format=spec.format, path=spec.path, options=dict(spec.options),
                      on_error=spec.on_error, location=location,
-                     snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes)
+                     snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes,
+                     option_lines=option_lines)

@@ -120,6 +120,9 @@ class ProjectSettings(_Strict):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     pipelines: str = "pipelines"
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    # Connector options that make Spark delete or move the files it has read
+    # (`cleanSource`, `sourceArchiveDir`) are refused unless this is true (spec.options).
+    allow_file_cleanup: bool = False
 
 
 def settings_summary(settings: ProjectSettings) -> dict[str, str]:
