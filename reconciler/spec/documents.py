@@ -2,7 +2,9 @@
 
 Pydantic reports a validation error as a path of keys (`connectors.1.type`);
 this module keeps a map from such paths to source lines so each error can name
-the file and line the user has to fix.
+the file and line the user has to fix. The files come from pull requests, so what a
+file may cost is bounded (`MAX_YAML_BYTES`, `MAX_YAML_DEPTH`, `MAX_YAML_NODES`) before
+anything walks the data aliases expand to.
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ def read_text(path: Path, shown: str) -> str:
 MAX_YAML_BYTES = 1 << 20
 """Largest YAML file read (1 MiB). Real `reconcile.yaml` and `pipeline.yaml` files are a
 few KiB even with hundreds of connectors; PyYAML's pure-Python parser takes seconds per
-MiB, so this bounds the time a hostile file can cost before any other check; and it is
-what GitHub's contents API returns inline, so the Action reading the base branch's files
-through the API sees the same files a checkout would."""
+MiB, so this bounds the time a hostile file can cost before any other check; and GitHub's
+contents API, through which the Action reads the base branch's files, returns content
+inline only up to 1 MB."""
 
 MAX_YAML_NODES = 100_000
 """Most values (scalars, lists, mappings, each counted once per place it appears) a YAML
