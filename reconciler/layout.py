@@ -24,11 +24,26 @@ from reconciler.errors import ReconcileError
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 
 
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
+
+
 def resolve_path(path: str, base_dir: Path) -> str:
-    """Connector paths are relative to the project folder unless absolute or a URI."""
-    if "://" in path or os.path.isabs(path):
-        return path
-    return str((base_dir / path).resolve())
+    """A location from the project's files (storage root, connector path) as read later.
+
+    A URL keeps its place with its scheme in lower case: schemes are case-insensitive
+    (`S3://b` is `s3://b`), and the engine compares them in lower case (`s3://` gets the
+    S3 credentials, storage paths are held against the layout's). `file://` and plain
+    paths are local folders: absolute as given, relative ones against `base_dir` (the
+    project folder), `file://rel` too as the state backend reads it, never against the
+    working directory and never by dropping `rel` as a URL's host.
+    """
+    match = _URL.fullmatch(path)
+    if match is not None and match[1].lower() != "file":
+        return f"{match[1].lower()}://{match[2]}"
+    local = match[2] if match is not None else path
+    if os.path.isabs(local):
+        return local
+    return str((base_dir / local).resolve())
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.engine.session import get_spark
 from reconciler.spec.safety import ALLOWED_FUNCTIONS
 
 try:
@@ -96,6 +98,43 @@ SQL_ATTACKS = {
     "xml-entities": (
         "create view v as select xpath_string(s, '/a') as x from t;",
         "function xpath_string() is not allowed"),
+    # sqlglot decodes escapes, and the engine runs the SQL sqlglot generates: each of these
+    # would reach Spark as '${env:AWS_SECRET_ACCESS_KEY}' (Spark alone would not decode it
+    # before substituting).
+    "unicode-escaped-dollar": (
+        r"create view v as select '\u0024{env:AWS_SECRET_ACCESS_KEY}' as s from t;",
+        "'\\u0024' (an escaped '$'"),
+    "long-unicode-escaped-dollar": (
+        r"create view v as select '\U00000024{env:AWS_SECRET_ACCESS_KEY}' as s from t;",
+        "'\\U00000024' (an escaped '$'"),
+    "octal-escaped-dollar": (
+        r"create view v as select '\044{env:AWS_SECRET_ACCESS_KEY}' as s from t;",
+        "'\\044' (an escaped '$'"),
+    "hex-escaped-dollar": (
+        r"create view v as select '\X24{env:AWS_SECRET_ACCESS_KEY}' as s from t;",
+        "'\\X24' (an escaped '$'"),
+    "backslash-dollar": (
+        r"create view v as select s from t where s = '\$\{env:AWS_SECRET_ACCESS_KEY}';",
+        "'\\$' (an escaped '$'"),
+    "escaped-brace": (
+        r"create view v as select '$\{env:AWS_SECRET_ACCESS_KEY}' as s from t;",
+        "the SQL sent to Spark would contain '${'"),
+    "parameter-with-a-space": (
+        "create view v as select $ {env:AWS_SECRET_ACCESS_KEY} as s from t;",
+        "the SQL sent to Spark would contain '${'"),
+    # Spark calls these functions for a bare name when no column of that name is in scope.
+    "bare-user": (
+        "create view v as select id, user as who from t;",
+        "'user' names no column in scope, so Spark would call user() instead"),
+    "quoted-current-time": (
+        "create view v as select id from t where s < `current_time`;",
+        "'current_time' names no column in scope, so Spark would call current_time()"),
+    "bare-localtime-in-a-cte": (
+        "create view v as with c as (select id, localtime as at from t) select * from c;",
+        "Spark would call localtime()"),
+    "bare-session-user": (
+        "create view v as select id, session_user as who from t;",
+        "function session_user() is not allowed"),
 }
 
 
@@ -145,6 +184,53 @@ def test_ordinary_analytic_sql_is_allowed(tmp_path: Path) -> None:
     project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": "name: p\n",
                                      "pipelines/p/program.sql": sql})
     assert "ok" in reconcile(project, "validate")
+
+
+@pytest.mark.parametrize("default", [
+    "'${env:AWS_SECRET_ACCESS_KEY}'", r"'\u0024{env:AWS_SECRET_ACCESS_KEY}'",
+    r"'$\{env:AWS_SECRET_ACCESS_KEY}'"], ids=["written", "escaped-dollar", "escaped-brace"])
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_a_table_default_spark_would_substitute_is_refused(tmp_path: Path, default: str,
+                                                           command: str) -> None:
+    """A DEFAULT reaches Spark through `F.expr`, which substitutes `${...}` like `spark.sql`:
+    the secret would become the column's value in every row that does not give one."""
+    project = write_files(tmp_path, {
+        "pipelines/p/pipeline.yaml": "name: p\nbootstrap_policy: allow\n",
+        "pipelines/p/program.sql": f"create table t (id bigint not null,\n"
+                                   f"  s string default {default});\n"})
+    code, output = run(project, command)
+    lines = output.strip().splitlines()
+    assert code == 1 and len(lines) == 1, output
+    assert "pipelines/p/program.sql:" in lines[0] and "table 't': " in lines[0], lines[0]
+    assert re.search(r"program\.sql:[12]: ", lines[0]), lines[0]
+    assert "'${...}'" in lines[0] or "escaped '$'" in lines[0] or "would contain '${'" in lines[0]
+    assert not (project / ".reconcile").exists()
+
+
+def test_dollars_and_names_that_cannot_reach_spark_as_such_are_allowed(tmp_path: Path) -> None:
+    """A regex's escaped dollar (`'\\\\$'`), a `$` that is text, a `user` column used bare
+    where a relation in scope (or, from a subquery, the enclosing query) declares it, and
+    one a derived table selects, read qualified."""
+    sql = r"""
+    create table accounts (id bigint not null, user string, price string default '$0');
+    create table t (id bigint not null, s string);
+    create view v as
+    select a.id, user, regexp_replace(price, '\\$', '') as amount, 'US$' as currency,
+           (select max(t.s) from t where t.s = user) as same
+    from accounts a;
+    create view w as select c.user from (select s as user from t) c;
+    """
+    project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": "name: p\n",
+                                     "pipelines/p/program.sql": sql})
+    assert "ok" in reconcile(project, "validate")
+
+
+def test_the_session_keeps_variable_substitution_off(spark) -> None:  # type: ignore[no-untyped-def]
+    """`spark.sql.variable.substitute` is a runtime SQL conf: the engine's session sets it on
+    the session itself, so even a session someone turned it back on for is made safe."""
+    spark.conf.set("spark.sql.variable.substitute", "true")
+    assert get_spark().conf.get("spark.sql.variable.substitute") == "false"
+    assert spark.sql("select '${env:HOME}' as s").first()["s"] == "${env:HOME}"
 
 
 def test_every_allowed_function_is_a_spark_built_in(spark) -> None:  # type: ignore[no-untyped-def]

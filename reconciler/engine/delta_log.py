@@ -45,14 +45,16 @@ _TXN_SCHEMA = T.StructType(
 def table_uri(path: PathLike) -> str:
     """Normalise a table location: local paths become absolute, ``file://`` becomes a path.
 
-    Other URIs (``s3://``, ``s3a://``, ``abfss://``...) are kept as given.
+    Other URIs (``s3://``, ``s3a://``, ``abfss://``...) are kept as given, but for their
+    scheme, in lower case as ``urlparse`` reads it (``S3://b`` is ``s3://b``), since what
+    follows compares schemes in lower case.
     """
     text = os.fspath(path)
     parsed = urlparse(text)
     if parsed.scheme == "file":
         return str(Path(parsed.path).resolve())
     if len(parsed.scheme) > 1 and "://" in text:
-        return text.rstrip("/")
+        return (parsed.scheme + text[len(parsed.scheme):]).rstrip("/")
     return str(Path(text).expanduser().resolve())
 
 
@@ -88,7 +90,7 @@ def default_storage_options(uri: str) -> dict[str, str]:
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         options["AWS_ENDPOINT_URL"] = endpoint
-        if endpoint.startswith("http://"):
+        if endpoint.lower().startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:

@@ -22,7 +22,8 @@ cloud storage clients need passes (no ``GITHUB_TOKEN``, no action inputs, no
 runner tokens), ``PYTHONSAFEPATH=1`` keeps Spark's Python workers (started as
 ``python -m pyspark.daemon`` in the working directory, which may be a pull
 request's checkout) from importing a ``pyspark/`` folder found there, and
-``spark.sql.variable.substitute`` is off so ``${env:NAME}`` in SQL stays text.
+``spark.sql.variable.substitute`` is off so ``${env:NAME}`` in SQL stays text
+(a runtime SQL conf: set at build and again on the session, ``with_safe_sql_conf``).
 
 One line stays on stderr at JVM start: ``WARNING: Using incubator modules:
 jdk.incubator.vector``. The JVM prints it itself for the ``--add-modules``
@@ -49,7 +50,7 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from reconciler.engine.java import require_java
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, error_class
 from reconciler.redact import redact_text, redact_url
 from reconciler.spec.project import SparkSettings
 
@@ -242,20 +243,40 @@ def get_spark(
         for key, value in connect_conf.items():
             builder = builder.config(key, value)
         try:
-            return builder.getOrCreate()
+            session = builder.getOrCreate()
         except Exception as error:  # grpc/connection errors carry multi-line details
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise ReconcileError(
                 f"cannot connect to Spark Connect at {redact_url(remote)}: "
                 f"{type(error).__name__}: {redact_text(first_line)}"
             ) from error
+        return with_safe_sql_conf(session)
 
     require_java()
     builder = SparkSession.builder
     for key, value in spark_conf(master or default_master(), user_conf, log_level).items():
         builder = builder.config(key, value)
     with jvm_launch():
-        return builder.getOrCreate()
+        return with_safe_sql_conf(builder.getOrCreate())
+
+
+def with_safe_sql_conf(spark: SparkSession) -> SparkSession:
+    """`spark` with `SAFE_SQL_CONF` set on the session itself, or a one-line error.
+
+    The builder's conf reaches a new classic session, but pyspark's Spark Connect client
+    applies builder conf with errors silenced, and an existing session may have been
+    changed since. `spark.sql.variable.substitute` is a runtime SQL conf (not a static
+    one), so `spark.conf.set` takes it on classic and Connect sessions alike; a server
+    that refuses it is an error, not a silently substituting session.
+    """
+    for key, value in SAFE_SQL_CONF.items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as error:  # Py4J or gRPC errors carry the server's whole text
+            raise ReconcileError(f"Spark refused {key}={value}, which keeps '${{...}}' in "
+                                 f"pipeline SQL from being substituted: {error_class(error)}"
+                                 ) from None
+    return spark
 
 
 CONNECT_PROBE_SECONDS = 10.0

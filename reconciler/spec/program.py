@@ -19,6 +19,7 @@ from reconciler.spec.fingerprint import derive, stable_hash
 from reconciler.spec.lineage import view_lineage
 from reconciler.spec.maintenance import Refresh, refresh_of
 from reconciler.spec.project import ConnectorSpec, PipelineSource
+from reconciler.spec.safety import check_bare_names
 from reconciler.spec.sql import (
     ColumnDef,
     Location,
@@ -205,12 +206,14 @@ def build_program(source: PipelineSource) -> Program:
                                  materialized=statement.materialized,
                                  location=statement.location, sql=statement.sql, fingerprint="")
         else:
+            read_columns = {read: columns[read] for read in statement.reads}
+            check_bare_names(statement.tree, read_columns, name, statement.location.file,
+                             statement.location.line)
             views[name] = View(name=name, query=statement.query,
                                materialized=statement.materialized, reads=statement.reads,
                                location=statement.location, sql=statement.sql, fingerprint="",
                                refresh=_refresh(statement, source.spec.refresh, views, columns))
-            columns[name] = view_lineage(statement.query, {
-                read: columns[read] for read in statement.reads}).outputs
+            columns[name] = view_lineage(statement.query, read_columns).outputs
     derived = derive({name: table.definition() for name, table in tables.items()},
                      {name: {**view.definition(), "reads": view.reads}
                       for name, view in views.items()}, order)

@@ -20,6 +20,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from reconciler.errors import ReconcileError
+from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
 from reconciler.spec.documents import YamlDocument, load_yaml, outside_reason, read_text
 
@@ -229,10 +230,8 @@ class Project:
     pipeline_dirs: dict[str, Path]
 
     def resolve(self, location: str) -> str:
-        """Resolve a relative folder from `reconcile.yaml` against the project root."""
-        if "://" in location or os.path.isabs(location):
-            return location
-        return str((self.root / location).resolve())
+        """A folder or URL from `reconcile.yaml`, as `layout.resolve_path` reads it."""
+        return resolve_path(location, self.root)
 
 
 def display(path: Path) -> str:

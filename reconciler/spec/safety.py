@@ -4,10 +4,11 @@ A pipeline's SQL comes from pull requests, and Spark SQL can do far more than
 compute: ``TRANSFORM ... USING`` runs a program, ``reflect``/``java_method``
 call any Java method (``System.getenv`` hands out the workflow's secrets),
 ``read_files``, ``text.`/path``` and other table-valued functions read files,
-``IDENTIFIER('...')`` builds a name from a string at run time, and
+``IDENTIFIER('...')`` builds a name from a string at run time,
 ``${env:NAME}`` is replaced by an environment variable before Spark even parses
-the text. So a view's query is checked here, on the same sqlglot tree the
-engine later renders and runs, against an allow-list:
+the text, and a bare ``current_user`` is a call. So a view's query is checked
+here, on the same sqlglot tree the engine later renders and runs, against an
+allow-list:
 
 * every function is one of Spark's built-ins that is deterministic and has no
   side effect (``ALLOWED_FUNCTIONS``: Spark 4's function registry by group,
@@ -15,7 +16,28 @@ engine later renders and runs, against an allow-list:
   source); a qualified call (``db.fn(x)``) is a catalog function and refused;
 * every relation in a ``FROM`` is a plain name (the pipeline's own relations or
   a CTE): no table-valued function, no ``format.`path``` source;
-* no ``TRANSFORM`` clause and no ``${...}`` anywhere in the statement.
+* no ``TRANSFORM`` clause;
+* nothing Spark's variable substitution acts on (``check_substitution``, for
+  views and for tables, whose ``DEFAULT`` literals reach Spark through
+  ``F.expr``): no ``${`` and no escaped dollar (``\\u0024``, ``\\U00000024``,
+  ``\\x24``, ``\\044``, ``\\$``, any case) in the text, since sqlglot decodes
+  escapes and the engine sends Spark the SQL sqlglot generates
+  (``'\\u0024{env:X}'`` would reach it as ``'${env:X}'``); and, belt and braces,
+  no ``${`` in that generated SQL either (``'$\\{x}'``, ``$ {x}``). The session
+  also turns substitution off (``engine.session``); each defence holds alone;
+* no bare name that Spark resolves as a function (``check_bare_names``, run by
+  ``spec.program`` once the columns of every relation are known): ``user``,
+  ``current_user``, ``session_user``, ``current_date``, ``current_timestamp``,
+  ``current_time``, ``localtime`` and ``current_path`` are calls in Spark 4.3
+  when no column of that name is in scope, even quoted (`` `user` ``), and read
+  the session or the clock (``current_database``, ``current_schema`` and
+  ``current_catalog`` are treated alike, in case a release does). Decided: such
+  a name is allowed only where a relation in scope declares that column (or a
+  derived table or CTE selects it by name); otherwise it is refused, and a
+  qualified ``r.user`` is always allowed (Spark never reads a qualified name as
+  a function). Refusing every bare use would break tables that do have a
+  ``user`` column; allowing them all would let ``current_user`` through as a
+  "column".
 
 What is checked is the tree that ``engine.runtime`` renders back to Spark SQL,
 and a typed sqlglot function is checked by the name it renders as, so what
@@ -25,9 +47,10 @@ passes here is exactly what runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from reconciler.errors import ReconcileError
 
@@ -107,10 +130,27 @@ random sources (``current_date``, ``now``, ``rand``, ``uuid``, ``shuffle``,
 made for their side effects (``raise_error``, ``assert_true``). A view must give
 the same rows for the same inputs, or maintaining it incrementally is wrong."""
 
+LITERAL_FUNCTIONS = frozenset({
+    "user", "current_user", "session_user", "current_date", "current_timestamp",
+    "current_time", "localtime", "current_path", "current_database", "current_schema",
+    "current_catalog"})
+"""Names Spark calls as functions when written without parentheses and no column of that
+name is in scope (its `LiteralFunctionResolution` and ANSI keywords; quoting the name,
+`` `user` ``, does not stop it): Spark 4.3 does so for the first eight, the last three are
+refused too in case a later release does. `check_bare_names` refuses them where no
+relation in scope declares the column."""
+
 _SYNTAX = frozenset({"case"})
 """Typed sqlglot nodes that render as SQL syntax rather than a call."""
 
 _LEADING_WORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+_DOLLAR = re.compile(r"\$\{|\\(?:\\|\$|u0024|u00000024|x24|044)", re.IGNORECASE)
+"""`${`, and the escapes sqlglot decodes (or might) to `$`: `\\u0024`, `\\U00000024`,
+`\\x24`, `\\044`, `\\$`. An escaped backslash (`\\\\`) is matched too, and skipped, so
+that a regex's literal dollar (`'\\\\$'`) is read as the escaped backslash it starts with."""
+
+_WHY = "Spark substitutes '${...}' variables, the environment included, before parsing"
 
 _Refuse = Callable[[exp.Expression | None, str], ReconcileError]
 
@@ -123,11 +163,7 @@ def check_view_query(query: exp.Query, statement_text: str, view: str, file: str
         at = (node.meta.get("line") if node is not None else None) or line
         return ReconcileError(f"view '{view}': {what}", file=file, line=at)
 
-    if "${" in statement_text:
-        at = line + statement_text[:statement_text.index("${")].count("\n")
-        raise ReconcileError(f"view '{view}': '${{...}}' is not allowed in pipeline SQL (Spark "
-                             "would substitute variables, the environment included)",
-                             file=file, line=at)
+    check_substitution(statement_text, query, f"view '{view}'", file, line)
     for node in query.walk():
         if isinstance(node, exp.QueryTransform):
             raise refuse(node, "TRANSFORM ... USING runs a program and is not allowed")
@@ -135,6 +171,72 @@ def check_view_query(query: exp.Query, statement_text: str, view: str, file: str
             _check_table(node, refuse)
         elif isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
             _check_function(node, refuse)  # AND, OR and other operators are Funcs too
+
+
+def check_substitution(statement_text: str, sent: exp.Expression, subject: str, file: str,
+                       line: int) -> None:
+    """Refuse a statement from which Spark could be sent `${`, which it substitutes.
+
+    `statement_text` is the statement as written (it starts on `line`), `sent` the tree
+    whose generated SQL reaches Spark (a view's query; a table whose DEFAULTs go through
+    `F.expr`). Written `${` and escaped dollars are named where they are; then, as the
+    generator decodes escapes (`'\\$\\{env:X}'` becomes `'${env:X}'`) and joins tokens
+    (`$ {x}` becomes `${x}`), the generated SQL itself is checked. Generating costs about
+    20 times the parse, and it can only hold a `$` the text spells with `$` or a
+    backslash, so it is generated only for such statements.
+    """
+    written = next((match for match in _DOLLAR.finditer(statement_text)
+                    if match[0] != "\\\\"), None)
+    if written is not None:
+        what = ("'${...}'" if written[0] == "${" else
+                f"'{written[0]}' (an escaped '$', which can become '$' in the SQL sent to Spark)")
+        raise ReconcileError(f"{subject}: {what} is not allowed in pipeline SQL ({_WHY})",
+                             file=file, line=line + statement_text.count("\n", 0, written.start()))
+    if ("$" in statement_text or "\\" in statement_text) \
+            and "${" in sent.sql(dialect="spark"):
+        raise ReconcileError(f"{subject}: the SQL sent to Spark would contain '${{' "
+                             f"({_WHY})", file=file, line=line)
+
+
+def check_bare_names(query: exp.Query, schemas: Mapping[str, Sequence[str] | None], view: str,
+                     file: str, line: int) -> None:
+    """Refuse an unqualified name Spark would read as a call of `LITERAL_FUNCTIONS`.
+
+    `schemas` gives the columns of each relation the view reads (None: unknown). A name
+    is let through where, in its scope (or the enclosing one, for a subquery's correlated
+    reference), a relation read by name declares a column of that name, or a derived table
+    or CTE selects one by name (`SELECT *` from it does not count: conservative);
+    anywhere else Spark would call the function.
+    """
+    if not any(not column.table and column.name.lower() in LITERAL_FUNCTIONS
+               for column in query.find_all(exp.Column)):
+        return  # the common case, without building the scopes
+    for scope in traverse_scope(query):
+        for node in scope.walk():
+            if (isinstance(node, exp.Column) and not node.table
+                    and node.name.lower() in LITERAL_FUNCTIONS
+                    and not _declared(scope, node.name.lower(), schemas)):
+                name = node.name.lower()
+                raise ReconcileError(
+                    f"view '{view}': '{node.name}' names no column in scope, so Spark would "
+                    f"call {name}() instead: qualify the column with its relation "
+                    f"(r.{name}) or rename it", file=file, line=node.this.meta.get("line") or line)
+
+
+def _declared(scope: Scope | None, name: str,
+              schemas: Mapping[str, Sequence[str] | None]) -> bool:
+    """Whether a relation `scope` selects from is known to have column `name`; for a
+    subquery, also one of the enclosing query's (a correlated reference)."""
+    while scope is not None:
+        for _, source in scope.selected_sources.values():
+            if isinstance(source, Scope):
+                names: Sequence[str] = source.expression.named_selects
+            else:
+                names = schemas.get(source.name.lower()) or ()
+            if name in (selected.lower() for selected in names):
+                return True
+        scope = scope.parent if scope.is_subquery or scope.is_udtf else None
+    return False
 
 
 def _check_table(table: exp.Table, refuse: _Refuse) -> None:

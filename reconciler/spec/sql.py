@@ -20,7 +20,7 @@ from sqlglot.tokens import Token, TokenType
 
 from reconciler.errors import ReconcileError
 from reconciler.spec.project import NAME_PATTERN, SqlSource
-from reconciler.spec.safety import check_view_query
+from reconciler.spec.safety import check_substitution, check_view_query
 
 DIALECT = "spark"
 _DIALECT = Dialect.get_or_raise(DIALECT)
@@ -212,6 +212,7 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
                              "(declare the columns, or use CREATE VIEW)")
     if not isinstance(schema, exp.Schema):
         raise location.error(f"table '{name}' needs a column list")
+    check_substitution(text, expression, f"table '{name}'", location.file, location.line)
     columns: list[ColumnDef] = []
     primary_key: tuple[str, ...] = ()
     for item in schema.expressions:
