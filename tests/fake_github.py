@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import subprocess
 import threading
@@ -211,8 +212,11 @@ class FakeGitHub:
         """A file at a commit, read from the real repository with `git show`."""
         if self.state.git_root is None:
             return 404, {"message": "Not Found"}, {}
+        # GitHub's servers do not share the runner's environment: neither does this git
+        # (the server thread runs inside the Action's process, whose variables hold secrets).
         shown = subprocess.run(["git", "-C", str(self.state.git_root), "show", f"{ref}:{path}"],
-                               capture_output=True, check=False)
+                               capture_output=True, check=False,
+                               env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"})
         if shown.returncode != 0:
             return 404, {"message": "Not Found"}, {}
         return 200, {"type": "file", "path": path, "encoding": "base64",

@@ -8,6 +8,7 @@ are fixtures (registered through conftest's `pytest_plugins`).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -120,8 +121,13 @@ class Workspace:
         for name in INPUT_NAMES:  # nothing leaks in from a CI runner's own environment
             env[f"INPUT_{name.upper()}"] = None
             env[f"INPUT_{name.upper().replace('-', '_')}"] = inputs.get(name.replace("-", "_"))
-        result = CliRunner().invoke(cli, ["-C", str(self.project), "github"], env=env,
-                                    catch_exceptions=False)
+        saved = dict(os.environ)  # the Action exports its credential inputs to itself
+        try:
+            result = CliRunner().invoke(cli, ["-C", str(self.project), "github"], env=env,
+                                        catch_exceptions=False)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         output_file, summary_file = folder / "output", folder / "summary.md"
         return Run(result.exit_code, result.output,
                    parse_outputs(output_file.read_text()) if output_file.exists() else {},

@@ -96,7 +96,10 @@ def attacks(workspace: Workspace, leak: Path) -> list[Attack]:
                 "path: input/students, options: {cleanSource: delete}}\n")},
             "makes Spark delete or move the input files"),
         Attack("a YAML alias bomb", {"pipelines/grades/pipeline.yaml": alias_bomb()},
-               "pipeline.yaml"),
+               "values once aliases are expanded"),
+        Attack("a session function spelt as a column", with_view(
+            "create view leak as select user as s from students;"),
+            "so Spark would call user() instead"),
     ]
 
 
