@@ -15,7 +15,9 @@ point one way only (``tests/test_layering.py`` keeps it so):
 * At the top: ``cli`` (flags in, calls out), ``operations`` (what each command
   does to one pipeline, under its lock), the ``manifest`` and ``state`` (the
   commit point and where it is stored), ``errors`` and small shared helpers
-  (``layout``, ``progress``, ``faults``), and ``scaffold`` (``reconcile init``).
+  (``layout``, ``progress``, ``faults``, ``redact``; ``git`` and ``child_process``,
+  which run helper programs without obeying a pull request's files or passing on
+  secrets), and ``scaffold`` (``reconcile init``).
 """
 
 __version__ = "0.1.0"
