@@ -8,8 +8,9 @@ for the committed manifest until the new manifest is written).
 
 Every part of a path built here is checked to be a plain name (no `/`, `..` or
 control characters), so a path the layout gives always stays under the storage
-root; a manifest's paths are held against these (`Manifest.check_layout`) before
-anything is read, restored or deleted.
+root. Manifests store these paths relative to the storage root
+(`<pipeline>/views/<name>`, see `Layout.relative`), and each is held against the
+layout's (`Manifest.resolved`) before anything is read, restored or deleted.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ class Layout:
                 raise ReconcileError(f"refusing a storage path with the part {str(part)!r}: "
                                      "paths under the storage root are built from plain names")
         return "/".join([self.root.rstrip("/"), self.pipeline, *parts])
+
+    def relative(self, path: str) -> str:
+        """A path this layout gave, relative to the storage root (`<pipeline>/views/<name>`):
+        the form manifests store, so they stay valid when the root moves."""
+        return path[len(self.root.rstrip("/")) + 1:]
 
     def folder(self, part: str) -> str:
         """`<storage>/<pipeline>/<part>`: `tables`, `views`, `state`, `connectors`,

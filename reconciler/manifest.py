@@ -7,7 +7,9 @@ serial + 1 is written with compare-and-swap on the previous one's version tag.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -87,37 +89,28 @@ class Manifest:
             raise ReconcileError(f"manifest has unknown status {manifest.status!r}", file=where)
         return manifest
 
-    def check_layout(self, layout: Layout, where: str) -> None:
-        """Refuse a manifest that points outside the pipeline's own folders.
+    def resolved(self, layout: Layout, where: str) -> Manifest:
+        """This manifest with its stored paths made absolute under the layout's storage root.
 
-        A manifest can come from anywhere a backend can be written (a folder in a
-        pull request's checkout, say), and its paths are later read, restored and,
-        for dropped objects, deleted. Each must be exactly where the layout puts
-        that kind and name, under the configured storage root.
+        A manifest can come from anywhere a backend can be written (a folder in a pull
+        request's checkout, say), and its paths are later read, restored and, for dropped
+        objects, deleted: each must be where the layout puts that kind and name (see
+        `_resolve_path` for the forms accepted), so none can lead out of the pipeline's
+        own folders.
         """
         if self.pipeline != layout.pipeline:
             raise ReconcileError(f"manifest is for pipeline '{self.pipeline}', not "
                                  f"'{layout.pipeline}'", file=where)
-        expected: list[tuple[str, Any, str]] = []
-        for name, state in self.relations.items():
-            kind = state.get("kind") if isinstance(state, dict) else None
-            if kind not in ("table", "view"):
-                raise ReconcileError(f"manifest has relation '{name}' of unknown kind {kind!r}",
-                                     file=where)
-            expected.append((f"{kind} '{name}'", state.get("path"),
-                             layout.relation(kind, name)))
-            if kind == "view" and isinstance(state.get("state"), dict):
-                expected.append((f"state of view '{name}'", state["state"].get("path"),
-                                 layout.state(name)))
-        for name, state in self.connectors.items():
-            if isinstance(state, dict) and "checkpoint" in state:
-                expected.append((f"connector '{name}'", state["checkpoint"],
-                                 layout.checkpoint(name, str(state.get("generation")))))
-        for what, found, wanted in expected:
-            if found != wanted:
-                raise ReconcileError(f"manifest puts {what} at {found!r}, not at {wanted!r} "
-                                     "where the storage layout does: refusing to read, restore "
-                                     "or delete it (was `storage` moved?)", file=where)
+        relations, connectors = _map_paths(self, layout, where, lambda what, found, wanted:
+                                           _resolve_path(what, found, wanted, layout, where))
+        return replace(self, relations=relations, connectors=connectors)
+
+    def stored_document(self, layout: Layout) -> dict[str, Any]:
+        """The document a backend stores: paths relative to the storage root, so the
+        manifest stays valid when the project (or the bucket prefix) moves."""
+        relations, connectors = _map_paths(self, layout, "manifest", lambda what, found, wanted:
+                                           _relative_path(what, found, wanted, layout))
+        return replace(self, relations=relations, connectors=connectors).to_document()
 
     def to_document(self) -> dict[str, Any]:
         return {
@@ -149,3 +142,80 @@ class Manifest:
         """The first manifest of a new pipeline: a new lineage, serial 1."""
         return cls(pipeline=pipeline, lineage=str(uuid.uuid4()), serial=1, status="Running",
                    program=program, **fields)
+
+
+PathRule = Callable[[str, Any, str], str]
+"""(what, path found in the manifest, the layout's absolute path for it) -> path to keep."""
+
+
+def _map_paths(manifest: Manifest, layout: Layout, where: str, rule: PathRule
+               ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The relations and connectors with every storage path passed through `rule`: Delta
+    folders of tables and views, state tables of maintained views, connector checkpoints."""
+    relations: dict[str, dict[str, Any]] = {}
+    for name, state in manifest.relations.items():
+        kind = state.get("kind") if isinstance(state, dict) else None
+        if kind not in ("table", "view"):
+            raise ReconcileError(f"manifest has relation '{name}' of unknown kind {kind!r}",
+                                 file=where)
+        state = {**state, "path": rule(f"{kind} '{name}'", state.get("path"),
+                                       layout.relation(kind, name))}
+        if isinstance(state.get("state"), dict):
+            state["state"] = {**state["state"], "path": rule(
+                f"state of {kind} '{name}'", state["state"].get("path"), layout.state(name))}
+        relations[name] = state
+    connectors: dict[str, dict[str, Any]] = {}
+    for name, state in manifest.connectors.items():
+        if isinstance(state, dict) and "checkpoint" in state:
+            state = {**state, "checkpoint": rule(
+                f"connector '{name}'", state["checkpoint"],
+                layout.checkpoint(name, str(state.get("generation"))))}
+        connectors[name] = state
+    return relations, connectors
+
+
+def _resolve_path(what: str, found: Any, wanted: str, layout: Layout, where: str) -> str:
+    """The absolute path of a stored one, which must be the layout's for that kind and name.
+
+    Stored form: relative to the storage root (`<pipeline>/views/<name>`). Manifests
+    written before that hold absolute paths: one equal to the layout's is taken as it is;
+    one that ends in the layout's relative path, with the storage root's scheme and no
+    `..`, is rebased onto the current root (the project folder or bucket prefix moved).
+    Anything else is refused.
+    """
+    relative = layout.relative(wanted)
+    if found in (relative, wanted) or _moved(found, relative, layout.root):
+        return wanted
+    raise ReconcileError(f"manifest puts {what} at {found!r}, not at {relative!r} under the "
+                         f"storage root where the layout does: refusing to read, restore or "
+                         "delete it", file=where)
+
+
+def _moved(found: Any, relative: str, root: str) -> bool:
+    """Whether `found` is an absolute path to `relative` under another root of the same kind."""
+    if not isinstance(found, str) or not found.endswith(f"/{relative}"):
+        return False
+    old_root = found[:-len(relative) - 1]
+    scheme = _URL_SCHEME.match(old_root)
+    if (scheme[1] if scheme else "") != _scheme(root):
+        return False
+    folders = old_root[scheme.end():] if scheme else old_root
+    return ((scheme is not None or folders.startswith("/")) and folders.isprintable()
+            and ".." not in folders.split("/"))
+
+
+_URL_SCHEME = re.compile(r"([a-z][a-z0-9+.-]*)://")
+
+
+def _scheme(root: str) -> str:
+    """The storage root's scheme (`s3a`), "" for a local folder (`resolve_path` drops `file`)."""
+    match = _URL_SCHEME.match(root)
+    return match[1] if match else ""
+
+
+def _relative_path(what: str, found: Any, wanted: str, layout: Layout) -> str:
+    """The stored form of an in-memory path, which is always the layout's own."""
+    if found != wanted:
+        raise ReconcileError(f"refusing to commit {what} at {found!r}: the layout puts it at "
+                             f"{wanted!r}")
+    return layout.relative(wanted)

@@ -88,12 +88,14 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def _commit(backend: StateBackend, manifest: Manifest, etag: str | None,
+def _commit(project: Project, backend: StateBackend, manifest: Manifest, etag: str | None,
             engine: Engine | None = None) -> str:
-    """Write the manifest; with `engine`, it records where Spark ran (`status` shows it)."""
+    """Write the manifest, its paths relative to the storage root; with `engine`, it
+    records where Spark ran (`status` shows it)."""
     if engine is not None:
         manifest = replace(manifest, engine={**manifest.engine, "spark_target": engine.target})
-    return backend.write_manifest(manifest.pipeline, manifest.to_document(), etag)
+    document = manifest.stored_document(pipeline_layout(project, manifest.pipeline))
+    return backend.write_manifest(manifest.pipeline, document, etag)
 
 
 def _changes_summary(plan: PipelinePlan) -> str:
@@ -139,7 +141,7 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
                 # The specs are the committed program again (a change was reverted, or an
                 # interrupted bootstrap is abandoned): its committed state is valid as it is.
                 manifest = manifest.next(status="Running", status_details=None, pending=None)
-                _commit(backend, manifest, etag)
+                _commit(project, backend, manifest, etag)
             return Outcome(name, "no-changes", f"{name}: no changes", manifest.serial)
         if policy == "reject" and plan.bootstrap_required:
             raise ReconcileError(f"pipeline '{name}' was modified and bootstrap_policy is "
@@ -158,7 +160,7 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
                                manifest.serial, details)
             waiting = manifest.next(status="AwaitingApproval", status_details=details,
                                     pending=pending)
-            _commit(backend, waiting, etag)
+            _commit(project, backend, waiting, etag)
             return Outcome(name, "awaiting-approval", _awaiting_message(name), waiting.serial,
                            details)
         return _bootstrap(project, program, plan, manifest, etag, backend, engine,
@@ -222,7 +224,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=True)
     manifest = Manifest.first(program.pipeline, document, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha, settings=settings)
-    _commit(backend, manifest, None, engine)
+    _commit(project, backend, manifest, None, engine)
     return Outcome(program.pipeline, "deployed",
                    f"{program.pipeline}: deployed {len(program.tables)} tables and "
                    f"{len(program.views)} views (serial 1)", 1)
@@ -236,7 +238,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     started = manifest
     if not resuming:  # a resumed bootstrap keeps its serial: outputs get the same file names
         started = manifest.next(status="Bootstrapping", status_details=details, pending=pending)
-        etag = _commit(backend, started, etag)
+        etag = _commit(project, backend, started, etag)
     crash_point("bootstrap-started")
     document = program.document()
     runtime = engine.runtime(name, document, manifest.relations)
@@ -247,14 +249,14 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
         # Manifests are shown again by plans (and so in pull requests): no error text.
         failed = started.next(status="Failed", status_details={
             **details, "error": public_message(error)})
-        _commit(backend, failed, etag)
+        _commit(project, backend, failed, etag)
         raise
     crash_point("bootstrap-before-commit")
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                         relations=result.relations, connectors=result.connectors,
                         git_sha=git_sha or manifest.git_sha,
                         settings=settings_summary(project.settings))
-    _commit(backend, done, etag, engine)
+    _commit(project, backend, done, etag, engine)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, name)
     recomputed = ", ".join(result.recomputed) or "nothing"
@@ -284,7 +286,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     started = manifest.next(status="Bootstrapping", status_details=None,
                             pending={"desired_fingerprint": program.fingerprint,
                                      "full_refresh": True})
-    etag = _commit(backend, started, etag)
+    etag = _commit(project, backend, started, etag)
     document = program.document()
     # Tables keep their state entries only for the `execute` marks their logs still hold.
     runtime = engine.runtime(program.pipeline, document, {
@@ -298,7 +300,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
                          settings=settings_summary(project.settings),
                          git_sha=git_sha or manifest.git_sha, last_step={
                              "ingested": step.ingested, "refreshed": step.refreshed})
-    _commit(backend, done, etag, engine)
+    _commit(project, backend, done, etag, engine)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, program.pipeline)
     return Outcome(program.pipeline, "refreshed",
@@ -333,8 +335,9 @@ def collect_garbage(project: Project, backend: StateBackend, name: str, *,
     """Retention after a commit (see `engine/retention.py`); no Spark is started.
 
     The retained manifests are the newest `retention.serials` of the backend's history,
-    each checked against the layout first. After a commit a failure here only skips the
-    pass (the commit stands; the next one tries again); `strict` (for `state gc`) raises.
+    each checked against the layout and its paths made absolute first. After a commit a
+    failure here only skips the pass (the commit stands; the next one tries again);
+    `strict` (for `state gc`) raises.
     """
     from reconciler.engine.retention import collect_garbage as collect
 
@@ -342,10 +345,9 @@ def collect_garbage(project: Project, backend: StateBackend, name: str, *,
     retention = project.settings.retention
     try:
         serials = sorted(backend.list_history(name), reverse=True)[:retention.serials]
-        documents = [backend.read_history(name, serial) for serial in serials]
         where = f"{backend.url}/{name}/history"
-        for document in documents:
-            Manifest.from_document(document, where).check_layout(layout, where)
+        documents = [Manifest.from_document(backend.read_history(name, serial), where)
+                     .resolved(layout, where).to_document() for serial in serials]
         if not documents:
             return None
         return collect(layout, documents, min_age_seconds=retention.min_age_seconds,
@@ -399,7 +401,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                                   last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted})
-        _commit(backend, committed, etag, engine)
+        _commit(project, backend, committed, etag, engine)
         collect_garbage(project, backend, name)
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}); refreshed "

@@ -22,8 +22,10 @@ def read_manifest(backend: StateBackend, pipeline: str,
                   layout: Layout | None = None) -> tuple[Manifest | None, str | None]:
     """The committed manifest and its version tag (ETag), or (None, None) for a new pipeline.
 
-    With `layout`, every path in it is checked against the layout first: what plans,
-    applies and steps read, restore or delete is always the pipeline's own.
+    With `layout`, every path in it is checked against the layout and made absolute
+    under the storage root (`Manifest.resolved`): what plans, applies and steps read,
+    restore or delete is always the pipeline's own. Without, paths stay as stored
+    (relative to the storage root), for commands that only show the manifest.
     """
     stored = backend.read_manifest(pipeline)
     if stored is None:
@@ -31,5 +33,5 @@ def read_manifest(backend: StateBackend, pipeline: str,
     where = f"{backend.url}/{pipeline}/manifest.json"
     manifest = Manifest.from_document(stored.document, where)
     if layout is not None:
-        manifest.check_layout(layout, where)
+        manifest = manifest.resolved(layout, where)
     return manifest, stored.version

@@ -1,6 +1,6 @@
 """Move a renamed table's or view's Delta state to where its new name lives.
 
-The manifest's layout check (`Manifest.check_layout`) wants every relation at
+The manifest's layout check (`Manifest.resolved`) wants every relation at
 the path its kind and name give, so a renamed relation's folder is copied there
 (history and data files as they are: data files hard-linked on a local disk,
 server-side copies on object storage) and the state entry points at the copy with the same
