@@ -38,6 +38,11 @@ def manifest(project: Path, pipeline: str) -> dict[str, Any]:
     return json.loads(reconcile(project, "state", "show", "-p", pipeline))
 
 
+def in_storage(project: Path, path: str, storage: str = ".reconcile/data") -> str:
+    """A manifest's path (stored relative to the storage root) as a local path."""
+    return str(project / storage / path)
+
+
 def versions(project: Path, pipeline: str) -> dict[str, int]:
     """The Delta version the committed manifest pins for each relation."""
     return {name: state["version"]

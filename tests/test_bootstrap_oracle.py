@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from tests.cli_helpers import manifest, reconcile
+from tests.cli_helpers import in_storage, manifest, reconcile
 from tests.projects import write_files
 
 SQL = """
@@ -102,7 +102,8 @@ def contents(project_dir: Path) -> dict[str, Counter]:
     views = {}
     for name, state in committed["relations"].items():
         if state["kind"] == "view":
-            rows = DeltaTable(state["path"], version=state["version"]).to_pyarrow_table()
+            table = DeltaTable(in_storage(project_dir, state["path"]), version=state["version"])
+            rows = table.to_pyarrow_table()
             views[name] = Counter(json.dumps(row, sort_keys=True, default=str)
                                   for row in rows.to_pylist())
     return views

@@ -16,7 +16,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from tests.cli_helpers import manifest, query, reconcile
+from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.projects import write_files
 
 SPEC = """name: p
@@ -82,7 +82,7 @@ def test_tables_evolve_in_place(spark: SparkSession, tmp_path: Path) -> None:
     reconcile(project, "apply")
     state = manifest(project, "p")
     table = state["relations"]["orders"]
-    commit = DeltaTable(table["path"]).history(1)[0]
+    commit = DeltaTable(in_storage(project, table["path"])).history(1)[0]
     assert commit["operation"] == "ADD COLUMN", commit
     assert state["connectors"]["orders_in"]["checkpoint"] == checkpoint, "offsets were reset"
     assert rows(project, "select id, flag from orders") == Counter(
@@ -150,10 +150,11 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     assert rows(project, "select n from totals") == Counter([json.dumps({"n": 2})])
 
 
-def data_files(state: dict) -> set[str]:
+def data_files(project: Path, state: dict) -> set[str]:
     """The data files (names) of a relation's pinned Delta version."""
     return {Path(uri).name for uri in
-            DeltaTable(state["path"], version=state["version"]).file_uris()}
+            DeltaTable(in_storage(project, state["path"]),
+                                 version=state["version"]).file_uris()}
 
 
 def test_renamed_table_and_view_keep_their_state(spark: SparkSession, tmp_path: Path) -> None:
@@ -164,7 +165,7 @@ def test_renamed_table_and_view_keep_their_state(spark: SparkSession, tmp_path: 
     reconcile(project, "apply")
     reconcile(project, "run")
     before = manifest(project, "p")
-    files_before = {name: data_files(state) for name, state in before["relations"].items()}
+    files_before = {name: data_files(project, state) for name, state in before["relations"].items()}
 
     (project / "pipelines/p/program.sql").write_text(
         SQL.replace("table orders", "table sales").replace("from orders", "from sales")
@@ -182,9 +183,10 @@ def test_renamed_table_and_view_keep_their_state(spark: SparkSession, tmp_path: 
     assert set(after["relations"]) == {"sales", "sales_totals"}
     for new, old in (("sales", "orders"), ("sales_totals", "totals")):
         assert after["relations"][new]["version"] == before["relations"][old]["version"]
-        assert data_files(after["relations"][new]) == files_before[old]
+        assert data_files(project, after["relations"][new]) == files_before[old]
     assert after["connectors"]["orders_in"] == before["connectors"]["orders_in"]
-    assert not Path(before["relations"]["orders"]["path"]).exists(), "old folder left behind"
+    old_folder = Path(in_storage(project, before["relations"]["orders"]["path"]))
+    assert not old_folder.exists(), "old folder left behind"
     assert rows(project, "select * from sales_totals") == Counter(
         [json.dumps({"n": 2, "total": "4.00"})])
 

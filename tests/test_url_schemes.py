@@ -80,6 +80,6 @@ def test_a_project_with_capitalised_file_urls_applies_inside_the_project(
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "run")
     state = json.loads((project / "state/p/manifest.json").read_text())
-    assert state["relations"]["v"]["path"] == str(project / "data/p/views/v")
+    assert state["relations"]["v"]["path"] == "p/views/v"
     assert query(project, "p", "select k, n from v") == [{"k": "a", "n": 2}]
     assert not (project / "FILE:").exists() and not (tmp_path / "FILE:").exists()

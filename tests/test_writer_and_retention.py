@@ -22,7 +22,7 @@ from reconciler.engine.storage import DeltaStorage
 from reconciler.engine.writer import WRITE_FOLDER_PREFIX
 from reconciler.layout import Layout
 from reconciler.spec.sql import ColumnDef
-from tests.cli_helpers import manifest, query, reconcile
+from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.projects import events_pipeline, write_files
 
 SCHEMA = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("amount", "DECIMAL(10,2)", True),
@@ -160,7 +160,8 @@ def test_storage_does_not_grow_with_steps(spark: SparkSession, tmp_path: Path) -
     previous = manifest(project, "p")["serial"] - 1
     document = json.loads((project / f".reconcile/state/p/history/{previous}.json").read_text())
     for state in document["relations"].values():
-        assert DeltaTable(state["path"], version=state["version"]).to_pyarrow_table() is not None
+        table = DeltaTable(in_storage(project, state["path"]), version=state["version"])
+        assert table.to_pyarrow_table() is not None
     dry = reconcile(project, "state", "gc", "-p", "p", "--dry-run")
     assert dry.startswith("p: would remove 0 file(s)"), dry
 
