@@ -16,7 +16,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile
-from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example, write_files
+from tests.projects import (
+    SEED_GRADES,
+    SEED_STUDENTS,
+    copy_example,
+    events_pipeline,
+    write_files,
+)
 
 AVERAGES = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
 STORAGE = ".reconcile/data"
@@ -135,3 +141,23 @@ def test_an_absolute_path_elsewhere_is_rebased_never_followed(spark: SparkSessio
     reconcile(project, "apply", "--auto-approve")
     assert (victim / "precious.txt").read_text() == "keep me"
     assert not (project / STORAGE / "p/views/old_view").exists()
+
+
+def test_a_moved_files_input_is_refused_not_read_twice(spark: SparkSession,
+                                                       tmp_path: Path) -> None:
+    """A `files` connector's checkpoint knows its input files by absolute path: after a
+    move every file would look new, so `run` refuses instead of duplicating rows."""
+    project = write_files(tmp_path / "before", {
+        **events_pipeline("create table events (id bigint not null, k string);\n"
+                          "create materialized view n as select count(*) as n from events;\n"),
+        "input/events/1.json": '{"id": 1, "k": "a"}\n{"id": 2, "k": "b"}\n'})
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "run", "-p", "p")
+    assert query(project, "p", "SELECT n FROM n") == [{"n": 2}]
+
+    moved = Path(shutil.move(project, tmp_path / "after"))
+    refused = reconcile(moved, "run", "-p", "p", expect=1)
+
+    assert "the input (or the project) moved" in refused
+    assert len(refused.strip().splitlines()) == 1
+    assert query(moved, "p", "SELECT n FROM n") == [{"n": 2}]

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from reconciler.errors import ReconcileError
+
 LISTED = "listed"
 
 
@@ -109,6 +111,32 @@ def has_new_files(path: str, checkpoint: str) -> bool:
     if local_input is None or local_checkpoint is None:
         return True
     listed = listed_batches(local_checkpoint)
+    seen = seen_files(local_checkpoint, listed)
+    check_not_moved(local_input, seen)
     if pending_stream_batch(local_checkpoint) or set(listed) - listed_done(local_checkpoint):
         return True
-    return bool(input_files(local_input) - seen_files(local_checkpoint, listed))
+    return bool(input_files(local_input) - seen)
+
+
+def input_root(path: str) -> str:
+    """The folder (or file) a local input `path` lists from: its part before any glob."""
+    parts = Path(path).parts
+    end = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    return os.path.realpath(os.path.join(*parts[:end]) if end else ".")
+
+
+def check_not_moved(path: str, seen: set[str]) -> None:
+    """Refuse to ingest when every file the checkpoint took lies outside the input's folder.
+
+    Spark's file source and `seen_files` know input files by their absolute paths, so an
+    input folder that moved (the project copied elsewhere: its manifest travels, see
+    `manifest`) would have every file taken again, duplicating rows. Files merely removed
+    after ingestion still lie under the folder's path, so they do not count as a move.
+    """
+    root = input_root(path)
+    if not seen or any(file == root or file.startswith(root + os.sep) for file in seen):
+        return
+    before = os.path.commonpath(sorted(seen))
+    raise ReconcileError(f"files input '{path}': its checkpoint took files under '{before}', "
+                         f"not under '{root}': the input (or the project) moved, and every file "
+                         "would be read again; move it back to ingest from where it was")
