@@ -20,7 +20,7 @@ from reconciler.spec.project import load_project
 from reconciler.state import pipeline_layout
 from state_backends import LocalBackend, StateBackendError, backend_from_url
 from tests.cli_helpers import query, reconcile
-from tests.projects import write_files
+from tests.projects import events_pipeline, write_files
 
 BASE = Path("/proj")
 
@@ -61,22 +61,14 @@ def test_state_backend_urls_are_read_with_lower_case_schemes() -> None:
 def test_a_project_with_capitalised_file_urls_applies_inside_the_project(
         spark: SparkSession, tmp_path: Path) -> None:
     """Through the CLI: state, tables and the connector's input where `file://` puts them."""
+    files = events_pipeline("create table events (id bigint not null, k string);\n"
+                            "create materialized view v as select k, count(*) as n "
+                            "from events group by k;\n",
+                            "backend: FILE://state\nstorage: FILE://data\n")
+    spec = "pipelines/p/pipeline.yaml"
+    files[spec] = files[spec].replace("path: input/events", "path: FILE://input/events")
     project = write_files(tmp_path / "project", {
-        "reconcile.yaml": "backend: FILE://state\nstorage: FILE://data\n",
-        "pipelines/p/pipeline.yaml": """
-            name: p
-            bootstrap_policy: allow
-            connectors:
-              - name: events_in
-                table: events
-                type: files
-                format: json
-                path: FILE://input/events
-            """,
-        "pipelines/p/program.sql": "create table events (id bigint not null, k string);\n"
-                                   "create materialized view v as select k, count(*) as n "
-                                   "from events group by k;\n",
-        "input/events/1.json": '{"id": 1, "k": "a"}\n{"id": 2, "k": "a"}\n'})
+        **files, "input/events/1.json": '{"id": 1, "k": "a"}\n{"id": 2, "k": "a"}\n'})
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "run")
     state = json.loads((project / "state/p/manifest.json").read_text())
