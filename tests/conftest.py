@@ -51,8 +51,11 @@ TEST_SPARK_CONF = {
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """The single embedded Spark session of the test run, stopped at the end."""
+def spark(s3_endpoint: str) -> Iterator[SparkSession]:
+    """The single embedded Spark session of the test run, stopped at the end.
+
+    Started after `s3_endpoint` set the dummy AWS credentials, as a production JVM starts
+    with its own: Hadoop's S3A connector reads them from the JVM's environment."""
     session = get_spark(SparkSettings(conf=TEST_SPARK_CONF))
     yield session
     session.stop()

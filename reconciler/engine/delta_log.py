@@ -98,6 +98,23 @@ def default_storage_options(uri: str) -> dict[str, str]:
     return options
 
 
+def s3a_settings() -> dict[str, str]:
+    """Spark's S3A connector settings from the same AWS variables as `default_storage_options`:
+    a custom endpoint (path-style, plain HTTP when it says so) and the region. Set on the
+    session at run time, they reach the Hadoop configuration of every read and write;
+    credentials S3A takes from the environment itself."""
+    settings: dict[str, str] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings |= {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true",
+                     "fs.s3a.connection.ssl.enabled":
+                         "false" if endpoint.lower().startswith("http://") else "true"}
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        settings["fs.s3a.endpoint.region"] = region
+    return settings
+
+
 def open_delta_rs(uri: str, version: int | None = None,
                   storage_options: Mapping[str, str] | None = None) -> DeltaTable | None:
     """The delta-rs handle of a table (at ``version``), or None when there is no table."""

@@ -38,9 +38,11 @@ class FileStore:
     delta-rs; these are metadata operations on a handful of files, never table rows.
     """
 
-    def __init__(self, filesystem: pafs.FileSystem, prefix: str):
+    def __init__(self, filesystem: pafs.FileSystem, prefixes: tuple[str, ...]):
         self.filesystem = filesystem
-        self.prefix = prefix  # what turns a storage URI into the filesystem's own path
+        # What turns a storage URI into the filesystem's own path: on S3 both spellings,
+        # since Spark names files `s3a://` and delta-rs `s3://`.
+        self.prefixes = prefixes
 
     @classmethod
     def for_root(cls, root: str) -> FileStore:
@@ -54,12 +56,14 @@ class FileStore:
                 kwargs["scheme"] = endpoint.scheme or "https"
             if options.get("AWS_REGION"):
                 kwargs["region"] = options["AWS_REGION"]
-            return cls(pafs.S3FileSystem(**kwargs), f"{parsed.scheme}://")
-        return cls(pafs.LocalFileSystem(), "")
+            return cls(pafs.S3FileSystem(**kwargs), ("s3://", "s3a://"))
+        return cls(pafs.LocalFileSystem(), ())
 
     def _native(self, uri: str) -> str:
-        uri = table_uri(uri) if not self.prefix else uri
-        return uri[len(self.prefix):] if self.prefix and uri.startswith(self.prefix) else uri
+        if not self.prefixes:
+            return table_uri(uri)
+        prefix = next((p for p in self.prefixes if uri.startswith(p)), "")
+        return uri[len(prefix):]
 
     def _infos(self, folder: str, recursive: bool) -> Iterable[pafs.FileInfo]:
         try:

@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from reconciler.engine.jars import s3a_jars
 from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError, error_class
 from reconciler.redact import redact_text, redact_url
@@ -201,12 +202,24 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                 f"-Dderby.system.home={scratch / 'derby'}"
             ),
         }
+    conf |= s3a_conf(master)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
             conf.get("spark.driver.extraJavaOptions", ""), user_java_options
         )
     return conf | user | SAFE_SQL_CONF | SAFE_LAUNCH_CONF
+
+
+def s3a_conf(master: str) -> dict[str, str]:
+    """Hadoop's S3A connector on an embedded session, when the set-up fetched it
+    (`engine.jars`): on the driver's class path, where local mode runs the tasks too
+    (`spark.jars` would copy 700 MB per session). A cluster's `s3a://` support is the
+    cluster's own, like on every managed Spark; nothing is shipped to its executors."""
+    jars = s3a_jars()
+    if jars is None or not master.startswith("local"):
+        return {}
+    return {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
 
 
 def get_spark(

@@ -50,6 +50,7 @@ from reconciler.engine.delta_log import (
     is_local,
     needs_delta_reader,
     open_delta_rs,
+    s3a_settings,
     spark_local_path,
     spark_transaction_version,
     table_uri,
@@ -95,9 +96,9 @@ class DeltaStorage:
             "delta-spark" if has_delta_extension(spark) else "delta-rs"
         )
         self._storage_options = dict(storage_options) if storage_options is not None else None
-        if self.writer == "delta-rs":
-            for key, value in PARQUET_CONF.items():
-                spark.conf.set(key, value)
+        conf = {**(PARQUET_CONF if self.writer == "delta-rs" else {}), **s3a_settings()}
+        for key, value in conf.items():
+            spark.conf.set(key, value)
 
     def __repr__(self) -> str:
         return f"DeltaStorage(writer={self.writer!r})"
