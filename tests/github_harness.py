@@ -217,3 +217,18 @@ def marker(body: str, name: str) -> str:
     match = re.search(rf"^<!-- reconcile-{name}:(\S+) -->$", body, re.MULTILINE)
     assert match, f"no {name} marker in:\n{body[:500]}"
     return match.group(1)
+
+
+def deploy(workspace: Workspace) -> None:
+    """The pipeline is running already (deployed from the default branch by the CLI)."""
+    result = CliRunner().invoke(cli, ["-C", str(workspace.project), "apply", "--auto-approve"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+
+
+def assert_reject_refuses_the_apply(workspace: Workspace) -> None:
+    """A writer approves the plan shown; `reject` refuses it and the deployment stays."""
+    run, _ = approve(workspace, "alice")
+    assert run.exit_code == 1
+    assert "bootstrap_policy is 'reject'" in run.outputs["failure-reason"]
+    assert workspace.manifest()["serial"] == 1

@@ -17,7 +17,15 @@ import yaml
 
 from tests.cli_helpers import reconcile
 from tests.fake_github import FakeGitHub
-from tests.github_harness import PR, Workspace, approve, marker, only_sticky
+from tests.github_harness import (
+    PR,
+    Workspace,
+    approve,
+    assert_reject_refuses_the_apply,
+    deploy,
+    marker,
+    only_sticky,
+)
 from tests.projects import apply_seed_modification
 
 HOSTILE_VIEW = ("\ncreate view exfiltrate as select reflect('java.lang.System', 'getenv', "
@@ -26,11 +34,6 @@ HOSTILE_VIEW = ("\ncreate view exfiltrate as select reflect('java.lang.System', 
 
 def program_sql(workspace: Workspace) -> Path:
     return workspace.project / "pipelines/grades/program.sql"
-
-
-def deploy(workspace: Workspace) -> None:
-    """The pipeline is running already (deployed from the default branch by the CLI)."""
-    reconcile(workspace.project, "apply", "--auto-approve")
 
 
 def everything_shown(github: FakeGitHub, *runs: Any) -> str:
@@ -192,11 +195,7 @@ def test_the_pull_request_cannot_lift_a_reject_policy(
     body = only_sticky(github)["body"]
     assert "sets bootstrap_policy to allow; the Action uses reject (the main branch)" in body
 
-    run, _ = approve(workspace, "alice")
-
-    assert run.exit_code == 1
-    assert "bootstrap_policy is 'reject'" in run.outputs["failure-reason"]
-    assert workspace.manifest()["serial"] == 1
+    assert_reject_refuses_the_apply(workspace)
 
 
 # -- 8: no secret or data value in what others read -------------------------------------------

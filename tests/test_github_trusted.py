@@ -13,15 +13,17 @@ from typing import Any
 
 import yaml
 
-from tests.cli_helpers import reconcile
 from tests.fake_github import FakeGitHub
-from tests.github_harness import PR, Workspace, approve, git, only_sticky
+from tests.github_harness import (
+    PR,
+    Workspace,
+    approve,
+    assert_reject_refuses_the_apply,
+    deploy,
+    git,
+    only_sticky,
+)
 from tests.projects import apply_seed_modification
-
-
-def deploy(workspace: Workspace) -> None:
-    """The pipeline is running already (deployed from the default branch by the CLI)."""
-    reconcile(workspace.project, "apply", "--auto-approve")
 
 
 def edit_yaml(path: Path, **changes: Any) -> None:
@@ -92,11 +94,7 @@ def test_moving_the_pipelines_folder_does_not_lift_a_reject_policy(
     assert "moves the pipelines folder from pipelines (the main branch) to pl2" in body
     assert "sets bootstrap_policy to allow; the Action uses reject (the main branch)" in body
 
-    run, _ = approve(workspace, "alice")
-
-    assert run.exit_code == 1
-    assert "bootstrap_policy is 'reject'" in run.outputs["failure-reason"]
-    assert workspace.manifest()["serial"] == 1
+    assert_reject_refuses_the_apply(workspace)
 
 
 def test_a_pipeline_the_default_branch_does_not_have_gets_the_strictest_policy(
@@ -117,11 +115,7 @@ def test_a_pipeline_the_default_branch_does_not_have_gets_the_strictest_policy(
     assert "the Action uses reject (the strictest: main has no " \
            "elsewhere/grades/pipeline.yaml" in body
 
-    run, _ = approve(workspace, "alice")
-
-    assert run.exit_code == 1
-    assert "bootstrap_policy is 'reject'" in run.outputs["failure-reason"]
-    assert workspace.manifest()["serial"] == 1
+    assert_reject_refuses_the_apply(workspace)
 
 
 # -- 4: trusted settings come from the default branch, not the base a writer chose ----------

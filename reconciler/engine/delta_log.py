@@ -87,15 +87,20 @@ def default_storage_options(uri: str) -> dict[str, str]:
     if urlparse(uri).scheme not in ("s3", "s3a"):
         return {}
     options: dict[str, str] = {}
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint, region = _aws_endpoint_and_region()
     if endpoint:
         options["AWS_ENDPOINT_URL"] = endpoint
         if endpoint.lower().startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:
         options["AWS_REGION"] = region
     return options
+
+
+def _aws_endpoint_and_region() -> tuple[str | None, str | None]:
+    """The S3 endpoint and region the usual AWS variables name (both clients honour them)."""
+    return (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
 
 
 def s3a_settings() -> dict[str, str]:
@@ -104,12 +109,11 @@ def s3a_settings() -> dict[str, str]:
     session at run time, they reach the Hadoop configuration of every read and write;
     credentials S3A takes from the environment itself."""
     settings: dict[str, str] = {}
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint, region = _aws_endpoint_and_region()
     if endpoint:
         settings |= {"fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true",
                      "fs.s3a.connection.ssl.enabled":
                          "false" if endpoint.lower().startswith("http://") else "true"}
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:
         settings["fs.s3a.endpoint.region"] = region
     return settings
