@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 check-java: $(STAMP)
 	@$(BIN)/python -m reconciler.engine.java
 
-# hadoop-aws and its AWS SDK, for s3a:// storage: fetched once with Maven (~/.m2) and copied
+# Delta Lake's Spark jars, and hadoop-aws with its AWS SDK for s3a:// storage: fetched once
+# with Maven (~/.m2) and copied
 # to ~/.cache/pipeline-reconciler/jars (or $RECONCILE_JARS); see reconciler/engine/jars.py.
 jars: $(STAMP)
 	@$(BIN)/python -m reconciler.engine.jars > /dev/null

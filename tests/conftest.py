@@ -7,6 +7,7 @@ session from ``reconciler.engine.session.get_spark`` (code under test calling
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +24,14 @@ except ImportError:  # bare `pytest` with tests/ not a package: tests/ itself is
     from s3_server import moto_s3_server  # type: ignore[no-redef]
 
 pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtures
+
+# The run's session has Delta's jars (`make jars`), so the product would write with
+# delta-spark. Most tests exercise what sits above the writer (plans, maintenance, the
+# Action) and run on the fast delta-rs writer, here and in the CLIs they start; the
+# `delta_spark` fixture, the storage contract (both writers) and the end-to-end runs on
+# embedded Spark, S3 and the standalone cluster run Delta's own writer. Why not all of
+# them: README, "Delta writers".
+os.environ.setdefault("RECONCILE_DELTA_WRITER", "delta-rs")
 
 DUMMY_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -88,3 +97,11 @@ def s3_endpoint() -> Iterator[str]:
             patch.delenv(name, raising=False)
         with moto_s3_server() as endpoint:
             yield endpoint
+
+
+@pytest.fixture
+def delta_spark(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Delta Lake's own Spark writer for this test (and the CLIs it starts), as on a
+    cluster with Delta; returns the writer's name."""
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", "delta-spark")
+    return "delta-spark"

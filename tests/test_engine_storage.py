@@ -56,9 +56,10 @@ def rows_of(frame: DataFrame) -> list[tuple[Any, ...]]:
     return sorted(tuple(row) for row in frame.collect())
 
 
-@pytest.fixture
-def storage(spark: SparkSession) -> DeltaStorage:
-    return DeltaStorage(spark)
+@pytest.fixture(params=["delta-spark", "delta-rs"])
+def storage(spark: SparkSession, request: pytest.FixtureRequest) -> DeltaStorage:
+    """The storage contract holds for both writers."""
+    return DeltaStorage(spark, writer=request.param)
 
 
 # -- schema: pure Python, no JVM ---------------------------------------------------------
@@ -138,9 +139,22 @@ def test_missing_java_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 def test_session_is_shared_and_leaves_no_warehouse(spark: SparkSession) -> None:
     assert get_spark() is spark
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
-    assert not has_delta_extension(spark)
-    assert DeltaStorage(spark).writer == "delta-rs"
     assert not (Path.cwd() / "spark-warehouse").exists()
+
+
+def test_embedded_session_has_delta_and_the_writer_can_be_chosen(
+        spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make jars` fetched Delta's jars: the embedded session is set up as
+    `configure_spark_with_delta_pip` would, and delta-spark is the default writer."""
+    assert has_delta_extension(spark)
+    assert spark.conf.get("spark.sql.catalog.spark_catalog").endswith("DeltaCatalog")
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", "auto")
+    assert DeltaStorage(spark).writer == "delta-spark"
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", "delta-rs")
+    assert DeltaStorage(spark).writer == "delta-rs"
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", "parquet")
+    with pytest.raises(ReconcileError, match="RECONCILE_DELTA_WRITER='parquet'"):
+        DeltaStorage(spark)
 
 
 # -- storage -----------------------------------------------------------------------------------

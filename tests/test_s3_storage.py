@@ -1,10 +1,11 @@
 """State and data both on S3 (moto on loopback): the path a cluster user runs.
 
 The manifest goes to an `s3://` backend (boto3) and every table and view to
-`s3a://` storage: executors write the files through Hadoop's S3A connector
-(fetched by `make jars`), delta-rs commits them. The seed pipeline is deployed,
-fed, stepped, changed (a bootstrap), a view dropped (its prefix removed), and
-everything is read again by a fresh run from the manifest alone.
+`s3a://` storage, written by Delta Lake's own Spark writer through Hadoop's S3A
+connector (both fetched by `make jars`), as on a cluster with Delta: Delta's S3
+log store assumes one writer per table, which the pipeline lock guarantees. The
+seed pipeline is deployed, fed, stepped, changed (a bootstrap), a view dropped
+(its prefix removed), and everything is read again by a fresh run from the manifest.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def keys(s3, bucket: str, prefix: str) -> list[str]:  # type: ignore[no-untyped-
 
 
 def test_the_seed_pipeline_runs_with_state_and_data_on_s3(
-        spark: SparkSession, s3_endpoint: str, tmp_path: Path,
+        spark: SparkSession, delta_spark: str, s3_endpoint: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     bucket = f"pipeline-{uuid4().hex[:12]}"

@@ -7,8 +7,9 @@ test run's shared session is embedded (`local[...]`) and a Spark master cannot
 change inside one process. apply, execute and query run one after another in
 that subprocess, as three invocations of the real CLI: they share its driver,
 as commands in one `reconcile run --continuous` process would, which saves two
-driver and executor start-ups. Tables live in local folders, which the
-executors see because they run on the same machine.
+driver and executor start-ups. Delta Lake's own writer writes the tables, its jars
+shipped to the executor by `spark.jars`; they live in local folders, which the
+executor sees because it runs on the same machine.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.engine.jars import spark_defaults
 from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
 from tests.projects import copy_example
 
@@ -142,11 +144,12 @@ GRADES = ("INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15'), "
 @pytest.mark.slow
 def test_apply_execute_query_on_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
     project = copy_example("grades", tmp_path)
-    # JVM flags are the cluster operator's, not the project's: spark-defaults.conf.
+    # JVM flags and jars are the cluster operator's, not the project's: spark-defaults.conf,
+    # with Delta's jars shipped to the executors by spark.jars, as `make jars` prints them.
     defaults = cluster.folder / "conf" / "spark-defaults.conf"
     defaults.parent.mkdir(parents=True, exist_ok=True)
     defaults.write_text(f"spark.driver.extraJavaOptions {FAST_JVM}\n"
-                        f"spark.executor.extraJavaOptions {FAST_JVM}\n")
+                        f"spark.executor.extraJavaOptions {FAST_JVM}\n" + spark_defaults())
     on_cluster = ["--spark-master", cluster.url]
     commands = [
         ["-C", str(project), "apply", "--auto-approve", *on_cluster],
@@ -156,7 +159,9 @@ def test_apply_execute_query_on_standalone_cluster(cluster: Cluster, tmp_path: P
          "SELECT student_name, class, class_avg FROM avg_grade_enriched ORDER BY 1, 2"],
     ]
     process = subprocess.run([sys.executable, "-c", CLI_SCRIPT, json.dumps(commands)],
-                             env=spark_env(cluster.folder), capture_output=True, text=True,
+                             env={**spark_env(cluster.folder),
+                                  "RECONCILE_DELTA_WRITER": "delta-spark"},
+                             capture_output=True, text=True,
                              timeout=300, cwd=tmp_path)
     assert process.returncode == 0, f"{process.stdout}\n{process.stderr[-3000:]}"
     *results, session = json.loads(process.stdout.splitlines()[-1])
@@ -166,6 +171,11 @@ def test_apply_execute_query_on_standalone_cluster(cluster: Cluster, tmp_path: P
     assert json.loads(results[3]["output"]) == [
         {"student_name": "Alice", "class": "algebra", "class_avg": "95.000000"},
         {"student_name": "Bob", "class": "physics", "class_avg": "85.000000"}]
+
+    commits = [json.loads(line) for log in project.rglob("_delta_log/*.json")
+               for line in log.read_text().splitlines()]
+    engines = {c["commitInfo"].get("engineInfo", "") for c in commits if "commitInfo" in c}
+    assert engines and all("Delta-Lake/" in engine for engine in engines), engines
 
     applications = cluster.state()["completedapps"] + cluster.state()["activeapps"]
     assert [app["name"] for app in applications] == ["pipeline-reconciler"], \

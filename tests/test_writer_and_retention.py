@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from reconciler.engine.compaction import compact
 from reconciler.engine.retention import collect_garbage
 from reconciler.engine.schema import spark_schema
 from reconciler.engine.storage import DeltaStorage
@@ -51,7 +52,7 @@ def test_executors_write_and_one_commit_carries_sizes_and_counts(
     def forbidden(self: DataFrame, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("table contents pulled into the driver")
 
-    storage = DeltaStorage(spark)
+    storage = DeltaStorage(spark, writer="delta-rs")
     path = tmp_path / "t"
     storage.create(path, SCHEMA)
     data = sample(spark, 5000).repartition(3)
@@ -80,7 +81,7 @@ def test_executors_write_and_one_commit_carries_sizes_and_counts(
 
 
 def test_delta_rs_and_spark_read_the_same_rows(spark: SparkSession, tmp_path: Path) -> None:
-    storage = DeltaStorage(spark)
+    storage = DeltaStorage(spark, writer="delta-rs")
     path = tmp_path / "t"
     storage.create(path, SCHEMA)
     version = storage.append(path, sample(spark, 300))
@@ -101,7 +102,7 @@ def test_an_uncommitted_write_is_invisible_and_collected(spark: SparkSession,
                                                          tmp_path: Path) -> None:
     """Files Spark wrote for a commit that never happened are read by nobody, and retention
     removes them once older than min_age."""
-    storage = DeltaStorage(spark)
+    storage = DeltaStorage(spark, writer="delta-rs")
     path = tmp_path / "p" / "tables" / "t"
     version = storage.create(path, SCHEMA)
     orphan = path / f"{WRITE_FOLDER_PREFIX}crashed"
@@ -189,7 +190,7 @@ def test_state_gc_reports_what_it_removes(spark: SparkSession, tmp_path: Path) -
 
 def test_many_small_appends_are_compacted_into_one_commit(spark: SparkSession,
                                                           tmp_path: Path) -> None:
-    storage = DeltaStorage(spark)
+    storage = DeltaStorage(spark, writer="delta-rs")
     path = tmp_path / "t"
     storage.create(path, SCHEMA)
     for batch in range(17):
@@ -197,7 +198,7 @@ def test_many_small_appends_are_compacted_into_one_commit(spark: SparkSession,
                                  .coalesce(1), app_id="c", txn_version=batch)
     rows = sorted(tuple(row) for row in storage.read(path, version, SCHEMA).collect())
     assert len(DeltaTable(str(path), version=version).file_uris()) == 17
-    compacted = storage.compact(path)
+    compacted = compact(storage, path)
     assert compacted is not None and compacted > version
     assert len(DeltaTable(str(path)).file_uris()) == 1
     assert sorted(tuple(row) for row in storage.read(path, compacted, SCHEMA).collect()) == rows
@@ -205,4 +206,4 @@ def test_many_small_appends_are_compacted_into_one_commit(spark: SparkSession,
     last = DeltaTable(str(path)).history(1)[0]
     assert last["operation"] == "WRITE"
     assert DeltaTable(str(path)).transaction_version("c") == 16  # kept by the compaction
-    assert storage.compact(path) is None  # nothing small left
+    assert compact(storage, path) is None  # nothing small left

@@ -410,14 +410,14 @@ def arrow_schema(struct: T.StructType) -> pa.Schema:
 def struct_from_json(schema_json: str | Mapping[str, Any]) -> T.StructType:
     """A Spark schema from Delta's ``schemaString`` JSON (Delta uses Spark's JSON format)."""
     document = json.loads(schema_json) if isinstance(schema_json, str) else dict(schema_json)
-    struct = T.StructType.fromJson(document)
-    return struct
+    return T.StructType.fromJson(document)
 
 
 def comparable(data_type: T.DataType) -> T.DataType:
     """A copy that keeps only what makes two table schemas different for us.
 
-    Names, types, nullability and the declared CHAR/VARCHAR type count; other
+    Names, types, nullability (but inside arrays and maps, where Delta's Spark writer
+    drops it) and the declared CHAR/VARCHAR type count; other
     field metadata (comments, ids or invariants added by a Delta writer) does not.
     """
     if isinstance(data_type, T.StructType):
@@ -432,20 +432,30 @@ def comparable(data_type: T.DataType) -> T.DataType:
                 T.StructField(field.name, comparable(field.dataType), field.nullable, kept)
             )
         return T.StructType(fields)
-    if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(comparable(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.ArrayType):  # Delta keeps no NOT NULL inside arrays and maps
+        return T.ArrayType(loosened(comparable(data_type.elementType)), data_type.containsNull)
     if isinstance(data_type, T.MapType):
-        return T.MapType(
-            comparable(data_type.keyType),
-            comparable(data_type.valueType),
-            data_type.valueContainsNull,
-        )
+        return T.MapType(loosened(comparable(data_type.keyType)),
+                         loosened(comparable(data_type.valueType)), data_type.valueContainsNull)
     return data_type
 
 
 def same_schema(left: T.StructType, right: T.StructType) -> bool:
     """Whether two table schemas are the same for ``create``'s idempotency check."""
     return comparable(left) == comparable(right)
+
+
+def loosened(data_type: T.DataType) -> T.DataType:
+    """The type with every nested field, element and value nullable: what a cast targets.
+    Spark refuses casts that tighten nested nullability; the writer checks NOT NULL."""
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(field.name, loosened(field.dataType), True,
+                                           field.metadata) for field in data_type.fields])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(loosened(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(loosened(data_type.keyType), loosened(data_type.valueType), True)
+    return data_type
 
 
 def conform(df: DataFrame, schema: T.StructType, *, where: str) -> DataFrame:
@@ -462,7 +472,7 @@ def conform(df: DataFrame, schema: T.StructType, *, where: str) -> DataFrame:
     for field in schema.fields:
         quoted = present[field.name.lower()].replace("`", "``")
         source = F.col(f"`{quoted}`")
-        if types[field.name.lower()] != field.dataType:
-            source = source.cast(field.dataType)
+        if loosened(types[field.name.lower()]) != loosened(field.dataType):
+            source = source.cast(loosened(field.dataType))
         columns.append(source.alias(field.name))
     return df.select(*columns)

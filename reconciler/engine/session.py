@@ -49,7 +49,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from reconciler.engine.jars import s3a_jars
+from reconciler.engine.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars, s3a_jars
 from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError, error_class
 from reconciler.redact import redact_text, redact_url
@@ -58,7 +58,6 @@ from reconciler.spec.project import SparkSettings
 MAX_LOCAL_CORES = 4
 """Upper bound on ``local[N]``: more threads only add scheduling overhead for small state."""
 
-DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 
 # Quiet, but errors still reach stderr. The extra loggers at ERROR stop Spark's
 # "Setting default log level to WARN" notice: Spark prints it when the logger of
@@ -202,7 +201,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                 f"-Dderby.system.home={scratch / 'derby'}"
             ),
         }
-    conf |= s3a_conf(master)
+    conf |= jars_conf(master)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
@@ -211,15 +210,30 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
     return conf | user | SAFE_SQL_CONF | SAFE_LAUNCH_CONF
 
 
-def s3a_conf(master: str) -> dict[str, str]:
-    """Hadoop's S3A connector on an embedded session, when the set-up fetched it
-    (`engine.jars`): on the driver's class path, where local mode runs the tasks too
-    (`spark.jars` would copy 700 MB per session). A cluster's `s3a://` support is the
-    cluster's own, like on every managed Spark; nothing is shipped to its executors."""
-    jars = s3a_jars()
-    if jars is None or not master.startswith("local"):
+def jars_conf(master: str) -> dict[str, str]:
+    """Delta Lake and Hadoop's S3A connector on an embedded session, when the set-up
+    fetched them (`engine.jars`), set up as `configure_spark_with_delta_pip` would: the
+    jars, Delta's SQL extension and its catalog. The jars go on the driver's class path,
+    where local mode runs the tasks too (`spark.jars` would copy 700 MB per session).
+    A cluster's Delta and `s3a://` support are the cluster's own, like on every managed
+    Spark (`python -m reconciler.engine.jars --spark-defaults` prints them for a
+    standalone cluster); nothing is shipped to its executors from here."""
+    if not master.startswith("local"):
         return {}
-    return {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
+    conf: dict[str, str] = {}
+    delta, s3a = delta_jars(), s3a_jars()
+    if delta is not None:
+        conf |= {"spark.sql.extensions": DELTA_EXTENSION,
+                 "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+                 # Delta rebuilds a snapshot from its log in 50 tasks by default: a
+                 # cluster's figure; on a laptop each of them is overhead.
+                 "spark.databricks.delta.snapshotPartitions": "2"}
+    if s3a is not None:  # `s3://` is S3A too, as on EMR and Databricks
+        conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    jars = [*(delta or []), *(s3a or [])]
+    if jars:
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
+    return conf
 
 
 def get_spark(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine.compaction import compact
 from reconciler.engine.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.delta_source import has_new_versions
 from reconciler.engine.input_files import has_new_files
@@ -149,7 +150,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     finally:
         frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files
-        compacted = runtime.storage.compact(runtime.relations[relation]["path"])
+        compacted = compact(runtime.storage, runtime.relations[relation]["path"])
         if compacted is not None:
             runtime.relations[relation] = {**runtime.relations[relation], "version": compacted}
     return result

@@ -33,12 +33,10 @@ import shutil
 import uuid
 from collections.abc import Mapping
 from typing import Literal
-from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import (
@@ -57,7 +55,12 @@ from reconciler.engine.delta_log import (
 )
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
-from reconciler.engine.writer import PARQUET_CONF, clustered, commit_files, write_files
+from reconciler.engine.writer import (
+    PARQUET_CONF,
+    commit_files,
+    write_errors,
+    write_files,
+)
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
 
@@ -66,13 +69,30 @@ Writer = Literal["delta-spark", "delta-rs"]
 COMMIT_TAG = "reconciler.commit"
 """Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
 
-SMALL_FILE_BYTES = 8 * 1024 * 1024
-COMPACT_AFTER = 16
-TARGET_FILE_BYTES = 128 * 1024 * 1024
-"""Compaction: more than 16 files under 8 MiB are rewritten into ~128 MiB files."""
+DELTA_SPARK_CONF = {
+    # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
+    # column is declared as written and its nested NOT NULL stays unchecked (README).
+    "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
+}
 
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
+
+def chosen_writer(spark: SparkSession) -> Writer:
+    """delta-spark when the session has Delta's SQL extension, else delta-rs; the
+    `RECONCILE_DELTA_WRITER` environment variable (`delta-spark`, `delta-rs`, `auto`)
+    forces one, e.g. the fallback on a laptop where small steps matter more than parity."""
+    forced = os.environ.get("RECONCILE_DELTA_WRITER", "auto").strip().lower()
+    if forced not in ("auto", "delta-spark", "delta-rs"):
+        raise ReconcileError(f"RECONCILE_DELTA_WRITER={forced!r}: use delta-spark, delta-rs "
+                             "or auto")
+    if forced == "delta-spark" and not has_delta_extension(spark):
+        raise ReconcileError("RECONCILE_DELTA_WRITER=delta-spark, but the Spark session has "
+                             "no Delta extension (run `make jars`, or give the cluster Delta)")
+    if forced != "auto":
+        return forced  # type: ignore[return-value]
+    return "delta-spark" if has_delta_extension(spark) else "delta-rs"
+
 
 class DeltaStorage:
     """Create, write, truncate, read (pinned) and delete the Delta tables of a pipeline.
@@ -92,11 +112,10 @@ class DeltaStorage:
         storage_options: Mapping[str, str] | None = None,
     ):
         self.spark = spark
-        self.writer: Writer = writer or (
-            "delta-spark" if has_delta_extension(spark) else "delta-rs"
-        )
+        self.writer: Writer = writer or chosen_writer(spark)
         self._storage_options = dict(storage_options) if storage_options is not None else None
-        conf = {**(PARQUET_CONF if self.writer == "delta-rs" else {}), **s3a_settings()}
+        conf = {**(PARQUET_CONF if self.writer == "delta-rs" else DELTA_SPARK_CONF),
+                **s3a_settings()}
         for key, value in conf.items():
             spark.conf.set(key, value)
 
@@ -129,19 +148,12 @@ class DeltaStorage:
     # -- public API -------------------------------------------------------------------
     def latest_version(self, path: PathLike) -> int | None:
         """The newest committed version, or None when there is no Delta table at ``path``."""
-        uri = table_uri(path)
-        if self.writer == "delta-spark":
-            return self._spark_latest_version(uri)
-        table = self._delta_rs(uri)
+        table = self._delta_rs(table_uri(path))
         return None if table is None else table.version()
 
     def table_schema(self, path: PathLike) -> T.StructType | None:
         """The table's current schema as recorded in its log, or None when there is no table."""
         uri = table_uri(path)
-        if self.writer == "delta-spark":
-            if self._spark_latest_version(uri) is None:
-                return None
-            return self.spark.read.format("delta").load(uri).schema
         table = self._delta_rs(uri)
         return None if table is None else struct_from_json(table.schema().to_json())
 
@@ -163,11 +175,12 @@ class DeltaStorage:
                 )
             return current
         if self.writer == "delta-spark":
-            # A path-based write needs only the extension, not the DeltaCatalog
-            # that DeltaTable.createIfNotExists(...).location(...) relies on.
-            empty = self.spark.createDataFrame([], schema)
-            empty.write.format("delta").mode("append").option("userMetadata", tag).save(uri)
-            return self._spark_commit_version(uri, tag)
+            # A metadata-only commit (no Spark job writing an empty file).
+            from delta.tables import DeltaTable as SparkDeltaTable
+
+            (SparkDeltaTable.createIfNotExists(self.spark).location(uri)
+             .addColumns(schema).execute())
+            return self.rs_commit_version(uri, tag, None)
         check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,
@@ -193,8 +206,10 @@ class DeltaStorage:
             if app_transaction is not None:
                 writer = writer.option("txnAppId", app_transaction[0]).option(
                     "txnVersion", str(app_transaction[1]))
-            writer.save(uri)
-            return self._spark_commit_version(uri, tag)
+            before = self.latest_version(uri)
+            with write_errors(uri):
+                writer.save(uri)
+            return self.rs_commit_version(uri, tag, before)
         check_delta_rs_location(uri)
         table = self._delta_rs(uri)
         before = None if table is None else table.version()
@@ -225,23 +240,6 @@ class DeltaStorage:
             raise ValueError("app_id and txn_version go together")
         uri = table_uri(path)
         tag = uuid.uuid4().hex
-        if self.writer == "delta-spark":
-            # Delta itself skips a write whose (txnAppId, txnVersion) it has seen,
-            # atomically with the commit; no need to read the log first.
-            schema = self.table_schema(uri)
-            if schema is None:
-                raise ReconcileError(f"{uri}: no Delta table there to append to")
-            writer = (
-                conform(df, schema, where=uri)
-                .write.format("delta")
-                .mode("append")
-                .option("userMetadata", tag)
-            )
-            if app_id is not None:
-                writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
-            writer.save(uri)
-            return self._spark_commit_version(uri, tag)
-
         table = self._delta_rs(uri)
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there to append to")
@@ -253,44 +251,21 @@ class DeltaStorage:
             transaction = (app_id, txn_version)
         schema = struct_from_json(table.schema().to_json())
         before = table.version()
+        if self.writer == "delta-spark":
+            # Delta records (txnAppId, txnVersion) atomically with the commit, and skips
+            # the write if a concurrent one recorded it first.
+            writer = (conform(df, schema, where=uri).write.format("delta").mode("append")
+                      .option("userMetadata", tag))
+            if transaction is not None:
+                writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
+            with write_errors(uri):
+                writer.save(uri)
+            return self.rs_commit_version(uri, tag, before)
         files = write_files(self.spark, df, uri, schema)
         crash_point("storage-before-commit")  # the files exist, no log names them yet
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=self.storage_options(uri),
                      app_transaction=transaction)
-        return self.rs_commit_version(uri, tag, before)
-
-    def compact(self, path: PathLike) -> int | None:
-        """Rewrite many small files into few, same rows, in one `dataChange=false` commit.
-
-        Many small appends (a step every few seconds) leave many small files, which
-        slow every read. Once more than `COMPACT_AFTER` files are under
-        `SMALL_FILE_BYTES`, Spark rewrites them into files of about `TARGET_FILE_BYTES`,
-        each a sorted range of the first column (usually the key): a scan filtered on the
-        keys a step touched skips the other files, and deleting old keys rewrites few.
-        Returns the new version, or None when there was nothing to do (or delta-spark
-        writes this table: Delta's own OPTIMIZE is the tool there).
-        """
-        if self.writer == "delta-spark":
-            return None
-        uri = table_uri(path)
-        table = self.require(uri)
-        if needs_delta_reader(table):
-            return None
-        actions = pa.table(table.get_add_actions(flatten=True))
-        small = [(file, size) for file, size in zip(actions.column("path").to_pylist(),
-                                                    actions.column("size_bytes").to_pylist(),
-                                                    strict=True) if size < SMALL_FILE_BYTES]
-        if len(small) <= COMPACT_AFTER:
-            return None
-        schema = struct_from_json(table.schema().to_json())
-        root = uri.rstrip("/")
-        frame = self.scan([f"{root}/{unquote(file)}" for file, _ in small], schema)
-        pieces = max(1, -(-sum(size for _, size in small) // TARGET_FILE_BYTES))
-        files = write_files(self.spark, clustered(frame, pieces), uri, schema)
-        tag, before = uuid.uuid4().hex, table.version()
-        commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=self.storage_options(uri), replaces=small)
         return self.rs_commit_version(uri, tag, before)
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
@@ -310,7 +285,7 @@ class DeltaStorage:
         uri = table_uri(path)
         if self.writer == "delta-spark":
             self.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
-            latest = self._spark_latest_version(uri)
+            latest = self.latest_version(uri)
             if latest is None:
                 raise ReconcileError(f"{uri}: no Delta table there to restore")
             return latest
@@ -330,9 +305,10 @@ class DeltaStorage:
             schema = self.table_schema(uri)
             if schema is None:
                 raise ReconcileError(f"{uri}: no Delta table there to truncate")
+            before = self.latest_version(uri)
             empty = self.spark.createDataFrame([], schema)
             empty.write.format("delta").mode("overwrite").option("userMetadata", tag).save(uri)
-            return self._spark_commit_version(uri, tag)
+            return self.rs_commit_version(uri, tag, before)
         table = self._delta_rs(uri)
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there to truncate")
@@ -345,23 +321,23 @@ class DeltaStorage:
     def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
         """A DataFrame of the table exactly as of ``version`` (later writes are invisible).
 
-        delta-spark: ``versionAsOf``. delta-rs: the data files of that version from
-        its log, scanned by Spark with ``schema``. Like every Spark file source,
-        the result's columns are nullable; the declared NOT NULL lives in the
-        Delta schema and is enforced on write. Tables whose files are not plain
-        parquet-by-name (column mapping, deletion vectors, partition values in
-        paths) and locations Spark cannot read are loaded through delta-rs and
-        Arrow instead.
+        Whoever wrote the table, delta-rs lists the data files of that version from its
+        log and Spark scans them with ``schema``: lazy and parallel, and without the
+        Spark jobs Delta's reader spends rebuilding a snapshot (three per pinned read,
+        seconds on a small table). Like every Spark file source, the result's columns are
+        nullable; the declared NOT NULL lives in the Delta schema and is enforced on write.
+        Tables whose files are not plain parquet-by-name (column mapping, deletion vectors,
+        partition values in paths) need Delta's own reader: delta-spark's ``versionAsOf``.
         """
         uri = table_uri(path)
+        table = self._at_version(uri, version)
+        if not needs_delta_reader(table):
+            return self.scan(table.file_uris(), schema)
         if self.writer == "delta-spark":
             df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
             return conform(df, schema, where=uri)
-        table = self._at_version(uri, version)
-        if needs_delta_reader(table):
-            raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
-                                 "need Delta's Spark reader (delta-spark on the cluster)")
-        return self.scan(table.file_uris(), schema)
+        raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
+                             "need Delta's Spark reader (delta-spark on the cluster)")
 
     def read_appended(self, path: PathLike, since: int | None,
                       schema: T.StructType) -> tuple[DataFrame, int]:
@@ -408,16 +384,12 @@ class DeltaStorage:
         """Rows in the table at ``version``: from the log's per-file stats when all files have
         them (no data read), else by counting a pinned read."""
         uri = table_uri(path)
-        if self.writer == "delta-rs":
-            table = self._at_version(uri, version)
-            if not needs_delta_reader(table):
-                counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
-                if counts.null_count == 0:
-                    return int(sum(counts.to_pylist()))
-            schema = struct_from_json(table.schema().to_json())
-        else:
-            schema = self.spark.read.format("delta").option("versionAsOf", version).load(uri).schema
-        return self.read(uri, version, schema).count()
+        table = self._at_version(uri, version)
+        if not needs_delta_reader(table):
+            counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+            if counts.null_count == 0:
+                return int(sum(counts.to_pylist()))
+        return self.read(uri, version, struct_from_json(table.schema().to_json())).count()
 
     def delete(self, path: PathLike) -> None:
         """Remove the whole table folder (data and log). Missing is fine.
@@ -445,31 +417,14 @@ class DeltaStorage:
         latest = table.version()
         if latest == (0 if before is None else before + 1):
             return latest
+        if before is not None and latest == before:  # Delta skipped a write it had seen
+            return latest
         for entry in table.history(_HISTORY_SCAN):
-            if entry.get(COMMIT_TAG) == tag:
+            if tag in (entry.get(COMMIT_TAG), entry.get("userMetadata")):
                 return int(entry["version"])
         return latest
 
     # -- delta-spark specifics -----------------------------------------------------
-    def _spark_latest_version(self, uri: str) -> int | None:
-        from delta.tables import DeltaTable as SparkDeltaTable
-
-        if not SparkDeltaTable.isDeltaTable(self.spark, uri):
-            return None
-        row = SparkDeltaTable.forPath(self.spark, uri).history(1).select("version").first()
-        return None if row is None else int(row[0])
-
-    def _spark_commit_version(self, uri: str, tag: str) -> int:
-        from delta.tables import DeltaTable as SparkDeltaTable
-
-        history = SparkDeltaTable.forPath(self.spark, uri).history(_HISTORY_SCAN)
-        row = history.where(F.col("userMetadata") == tag).select("version").first()
-        if row is not None:
-            return int(row[0])
-        latest = self._spark_latest_version(uri)
-        assert latest is not None
-        return latest
-
     def _spark_transaction_version(self, uri: str, app_id: str) -> int | None:
         return spark_transaction_version(self.spark, uri, app_id)
 

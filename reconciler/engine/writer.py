@@ -26,7 +26,8 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,6 +51,7 @@ PARQUET_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 runtime SQL conf (classic and Connect alike), set once by the storage that writes."""
 
 _NOT_NULL_MARK = "reconciler: NULL in NOT NULL column "
+_DELTA_NOT_NULL_MARK = "NOT NULL constraint violated for column: "
 
 
 @dataclass(frozen=True)
@@ -72,12 +74,23 @@ def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructTy
     folder = f"{WRITE_FOLDER_PREFIX}{uuid.uuid4().hex}"
     rows = _checked(conform(df, schema, where=uri), schema)
     target = f"{uri.rstrip('/')}/{folder}"
-    try:
+    with write_errors(uri):
         rows.write.mode("error").parquet(target if is_local(uri) else hadoop_uri(target))
+    return list_written(uri, folder)
+
+
+@contextmanager
+def write_errors(uri: str) -> Iterator[None]:
+    """A Spark write's usual failures as one line naming the table: a NULL in a NOT NULL
+    column (ours, or Delta's invariant check) and a storage without its filesystem."""
+    try:
+        yield
     except Exception as error:
         text = str(error)
-        if _NOT_NULL_MARK in text:
-            column = text.split(_NOT_NULL_MARK, 1)[1].split()[0].strip("'\".,")
+        mark = next((mark for mark in (_NOT_NULL_MARK, _DELTA_NOT_NULL_MARK) if mark in text),
+                    None)
+        if mark is not None:
+            column = text.split(mark, 1)[1].split()[0].strip("'\".,")
             raise ReconcileError(f"{uri}: data does not fit the table schema: column "
                                  f"'{column}' is NOT NULL but a row has a NULL") from None
         if any(sign in text for sign in ("No FileSystem for scheme", "S3AFileSystem not found",
@@ -85,7 +98,6 @@ def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructTy
             raise ReconcileError(f"Spark cannot write to {uri}: add the filesystem's jars to "
                                  "the cluster (e.g. hadoop-aws for s3a://)") from None
         raise
-    return list_written(uri, folder)
 
 
 def list_written(uri: str, folder: str) -> list[WrittenFile]:
