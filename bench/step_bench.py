@@ -12,9 +12,13 @@ the pipeline's storage (new data and log files) next to the input's own bytes
 Printed for `refresh: incremental` (the default) and `refresh: full` (every
 view recomputed each step), with the goals of the incremental-maintenance issue:
 step time at the largest N at most 1.3x the time at the smallest, and bytes
-written per step at most 20x the input's bytes + 200 kB.
+written per step at most 20x the input's bytes + 200 kB; and for each Delta
+writer (Delta Lake's Spark writer and the delta-rs fallback, `engine/storage.py`),
+with the ratio of their step times at the largest N (goal: delta-spark at most
+1.2x the delta-rs path).
 
-Usage: `python bench/step_bench.py [--rows 1000000 16000000] [--steps 3]`.
+Usage: `python bench/step_bench.py [--rows 1000000 16000000] [--steps 3]
+[--writers delta-spark delta-rs]`.
 """
 
 from __future__ import annotations
@@ -71,7 +75,8 @@ def _events(spark: SparkSession, start: int, rows: int) -> DataFrame:
         F.date_add(F.lit("2026-01-01").cast("date"), (F.col("id") % 365).cast("int")).alias("day"))
 
 
-def run(spark: SparkSession, rows: int, refresh: str, steps: int) -> dict[str, float]:
+def run(spark: SparkSession, rows: int, refresh: str, steps: int,
+        writer: str) -> dict[str, float]:
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
@@ -85,7 +90,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int) -> dict[str, f
                        f"name: bench\nsql: [program.sql]\nrefresh: {refresh}\n",
                        "pipelines/bench/program.sql": SQL})
     document = program_of(root).document()
-    storage = DeltaStorage(spark)
+    storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
     runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {})
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}
@@ -124,27 +129,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 16_000_000])
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--writers", nargs="+", default=["delta-spark", "delta-rs"],
+                        choices=["delta-spark", "delta-rs"])
     args = parser.parse_args()
     from reconciler.engine.session import get_spark
     from reconciler.spec.project import SparkSettings
 
     spark = get_spark(SparkSettings())
-    results: dict[tuple[str, int], dict[str, float]] = {}
-    for refresh in ("incremental", "full"):
-        for rows in args.rows:
-            results[refresh, rows] = figures = run(spark, rows, refresh, args.steps)
-            budget = 20 * figures["input"] + 200_000
-            print(f"refresh {refresh:<11} {rows:>11,} rows: step {figures['time']:6.2f} s, "
-                  f"wrote {figures['written'] / 1e3:9.1f} kB for {figures['input'] / 1e3:.1f} kB "
-                  f"of input (budget {budget / 1e3:.0f} kB: "
-                  f"{'ok' if figures['written'] <= budget else 'over'})", flush=True)
+    results: dict[tuple[str, str, int], dict[str, float]] = {}
+    for writer in args.writers:
+        for refresh in ("incremental", "full"):
+            for rows in args.rows:
+                results[writer, refresh, rows] = figures = run(spark, rows, refresh, args.steps,
+                                                               writer)
+                budget = 20 * figures["input"] + 200_000
+                print(f"{writer:<11} refresh {refresh:<11} {rows:>11,} rows: step "
+                      f"{figures['time']:6.2f} s, wrote {figures['written'] / 1e3:9.1f} kB for "
+                      f"{figures['input'] / 1e3:.1f} kB of input (budget {budget / 1e3:.0f} kB: "
+                      f"{'ok' if figures['written'] <= budget else 'over'})", flush=True)
     small, large = min(args.rows), max(args.rows)
-    for refresh in ("incremental", "full"):
-        ratio = results[refresh, large]["time"] / results[refresh, small]["time"]
-        print(f"refresh {refresh}: step time at {large:,} / at {small:,} rows = {ratio:.2f} "
-              f"(goal for incremental: <= 1.3)")
-    speedup = results["full", large]["time"] / results["incremental", large]["time"]
-    print(f"at {large:,} rows a maintained step is {speedup:.1f}x faster than recomputing")
+    for writer in args.writers:
+        for refresh in ("incremental", "full"):
+            ratio = (results[writer, refresh, large]["time"]
+                     / results[writer, refresh, small]["time"])
+            print(f"{writer} refresh {refresh}: step time at {large:,} / at {small:,} rows = "
+                  f"{ratio:.2f} (goal for incremental: <= 1.3)")
+        speedup = (results[writer, "full", large]["time"]
+                   / results[writer, "incremental", large]["time"])
+        print(f"{writer}: at {large:,} rows a maintained step is {speedup:.1f}x faster than "
+              "recomputing")
+    if set(args.writers) == {"delta-spark", "delta-rs"}:
+        for refresh in ("incremental", "full"):
+            ratio = (results["delta-spark", refresh, large]["time"]
+                     / results["delta-rs", refresh, large]["time"])
+            print(f"refresh {refresh} at {large:,} rows: delta-spark step / delta-rs step = "
+                  f"{ratio:.2f} (goal <= 1.2)")
 
 
 if __name__ == "__main__":
