@@ -82,10 +82,10 @@ _GROUPS = {
         make_timestamp_ntz make_ym_interval minute month monthname months_between next_day
         quarter second session_window time_bucket time_diff time_from_micros time_from_millis
         time_from_seconds time_to_micros time_to_millis time_to_seconds time_trunc
-        timestamp_micros timestamp_millis timestamp_nanos timestamp_seconds to_date to_time
+        timestamp_micros timestamp_millis timestamp_seconds to_date to_time
         to_timestamp to_timestamp_ltz to_timestamp_ntz to_unix_timestamp to_utc_timestamp trunc
         try_make_interval try_make_timestamp try_make_timestamp_ltz try_make_timestamp_ntz
-        try_to_date try_to_time try_to_timestamp unix_date unix_micros unix_millis unix_nanos
+        try_to_date try_to_time try_to_timestamp unix_date unix_micros unix_millis
         unix_seconds unix_timestamp weekday weekofyear window window_time year""",
     "generator": "explode explode_outer inline inline_outer posexplode posexplode_outer stack",
     "hash": "crc32 hash md5 sha sha1 sha2 xxhash64",
@@ -104,12 +104,12 @@ _GROUPS = {
         regexp_like rlike""",
     "string": """ascii base64 bit_length btrim char char_length character_length chr collate
         collation concat_ws contains decode elt encode endswith find_in_set format_number
-        format_string from_base32 initcap instr is_valid_utf8 jaro_winkler_similarity lcase
+        format_string initcap instr is_valid_utf8 lcase
         left len length levenshtein locate lower lpad ltrim luhn_check make_valid_utf8 mask
         octet_length overlay position printf quote regexp_count regexp_extract
         regexp_extract_all regexp_instr regexp_replace regexp_substr repeat replace right rpad
         rtrim sentences soundex space split split_part startswith substr substring
-        substring_index to_base32 to_binary to_char to_number to_varchar translate trim
+        substring_index to_binary to_char to_number to_varchar translate trim
         try_to_binary try_to_number try_validate_utf8 ucase unbase64 upper validate_utf8""",
     "struct": "named_struct struct",
     "url": "parse_url try_parse_url try_url_decode url_decode url_encode",
