@@ -28,7 +28,7 @@ allow-list:
 * no bare name that Spark resolves as a function (``check_bare_names``, run by
   ``spec.program`` once the columns of every relation are known): ``user``,
   ``current_user``, ``session_user``, ``current_date``, ``current_timestamp``,
-  ``current_time``, ``localtime`` and ``current_path`` are calls in Spark 4.3
+  ``current_time``, ``localtime`` and ``current_path`` are calls in Spark 4
   when no column of that name is in scope, even quoted (`` `user` ``), and read
   the session or the clock (``current_database``, ``current_schema`` and
   ``current_catalog`` are treated alike, in case a release does). Decided: such
@@ -136,7 +136,7 @@ LITERAL_FUNCTIONS = frozenset({
     "current_catalog"})
 """Names Spark calls as functions when written without parentheses and no column of that
 name is in scope (its `LiteralFunctionResolution` and ANSI keywords; quoting the name,
-`` `user` ``, does not stop it): Spark 4.3 does so for the first eight, the last three are
+`` `user` ``, does not stop it): Spark 4 does so for the first eight, the last three are
 refused too in case a later release does. `check_bare_names` refuses them where no
 relation in scope declares the column."""
 
