@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pyspark
 
+from reconciler.engine.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
+
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -38,6 +40,17 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
+def delta_options() -> list[str]:
+    """The server's Delta Lake, as its operator would set it up: the jars `make jars`
+    fetched, Delta's SQL extension and catalog."""
+    jars = delta_jars()
+    if jars is None:
+        return []
+    return ["--jars", ",".join(str(jar) for jar in jars),
+            "--conf", f"spark.sql.extensions={DELTA_EXTENSION}",
+            "--conf", f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}"]
+
+
 @contextmanager
 def connect_server(folder: Path) -> Iterator[str]:
     """Yield `sc://127.0.0.1:PORT` of a running server; its log is `folder/connect.log`."""
@@ -50,7 +63,8 @@ def connect_server(folder: Path) -> Iterator[str]:
          "--conf", f"spark.connect.grpc.binding.port={port}",
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", f"spark.sql.warehouse.dir={folder / 'warehouse'}", "spark-internal"],
+         "--conf", f"spark.sql.warehouse.dir={folder / 'warehouse'}", *delta_options(),
+         "spark-internal"],
         env={**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_SUBMIT_OPTS": FAST_JVM},
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         cwd=folder)

@@ -46,7 +46,8 @@ def enriched(project: Path, remote: str) -> list[tuple[str, str, Decimal]]:
 
 
 @pytest.mark.slow
-def test_seed_story_over_spark_connect(remote: str, tmp_path: Path) -> None:
+def test_seed_story_over_spark_connect(remote: str, delta_spark: str, tmp_path: Path) -> None:
+    """Delta Lake's own writer, on the server, as on a Connect cluster with Delta."""
     project = copy_example("grades", tmp_path)  # its reconcile.yaml says spark.master
     assert "deployed" in cli(project, remote, "apply", "--auto-approve")
     cli(project, remote, "execute", "-p", "grades", SEED_STUDENTS)

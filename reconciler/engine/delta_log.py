@@ -19,27 +19,10 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from reconciler.errors import ReconcileError
 
 PathLike = str | os.PathLike[str]
-
-_TXN_SCHEMA = T.StructType(
-    [
-        T.StructField(
-            "txn",
-            T.StructType(
-                [
-                    T.StructField("appId", T.StringType()),
-                    T.StructField("version", T.LongType()),
-                ]
-            ),
-        )
-    ]
-)
 
 
 def table_uri(path: PathLike) -> str:
@@ -138,36 +121,6 @@ def probe_latest_version(path: PathLike) -> int | None:
     uri = table_uri(path)
     table = open_delta_rs(uri.replace("s3a://", "s3://", 1))
     return None if table is None else table.version()
-
-
-def spark_transaction_version(spark: SparkSession, uri: str, app_id: str) -> int | None:
-    """The app-transaction version of ``app_id`` read from the Delta log with Spark only.
-
-    delta-spark has no public API for it, and on a cluster (or Spark Connect)
-    the driver's Python may not reach the storage, so Spark reads the log
-    itself: the ``txn`` actions of the commit files plus the checkpoint(s),
-    which carry every live transaction forward when old commits are cleaned up.
-    """
-    log = f"{uri.rstrip('/')}/_delta_log"
-    frames: list[DataFrame] = []
-    for reader in (
-        lambda: spark.read.schema(_TXN_SCHEMA).json(f"{log}/*.json"),
-        lambda: spark.read.schema(_TXN_SCHEMA).parquet(f"{log}/*.checkpoint*.parquet"),
-    ):
-        try:
-            frames.append(reader())
-        except Exception as error:  # no such files (AnalysisException PATH_NOT_FOUND)
-            if "PATH_NOT_FOUND" not in str(error) and "does not exist" not in str(error):
-                raise
-    if not frames:
-        return None
-    union = frames[0]
-    for frame in frames[1:]:
-        union = union.unionByName(frame)
-    row = (
-        union.where(F.col("txn.appId") == app_id).agg(F.max("txn.version").alias("version")).first()
-    )
-    return None if row is None or row["version"] is None else int(row["version"])
 
 
 def needs_delta_reader(table: DeltaTable) -> bool:

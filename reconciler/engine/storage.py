@@ -5,20 +5,22 @@ manifest pins each one to a Delta *version*. ``DeltaStorage`` is the only code
 that writes or reads them, and it returns the version each write produced so
 the caller can put it in the manifest.
 
-Two writers, chosen once at construction:
+Two writers, chosen once at construction (``chosen_writer``):
 
-* **delta-spark** when the session has Delta's SQL extension (a real cluster):
-  Spark writes ``format("delta")`` itself, in parallel, with Delta's own app
-  transactions for idempotent appends.
-* **delta-rs** (``deltalake``) otherwise (a laptop, CI, a cluster without
-  Delta's jars): Spark's executors write the Parquet files and delta-rs commits
-  them in one transaction (``engine/writer.py``); no rows pass through the
-  driver. Reads ask delta-rs for the data files of the pinned version and let
-  Spark scan those parquet files with the declared schema, so reads stay lazy
-  and parallel.
+* **delta-spark** when the session has Delta's SQL extension (an embedded session
+  after `make jars`, a cluster with Delta): Spark writes ``format("delta")``
+  itself, with Delta's own app transactions for idempotent appends. This is the
+  writer users run.
+* **delta-rs** (``deltalake``) otherwise (a cluster without Delta's jars), or when
+  ``RECONCILE_DELTA_WRITER=delta-rs`` asks for it: Spark's executors write the
+  Parquet files and delta-rs commits them in one transaction
+  (``engine/writer.py``); no rows pass through the driver.
 
-Both produce ordinary Delta tables (``_delta_log`` + parquet) that either
-writer, and any other Delta reader, can open.
+Whoever wrote a table, its versions, schema, row counts and each version's data
+files are read from the log by delta-rs (no JVM, no Spark job), and a pinned read
+is Spark scanning that version's files with the declared schema, lazily and in
+parallel. Both produce ordinary Delta tables that either writer, and any other
+Delta reader, can open.
 
 Each committing write tags its commit (``reconciler.commit`` in delta-rs commit
 info, ``userMetadata`` in delta-spark) and looks that tag up in the history, so
@@ -36,6 +38,7 @@ from typing import Literal
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake.table import TableFeatures
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -50,17 +53,11 @@ from reconciler.engine.delta_log import (
     open_delta_rs,
     s3a_settings,
     spark_local_path,
-    spark_transaction_version,
     table_uri,
 )
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
-from reconciler.engine.writer import (
-    PARQUET_CONF,
-    commit_files,
-    write_errors,
-    write_files,
-)
+from reconciler.engine.writer import PARQUET_CONF, commit_files, write_errors, write_files
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
 
@@ -77,6 +74,7 @@ DELTA_SPARK_CONF = {
 
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
+
 
 def chosen_writer(spark: SparkSession) -> Writer:
     """delta-spark when the session has Delta's SQL extension, else delta-rs; the
@@ -161,10 +159,12 @@ class DeltaStorage:
         """Create an empty table; if one exists with the same schema, return its latest version.
 
         An existing table with another schema is an error: replacing state is the
-        caller's decision (``delete`` first, or ``overwrite``).
+        caller's decision (``delete`` first, or ``overwrite``). Whichever writer fills
+        it, delta-rs creates it, in one metadata-only commit: Delta's Spark writer would
+        make every column nullable when a DataFrame creates a table, and its
+        `DeltaTable.createIfNotExists` needs Delta's plugin on a Spark Connect server.
         """
         uri = table_uri(path)
-        tag = uuid.uuid4().hex
         current = self.latest_version(uri)
         if current is not None:
             existing = self.table_schema(uri)
@@ -174,13 +174,6 @@ class DeltaStorage:
                     f"({existing.simpleString()} instead of {schema.simpleString()})"
                 )
             return current
-        if self.writer == "delta-spark":
-            # A metadata-only commit (no Spark job writing an empty file).
-            from delta.tables import DeltaTable as SparkDeltaTable
-
-            (SparkDeltaTable.createIfNotExists(self.spark).location(uri)
-             .addColumns(schema).execute())
-            return self.rs_commit_version(uri, tag, None)
         check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,
@@ -188,6 +181,14 @@ class DeltaStorage:
             mode="ignore",
             storage_options=self.storage_options(uri),
         )
+        protocol = created.protocol()
+        if (protocol.min_writer_version >= 7 and "invariants" not in
+                (protocol.writer_features or []) and _has_not_null(schema)):
+            # Table features (e.g. timestampNtz) make delta-rs list each feature, and it
+            # leaves out the invariants a NOT NULL column implies; Delta's Spark writer
+            # then refuses the table (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH).
+            created.alter.add_feature(TableFeatures.Invariants,
+                                      allow_protocol_versions_increase=True)
         return created.version()
 
     def overwrite(self, path: PathLike, df: DataFrame, schema: T.StructType,
@@ -270,10 +271,7 @@ class DeltaStorage:
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
         """The last app-transaction version recorded for ``app_id``; None if none (or no table)."""
-        uri = table_uri(path)
-        if self.writer == "delta-spark":
-            return self._spark_transaction_version(uri, app_id)
-        table = self._delta_rs(uri)
+        table = self._delta_rs(table_uri(path))
         return None if table is None else table.transaction_version(app_id)
 
     def restore(self, path: PathLike, version: int) -> int:
@@ -424,9 +422,12 @@ class DeltaStorage:
                 return int(entry["version"])
         return latest
 
-    # -- delta-spark specifics -----------------------------------------------------
-    def _spark_transaction_version(self, uri: str, app_id: str) -> int | None:
-        return spark_transaction_version(self.spark, uri, app_id)
+
+def _has_not_null(data_type: T.DataType) -> bool:
+    if isinstance(data_type, T.StructType):
+        return any(not field.nullable or _has_not_null(field.dataType)
+                   for field in data_type.fields)
+    return False
 
 
 def _first_line(error: BaseException) -> str:
