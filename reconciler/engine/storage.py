@@ -294,8 +294,9 @@ class DeltaStorage:
     def truncate(self, path: PathLike) -> int:
         """Remove every row in a new version; the table, its schema and its history stay.
 
-        Implemented as an overwrite with no rows on both writers: unlike a DELETE,
-        it always makes a commit, even when the table is already empty.
+        Implemented as an overwrite with no rows on both writers. delta-rs always
+        commits; Delta's Spark writer makes no commit when the table is already empty
+        (the version returned is then the current one).
         """
         uri = table_uri(path)
         tag = uuid.uuid4().hex
