@@ -2,6 +2,9 @@
 
 After each step every view equals its query from scratch over the committed table, and
 an output's changelog (with the deletions as `_op` = delete rows) integrates to its view.
+Both writers: Delta's own marks deleted rows in deletion vectors (the table's and the
+views' data files stay as they were) and the next step reads the table's change from
+Delta's change data feed; delta-rs rewrites the files holding them.
 """
 
 from __future__ import annotations
@@ -11,9 +14,12 @@ from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
-from tests.cli_helpers import query, reconcile
+from reconciler.engine.deletion_vectors import live_files
+from reconciler.engine.storage import DeltaStorage
+from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.projects import write_files
 
 VIEWS = {  # each view's query, also run from scratch to check it
@@ -59,7 +65,26 @@ def check_views(project: Path) -> None:
     assert +integrated == expected and not -integrated
 
 
-def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.fixture(params=["delta-rs", "delta-spark"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", request.param)
+    return request.param
+
+
+def marked_deleted(project: Path, relation: str) -> int:
+    """Rows the relation's committed version marks deleted in deletion vectors."""
+    entry = manifest(project, "p")["relations"][relation]
+    return live_files(in_storage(project, entry["path"]), entry["version"]).deleted_rows
+
+
+def data_files(spark: SparkSession, project: Path, relation: str) -> set[str]:
+    entry = manifest(project, "p")["relations"][relation]
+    return set(DeltaStorage(spark, writer="delta-rs").require(
+        in_storage(project, entry["path"]), entry["version"]).file_uris())
+
+
+def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_path: Path,
+                                                    writer: str) -> None:
     project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": spec(False),
                                      "pipelines/p/program.sql": SQL})
     (project / "input").mkdir()
@@ -67,12 +92,17 @@ def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_pat
     reconcile(project, "execute", "-p", "p", "insert into orders values (1, 1, 5.00), "
               "(2, 1, 15.00), (3, 2, 25.00), (4, 2, 25.00), (5, 3, 2.50)")
     check_views(project)
+    before = {name: data_files(spark, project, name) for name in ("orders", "big")}
     out = reconcile(project, "execute", "-p", "p",
                     "delete from orders where customer = 1 and amount < 10 or id = 4")
     assert "step committed" in out
     assert bag(query(project, "p", "select id from orders")) == bag(
         [{"id": 2}, {"id": 3}, {"id": 5}])
     check_views(project)
+    if writer == "delta-spark":  # rows marked, not files rewritten
+        assert (marked_deleted(project, "orders"), marked_deleted(project, "big")) == (2, 1)
+        for name, files in before.items():
+            assert files <= data_files(spark, project, name), name
     # A customer's last row leaves: its group goes, and the output says so.
     reconcile(project, "execute", "-p", "p", "delete from orders where customer = 3")
     check_views(project)
@@ -82,7 +112,8 @@ def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_pat
     assert "DELETE needs a WHERE clause" in refused
 
 
-def test_changes_connector_applies_deletions_once(spark: SparkSession, tmp_path: Path) -> None:
+def test_changes_connector_applies_deletions_once(spark: SparkSession, tmp_path: Path,
+                                                  writer: str) -> None:
     project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": spec(True),
                                      "pipelines/p/program.sql": SQL})
     inbox = project / "input"

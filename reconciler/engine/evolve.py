@@ -22,8 +22,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.engine.merge import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.schema import arrow_schema, struct_from_json
+from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage, table_uri
 from reconciler.spec.evolution import Evolution
 
@@ -34,8 +36,7 @@ def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> dic
     table = runtime.program["tables"][name]
     schema = table_schema(table)
     storage, path, pinned = runtime.storage, state["path"], state["version"]
-    added, removed = storage.changed_files(path, pinned)
-    pending = None if removed else added
+    pending = _pending_files(storage, path, pinned)
     if evolved.metadata_only and pending == []:
         version = add_columns(storage, path, schema) if evolved.added else pinned
     else:
@@ -57,6 +58,17 @@ def evolved_rows(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
         .cast(f.dataType).alias(f.name) for f in table_schema(table).fields))
 
 
+def _pending_files(storage: DeltaStorage, path: str, pinned: int) -> list[str] | None:
+    """Data files appended after the pinned version ([] when the table is at it); None when
+    the change since is more than appended files (files removed, rows marked deleted)."""
+    if storage.latest_version(path) == pinned:
+        return []
+    if storage.has_change_feed(path):
+        return None
+    added, removed = storage.changed_files(path, pinned)
+    return None if removed else added
+
+
 def _rows_after(runtime: PipelineRuntime, state: dict[str, Any],
                 pending: list[str] | None) -> DataFrame | None:
     """Rows the table holds beyond its pinned version, read before the rewrite replaces them
@@ -76,20 +88,21 @@ def _rows_after(runtime: PipelineRuntime, state: dict[str, Any],
 
 def add_columns(storage: DeltaStorage, path: str, schema: T.StructType) -> int:
     """Evolve the table's schema to `schema`, whose extra fields are new nullable columns at
-    the end: one metadata-only commit. Delta's Spark writer has no path-based equivalent
-    without the catalog, so there the rows are rewritten instead."""
+    the end: one metadata-only commit (Delta's `ALTER TABLE ADD COLUMNS`, or delta-rs's)."""
     uri = table_uri(path)
-    if storage.writer == "delta-spark":
-        current = storage.spark.read.format("delta").load(uri)
-        return storage.overwrite(uri, current.select(*current.columns, *(
-            F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields
-            if f.name not in current.columns)), schema)
     table = storage.require(uri)
     before = table.version()
     known = {field.name for field in table.schema().fields}
+    tag = uuid.uuid4().hex
+    if storage.writer == "delta-spark":
+        columns = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}"
+                            for f in schema.fields if f.name not in known)
+        with session_settings(storage.spark,
+                              {"spark.databricks.delta.commitInfo.userMetadata": tag}):
+            storage.spark.sql(f"ALTER TABLE delta.{quoted(uri)} ADD COLUMNS ({columns})")
+        return storage.rs_commit_version(uri, tag, before)
     added = [field for field in Schema.from_arrow(arrow_schema(schema)).fields
              if field.name not in known]
-    tag = uuid.uuid4().hex
     table.alter.add_columns(added, commit_properties=CommitProperties(
         custom_metadata={COMMIT_TAG: tag}))
     return storage.rs_commit_version(uri, tag, before)

@@ -90,6 +90,18 @@ class FileStore:
         """Rows of a Parquet file, from its footer (one small read)."""
         return int(pq.read_metadata(self._native(uri), filesystem=self.filesystem).num_rows)
 
+    def read_bytes(self, uri: str) -> bytes:
+        """A whole (small) file: a Delta log commit."""
+        with self.filesystem.open_input_stream(self._native(uri)) as stream:
+            return stream.read()
+
+    def read_parquet(self, uri: str, columns: list[str]) -> Any:
+        """Some columns of a (small) Parquet file, as an Arrow table: a Delta log checkpoint.
+        A column the file does not have is left out."""
+        schema = pq.read_schema(self._native(uri), filesystem=self.filesystem)
+        wanted = [column for column in columns if _has_column(schema, column.split("."))]
+        return pq.read_table(self._native(uri), columns=wanted, filesystem=self.filesystem)
+
     def newest(self, folder: str) -> float:
         times = [modified for _, _, modified in self.files(folder)]
         return max(times, default=0.0)
@@ -106,3 +118,17 @@ class FileStore:
         if not dry_run:
             with contextlib.suppress(FileNotFoundError):
                 self.filesystem.delete_dir(self._native(folder))
+
+
+def _has_column(schema: Any, path: list[str]) -> bool:
+    """Whether a (nested, `a.b`) column is in an Arrow schema."""
+    fields = schema
+    for name in path:
+        index = fields.get_field_index(name)
+        if index < 0:
+            return False
+        field_type = fields.field(index).type
+        fields = field_type if hasattr(field_type, "get_field_index") else None
+        if fields is None and name != path[-1]:
+            return False
+    return True

@@ -1,13 +1,23 @@
 """Apply a step's change (a Z-set) to a stored Delta table, in one commit.
 
-Inserted rows only: an append, which reads nothing stored. With deleted rows,
-copy-on-write at file granularity, the way Delta's own MERGE and DELETE work
-without deletion vectors: Spark finds which data files hold a deleted row
-(only their names come back to the driver), rewrites just those files without
-one copy of each deleted row (`EXCEPT ALL` keeps multiplicities) together with
-the inserted rows, and one Delta commit removes the old files and adds the new
-ones. A grouped view whose change touches three groups rewrites the files
-holding those groups, not the view.
+Inserted rows only: an append, which reads nothing stored. With deleted rows:
+
+* **delta-spark**: one Delta `MERGE` deletes the doomed rows and inserts the new
+  ones. The pipeline's tables and views have deletion vectors, so a deletion
+  marks rows in a small vector file instead of rewriting the data files holding
+  them, and tables with the change data feed also write the deleted rows to
+  `_change_data/` (how the next step reads the change). A Z-set deletes *one
+  copy* of a row per deletion, while `MERGE` deletes every target row matching a
+  source row: for a table that may hold equal rows, the copies that must stay
+  (held minus deleted) are counted and inserted again by the same `MERGE`.
+  Where rows are unique by some columns (an aggregate's state, by group) the
+  deletions match on those alone and nothing is counted.
+* **delta-rs**: copy-on-write at file granularity, the way Delta's own MERGE and
+  DELETE work without deletion vectors: Spark finds which data files hold a
+  deleted row (only their names come back to the driver), rewrites just those
+  files without one copy of each deleted row (`EXCEPT ALL` keeps multiplicities)
+  together with the inserted rows, and one Delta commit removes the old files and
+  adds the new ones.
 
 Every change applies to the version the manifest pinned: if a write that no
 manifest committed sits on top of it (a step that crashed), the table is
@@ -25,11 +35,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import PathLike, relative_file, table_uri
+from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
-from reconciler.engine.writer import commit_files, write_files
+from reconciler.engine.writer import commit_files, write_errors, write_files
 from reconciler.errors import ReconcileError
 
 FILE_COLUMN = "__file"
+MERGE_OP = "__reconcile_op"
+"""The source column of a `MERGE` saying whether a row is deleted or inserted."""
 REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
 """A table this small (a grouped view, a state table) is rewritten whole on a deletion."""
 
@@ -57,9 +70,9 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         done = storage.transaction_version(uri, app_transaction[0])
         if done is not None and done >= app_transaction[1]:
             return version
-    if storage.writer == "delta-spark":  # Delta's MERGE needs its SQL extension's catalog
-        kept = _without(storage.read(uri, version, schema), deletes, unique_by)
-        return storage.overwrite(uri, kept.union(inserts), schema, app_transaction)
+    if storage.writer == "delta-spark":
+        return _merge(storage, uri, version, schema, inserts, deletes, app_transaction,
+                      unique_by)
     table = storage.require(uri)
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = dict(zip(actions.column("path").to_pylist(),
@@ -83,6 +96,64 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
                  storage_options=storage.storage_options(uri), replaces=replaced,
                  changes_rows=True, app_transaction=app_transaction)
     return storage.rs_commit_version(uri, tag, before)
+
+
+def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
+           inserts: DataFrame, deletes: DataFrame, app_transaction: tuple[str, int] | None,
+           unique_by: Sequence[str]) -> int:
+    """One Delta `MERGE`: deletions (one copy each) and insertions, in one commit that records
+    `app_transaction` and is tagged so its version is found (`rs_commit_version`)."""
+    names = [field.name for field in schema.fields]
+    keys = list(unique_by) or names
+    doomed = deletes.select(*keys).distinct()
+    if not unique_by:  # equal rows may be held several times: keep the copies that stay
+        inserts = inserts.unionByName(_surviving_copies(
+            storage.read(uri, version, schema), deletes, names))
+    source = doomed.select(*(F.col(name) if name in keys else
+                             F.lit(None).cast(field.dataType).alias(name)
+                             for name, field in zip(names, schema.fields, strict=True)),
+                           F.lit("delete").alias(MERGE_OP)).unionByName(
+        inserts.select(*names, F.lit("insert").alias(MERGE_OP)))
+    # The source's own session: inside a streaming batch (`foreachBatch`) that is the
+    # batch's session, where its temporary view and the statement must both live.
+    session = source.sparkSession
+    view = f"__reconcile_merge_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    matched = " AND ".join(f"t.{quoted(name)} <=> s.{quoted(name)}" for name in keys)
+    statement = (
+        f"MERGE INTO delta.{quoted(uri)} AS t USING {view} AS s "
+        f"ON s.{MERGE_OP} = 'delete' AND {matched} WHEN MATCHED THEN DELETE "
+        f"WHEN NOT MATCHED AND s.{MERGE_OP} = 'insert' THEN INSERT "
+        f"({', '.join(quoted(name) for name in names)}) "
+        f"VALUES ({', '.join(f's.{quoted(name)}' for name in names)})")
+    tag, before = uuid.uuid4().hex, storage.latest_version(uri)
+    settings = {"spark.databricks.delta.commitInfo.userMetadata": tag}
+    if app_transaction is not None:  # Delta's idempotent DML: skipped if already recorded
+        settings |= {"spark.databricks.delta.write.txnAppId": app_transaction[0],
+                     "spark.databricks.delta.write.txnVersion": str(app_transaction[1])}
+    try:
+        with session_settings(session, settings), write_errors(uri):
+            session.sql(statement)
+    finally:
+        session.catalog.dropTempView(view)
+    return storage.rs_commit_version(uri, tag, before)
+
+
+def _surviving_copies(held: DataFrame, deletes: DataFrame, names: list[str]) -> DataFrame:
+    """For each deleted row the table holds more often than it is deleted, the copies that
+    stay (held - deleted of them): `MERGE` deletes them all, so they are inserted again.
+    The table is only scanned for rows equal to a deleted one (a semi-join with the few)."""
+    deleted = deletes.groupBy(*names).agg(F.count(F.lit(1)).alias("__deleted"))
+    renamed = deleted.toDF(*(f"__d{i}" for i in range(len(names))), "__deleted")
+    pairs = [(F.col(name), renamed[f"__d{i}"]) for i, name in enumerate(names)]
+    counted = (held.join(renamed.drop("__deleted"), null_safe_equal(pairs), "left_semi")
+               .groupBy(*names).agg(F.count(F.lit(1)).alias("__held")))
+    pairs = [(counted[name], renamed[f"__d{i}"]) for i, name in enumerate(names)]
+    stay = (counted.join(renamed, null_safe_equal(pairs), "inner")
+            .select(*names, (F.col("__held") - F.col("__deleted")).alias("__stay"))
+            .filter(F.col("__stay") > 0))
+    return stay.select(*names, F.explode(F.sequence(F.lit(1), F.col("__stay"))).alias("__n")
+                       ).select(*names)
 
 
 def _without(rows: DataFrame, deletes: DataFrame, unique_by: Sequence[str]) -> DataFrame:
@@ -116,3 +187,8 @@ def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:
         condition = equal if condition is None else condition & equal
     assert condition is not None, "no columns to compare"
     return condition
+
+
+def quoted(name: str) -> str:
+    """A SQL identifier (or a `delta.` table path) in backticks, backticks doubled."""
+    return "`" + name.replace("`", "``") + "`"

@@ -7,11 +7,12 @@ seconds grows without end. After each commit (and by hand with
 
 * a data file of a table or view is kept when a retained manifest can still
   read it: the version pinned by any of the last `retention.serials` manifests,
-  or the table's newest version; anything younger than `retention.min_age` is
-  kept too, so a reader that pinned an older manifest a moment ago, or a write
-  still on its way to a commit, keeps its files. Everything else in the table's
-  folder (files of replaced versions, of writes that never committed, Spark's
-  `.crc` and `_SUCCESS` files) is deleted;
+  or the table's newest version; so are those versions' deletion vectors and the
+  change-data files of the commits after the oldest of them (`deletion_vectors`);
+  anything younger than `retention.min_age` is kept too, so a reader that pinned
+  an older manifest a moment ago, or a write still on its way to a commit, keeps
+  its files. Everything else in the table's folder (files of replaced versions,
+  of writes that never committed, Spark's `.crc` and `_SUCCESS` files) is deleted;
 * the Delta log is expired up to the newest checkpoint at or before the oldest
   pinned version (a checkpoint is written when ten commits have none), so every
   retained version stays readable and app transactions live on in checkpoints;
@@ -29,7 +30,14 @@ import re
 import time
 from typing import Any
 
-from reconciler.engine.delta_log import open_delta_rs, relative_file, table_uri
+from reconciler.engine.deletion_vectors import change_data_files, live_files
+from reconciler.engine.delta_log import (
+    has_change_feed,
+    has_deletion_vectors,
+    open_delta_rs,
+    relative_file,
+    table_uri,
+)
 from reconciler.engine.files import Collected, FileStore
 from reconciler.layout import Layout
 
@@ -83,6 +91,10 @@ def _collect_table(store: FileStore, path: str, versions: set[int], cutoff: floa
             uri.replace("s3a://", "s3://", 1), version)
         if table is not None:
             live.update(relative_file(uri, file) for file in table.file_uris())
+            if has_deletion_vectors(table):
+                live.update(live_files(uri, version).vector_files())
+    if has_change_feed(latest_table):
+        live.update(change_data_files(uri, min(versions | {latest}), latest))
     emptied: set[str] = set()
     for relative, size, modified in store.files(uri):
         if relative.startswith("_delta_log/") or relative in live or modified >= cutoff:

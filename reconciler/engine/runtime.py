@@ -135,7 +135,7 @@ class PipelineRuntime:
         path = self.layout.relation("table", name)
         version = (self.storage.overwrite(path, self.spark.createDataFrame([], schema), schema)
                    if self.storage.latest_version(path) is not None
-                   else self.storage.create(path, schema))
+                   else self.storage.create(path, schema, change_feed=True))
         # The Delta log keeps `execute` app transactions across an overwrite: keep their mark.
         inserts = self.relations.get(name, {}).get("insert_txn", 0)
         state = self._record(name, "table", path, version, schema, rows=0)

@@ -344,3 +344,20 @@ def has_delta_extension(spark: SparkSession) -> bool:
     except Exception:  # Spark Connect: server refused or no such conf exposed
         return False
     return DELTA_EXTENSION in [item.strip() for item in extensions.split(",")]
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Runtime SQL settings for the statements inside, then as they were: how Delta's DML
+    takes a commit's metadata and app transaction, which have no statement syntax."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -161,9 +161,15 @@ def table_change(runtime: PipelineRuntime, before: dict[str, Any],
     """A table's change in this step, read from the data files that differ between the two
     versions: ingestion and INSERT only add files (their rows are the change); a DELETE, a
     changes connector or a compaction also replace some, and then the change is those
-    files' rows compared (a multiset difference over the touched files, not the table)."""
-    added, removed = runtime.storage.changed_files(after["path"], before["version"])
+    files' rows compared (a multiset difference over the touched files, not the table).
+    A table with Delta's change data feed (Delta's writer marks deleted rows in deletion
+    vectors, leaving the files as they were) reads its change from the feed."""
     schema = struct_from_json(after["schema"])
+    if runtime.storage.has_change_feed(after["path"]):
+        inserts, deletes = runtime.storage.read_change_feed(
+            after["path"], before["version"], after["version"], schema)
+        return ZSet(inserts=inserts, deletes=deletes).net()
+    added, removed = runtime.storage.changed_files(after["path"], before["version"])
     if not removed:
         return ZSet(inserts=runtime.storage.scan(added, schema)) if added else ZSet()
     old = runtime.storage.scan(removed, struct_from_json(before["schema"]))

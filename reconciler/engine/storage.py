@@ -40,14 +40,18 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.table import TableFeatures
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.engine.deletion_vectors import live_files
 from reconciler.engine.delta_log import (
     PathLike,
     check_delta_rs_location,
     default_storage_options,
     delete_remote,
     hadoop_uri,
+    has_change_feed,
+    has_deletion_vectors,
     is_local,
     needs_delta_reader,
     open_delta_rs,
@@ -70,7 +74,15 @@ DELTA_SPARK_CONF = {
     # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
     # column is declared as written and its nested NOT NULL stays unchecked (README).
     "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
+    # Tables a write creates (a view's first contents) mark deleted rows, as `create` does.
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
 }
+
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+"""Deletes and retractions mark rows in a deletion vector instead of rewriting files."""
+CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
+"""A table's deleted rows are kept for Delta's change data feed: how a step reads a
+table's change when a delete left its files in place (`read_change_feed`)."""
 
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
@@ -155,7 +167,7 @@ class DeltaStorage:
         table = self._delta_rs(uri)
         return None if table is None else struct_from_json(table.schema().to_json())
 
-    def create(self, path: PathLike, schema: T.StructType) -> int:
+    def create(self, path: PathLike, schema: T.StructType, *, change_feed: bool = False) -> int:
         """Create an empty table; if one exists with the same schema, return its latest version.
 
         An existing table with another schema is an error: replacing state is the
@@ -163,6 +175,8 @@ class DeltaStorage:
         it, delta-rs creates it, in one metadata-only commit: Delta's Spark writer would
         make every column nullable when a DataFrame creates a table, and its
         `DeltaTable.createIfNotExists` needs Delta's plugin on a Spark Connect server.
+        For Delta's writer the table gets deletion vectors, and with ``change_feed`` the
+        change data feed (a pipeline's tables: how a step reads what a delete changed).
         """
         uri = table_uri(path)
         current = self.latest_version(uri)
@@ -175,10 +189,14 @@ class DeltaStorage:
                 )
             return current
         check_delta_rs_location(uri)
+        configuration = {}
+        if self.writer == "delta-spark":
+            configuration = DELETION_VECTORS | (CHANGE_FEED if change_feed else {})
         created = DeltaTable.create(
             uri,
             schema=arrow_schema(schema),
             mode="ignore",
+            configuration=configuration or None,
             storage_options=self.storage_options(uri),
         )
         protocol = created.protocol()
@@ -325,18 +343,49 @@ class DeltaStorage:
         Spark jobs Delta's reader spends rebuilding a snapshot (three per pinned read,
         seconds on a small table). Like every Spark file source, the result's columns are
         nullable; the declared NOT NULL lives in the Delta schema and is enforced on write.
-        Tables whose files are not plain parquet-by-name (column mapping, deletion vectors,
-        partition values in paths) need Delta's own reader: delta-spark's ``versionAsOf``.
+        Versions whose files are not plain parquet-by-name (rows marked deleted in
+        deletion vectors, column mapping, partition values in paths) need Delta's own
+        reader: delta-spark's ``versionAsOf``.
         """
         uri = table_uri(path)
         table = self._at_version(uri, version)
-        if not needs_delta_reader(table):
+        if self._plain_files(uri, table, version):
             return self.scan(table.file_uris(), schema)
         if self.writer == "delta-spark":
             df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
             return conform(df, schema, where=uri)
         raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
                              "need Delta's Spark reader (delta-spark on the cluster)")
+
+    @staticmethod
+    def _plain_files(uri: str, table: DeltaTable, version: int) -> bool:
+        """Whether this version's rows are exactly its Parquet files' rows, by column name."""
+        if needs_delta_reader(table):
+            return False
+        return not has_deletion_vectors(table) or live_files(uri, version).deleted_rows == 0
+
+    def has_change_feed(self, path: PathLike) -> bool:
+        """Whether the table's change between versions is read from Delta's change data feed
+        (`read_change_feed`) rather than from the data files that differ (`changed_files`)."""
+        if self.writer != "delta-spark":  # Delta's reader reads the feed
+            return False
+        table = self._delta_rs(table_uri(path))
+        return table is not None and has_change_feed(table)
+
+    def read_change_feed(self, path: PathLike, since: int, latest: int,
+                         schema: T.StructType) -> tuple[DataFrame, DataFrame]:
+        """Rows inserted and rows deleted between versions ``since`` (exclusive) and
+        ``latest``, from Delta's change data feed: a delete that only marked rows in a
+        deletion vector left the data files as they were, so comparing files cannot see it.
+        An update's old and new rows are a deletion and an insertion."""
+        uri = table_uri(path)
+        feed = (self.spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", since + 1).option("endingVersion", latest)
+                .load(uri))
+        kind = F.col("_change_type")
+        inserts = feed.filter(kind.isin("insert", "update_postimage"))
+        deletes = feed.filter(kind.isin("delete", "update_preimage"))
+        return (conform(inserts, schema, where=uri), conform(deletes, schema, where=uri))
 
     def read_appended(self, path: PathLike, since: int | None,
                       schema: T.StructType) -> tuple[DataFrame, int]:
@@ -357,9 +406,9 @@ class DeltaStorage:
         table's change between two versions lies in these files alone."""
         uri = table_uri(path)
         table = self.require(uri)
-        if needs_delta_reader(table):
-            raise ReconcileError(f"{uri}: partitioned or column-mapped tables are not supported "
-                                 "here yet")
+        if needs_delta_reader(table) or has_deletion_vectors(table):
+            raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
+                                 "change in more than their files (read their change feed)")
         before = [] if since is None else self._at_version(uri, since).file_uris()
         now = table.file_uris()
         known, current = set(before), set(now)
@@ -381,13 +430,16 @@ class DeltaStorage:
 
     def row_count(self, path: PathLike, version: int) -> int:
         """Rows in the table at ``version``: from the log's per-file stats when all files have
-        them (no data read), else by counting a pinned read."""
+        them, less the rows deletion vectors mark (no data read), else by counting a pinned
+        read."""
         uri = table_uri(path)
         table = self._at_version(uri, version)
         if not needs_delta_reader(table):
             counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
             if counts.null_count == 0:
-                return int(sum(counts.to_pylist()))
+                deleted = live_files(uri, version).deleted_rows if has_deletion_vectors(
+                    table) else 0
+                return int(sum(counts.to_pylist())) - deleted
         return self.read(uri, version, struct_from_json(table.schema().to_json())).count()
 
     def delete(self, path: PathLike) -> None:
