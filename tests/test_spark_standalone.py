@@ -2,18 +2,30 @@
 
 The master and the worker come from the pyspark distribution itself
 (`bin/spark-class org.apache.spark.deploy.{master.Master,worker.Worker}`), so no
-separate Spark install is needed. The CLI runs in a subprocess, because the
-test run's shared session is embedded (`local[...]`) and a Spark master cannot
-change inside one process. apply, execute and query run one after another in
-that subprocess, as three invocations of the real CLI: they share its driver,
-as commands in one `reconcile run --continuous` process would, which saves two
+separate Spark install is needed; one cluster serves the module's tests. The CLI runs
+in a subprocess, because the test run's shared session is embedded (`local[...]`) and
+a Spark master cannot change inside one process. apply, execute and query run one
+after another in that subprocess, as invocations of the real CLI: they share its
+driver, as commands in one `reconcile run --continuous` process would, which saves
 driver and executor start-ups. Delta Lake's own writer writes the tables, its jars
-shipped to the executor by `spark.jars`; they live in local folders, which the
-executor sees because it runs on the same machine.
+shipped to the executor by `spark.jars` and Hadoop's S3A connector on the driver's and
+executor's class paths, as the cluster operator's `spark-defaults.conf` says
+(`python -m reconciler.engine.jars --spark-defaults`).
+
+Two runs: one with state and tables in local folders, which the executor sees because
+it runs on the same machine; one with both on S3 (the run's moto server). There the
+Spark daemons, and so the executor the worker starts, get no AWS variable of their own:
+the executor reads and writes the bucket with S3A from its class path and the settings
+each job's Hadoop configuration brings from the driver: the operator's
+`spark.hadoop.fs.s3a.*` (endpoint, dummy credentials) in `spark-defaults.conf`, the
+reconciler's own S3A settings, and what Spark copies from the driver's environment
+(`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`). Without S3A on the
+executor's class path the write fails ("Class ...S3AFileSystem not found").
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -21,15 +33,22 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
+import boto3
 import pytest
+import yaml
 
 from reconciler.engine.jars import spark_defaults
 from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
-from tests.projects import copy_example
+from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example
 
 START_TIMEOUT = 120.0
 
@@ -46,7 +65,8 @@ for args in json.loads(sys.argv[1]):
     if result.exit_code:
         break
 from pyspark.sql import SparkSession
-results.append({"master": SparkSession.getActiveSession().sparkContext.master})
+context = SparkSession.getActiveSession().sparkContext
+results.append({"master": context.master, "app": context.applicationId})
 print(json.dumps(results))
 """
 
@@ -61,9 +81,16 @@ class Cluster:
         with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as response:
             return json.load(response)
 
+    def applications(self) -> dict[str, str]:
+        """Id -> name of every application the master has seen."""
+        state = self.state()
+        return {app["id"]: app["name"] for app in state["completedapps"] + state["activeapps"]}
+
     def logs(self) -> str:
-        return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}"
-                         for log in sorted(self.folder.glob("*.log")))
+        """The daemons' logs and the executors' stderr (`work/<app>/<executor>/stderr`)."""
+        logs = [*sorted(self.folder.glob("*.log")), *sorted(self.folder.glob("work/*/*/stderr"))]
+        return "\n".join(f"--- {log.relative_to(self.folder)}\n"
+                         f"{log.read_text(errors='replace')[-3000:]}" for log in logs)
 
 
 def spark_env(folder: Path) -> dict[str, str]:
@@ -75,9 +102,14 @@ def spark_env(folder: Path) -> dict[str, str]:
 
 
 def start_daemon(folder: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
-    """One Spark daemon in its own process group (spark-class execs the JVM)."""
+    """One Spark daemon in its own process group (spark-class execs the JVM).
+
+    No AWS variable reaches it (nor the executors the worker starts): what an executor
+    knows of S3 comes from the driver, in the Hadoop configuration of each job."""
+    env = {key: value for key, value in spark_env(folder).items()
+           if not key.startswith("AWS_")}
     log = (folder / f"{name}.log").open("wb")
-    return subprocess.Popen([str(SPARK_HOME / "bin/spark-class"), *args], env=spark_env(folder),
+    return subprocess.Popen([str(SPARK_HOME / "bin/spark-class"), *args], env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
 
@@ -112,10 +144,11 @@ def wait_for_worker(cluster: Cluster, daemons: list[subprocess.Popen[bytes]]) ->
     raise AssertionError(f"the worker did not register within {START_TIMEOUT}s\n{cluster.logs()}")
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """A standalone master and one worker (1 core, 1 GiB), stopped however the test ends."""
-    folder = tmp_path / "spark"
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A standalone master and one worker (1 core, 1 GiB) for the module's tests, stopped
+    however they end."""
+    folder = tmp_path_factory.mktemp("spark")
     for sub in ("conf", "local", "work"):
         (folder / sub).mkdir(parents=True)
     port, master_ui, worker_ui = free_ports(3)
@@ -136,49 +169,156 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             stop_daemon(daemon)
 
 
-STUDENTS = "INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')"
-GRADES = ("INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15'), "
-          "(1, 'algebra', 93, '2025-10-15'), (2, 'physics', 85, '2025-10-22')")
+# Tuning for a dozen rows on one core: a few shuffle partitions and snapshot-rebuild
+# tasks instead of a cluster's 200 and 50 (as the embedded sessions of tests use).
+TINY_DATA = "spark.sql.shuffle.partitions 2\nspark.databricks.delta.snapshotPartitions 2\n"
 
 
-@pytest.mark.slow
-def test_apply_execute_query_on_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
-    project = copy_example("grades", tmp_path)
-    # JVM flags and jars are the cluster operator's, not the project's: spark-defaults.conf,
-    # with Delta's jars shipped to the executors by spark.jars, as `make jars` prints them.
-    defaults = cluster.folder / "conf" / "spark-defaults.conf"
-    defaults.parent.mkdir(parents=True, exist_ok=True)
-    defaults.write_text(f"spark.driver.extraJavaOptions {FAST_JVM}\n"
-                        f"spark.executor.extraJavaOptions {FAST_JVM}\n" + spark_defaults())
-    on_cluster = ["--spark-master", cluster.url]
-    commands = [
-        ["-C", str(project), "apply", "--auto-approve", *on_cluster],
-        ["-C", str(project), "execute", "-p", "grades", STUDENTS, *on_cluster],
-        ["-C", str(project), "execute", "-p", "grades", GRADES, *on_cluster],
-        ["-C", str(project), "query", "-p", "grades", "--format", "json", *on_cluster,
-         "SELECT student_name, class, class_avg FROM avg_grade_enriched ORDER BY 1, 2"],
-    ]
-    process = subprocess.run([sys.executable, "-c", CLI_SCRIPT, json.dumps(commands)],
-                             env={**spark_env(cluster.folder),
-                                  "RECONCILE_DELTA_WRITER": "delta-spark"},
-                             capture_output=True, text=True,
-                             timeout=300, cwd=tmp_path)
-    assert process.returncode == 0, f"{process.stdout}\n{process.stderr[-3000:]}"
+def run_on_cluster(cluster: Cluster, folder: Path, commands: list[list[str]],
+                   defaults: str = "", env: dict[str, str] | None = None,
+                   ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The CLI `commands` (those that start Spark with `--spark-master cluster.url`) in one
+    driver process, from `folder`; returns each command's result and the session's master
+    and application id.
+
+    JVM flags and jars are the cluster operator's, not the project's: a
+    `spark-defaults.conf` of the driver's own (`folder/conf`), with Delta's jars shipped to
+    the executors by spark.jars and S3A on both class paths, as `make jars` prints them,
+    `TINY_DATA` and `defaults`."""
+    conf = folder / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "spark-defaults.conf").write_text(
+        f"spark.driver.extraJavaOptions {FAST_JVM}\n"
+        f"spark.executor.extraJavaOptions {FAST_JVM}\n" + TINY_DATA + spark_defaults()
+        + defaults)
+    process = subprocess.run(
+        [sys.executable, "-c", CLI_SCRIPT, json.dumps(commands)],
+        env={**spark_env(cluster.folder), "SPARK_CONF_DIR": str(conf),
+             "RECONCILE_DELTA_WRITER": "delta-spark", **(env or {})},
+        capture_output=True, text=True, timeout=300, cwd=folder)
+    assert process.returncode == 0, \
+        f"{process.stdout}\n{process.stderr[-3000:]}\n{cluster.logs()}"
     *results, session = json.loads(process.stdout.splitlines()[-1])
-    assert [r["exit"] for r in results] == [0, 0, 0, 0], results
+    assert [r["exit"] for r in results] == [0] * len(commands), f"{results}\n{cluster.logs()}"
     assert session["master"] == cluster.url
-    assert "deployed 2 tables and 2 views" in results[0]["output"]
-    assert json.loads(results[3]["output"]) == [
-        {"student_name": "Alice", "class": "algebra", "class_avg": "95.000000"},
-        {"student_name": "Bob", "class": "physics", "class_avg": "85.000000"}]
+    assert cluster.applications().get(session["app"]) == "pipeline-reconciler", \
+        "the commands did not run on the standalone cluster"
+    return results, session
 
-    commits = [json.loads(line) for log in project.rglob("_delta_log/*.json")
-               for line in log.read_text().splitlines()]
+
+def delta_commits(logs: dict[str, str]) -> list[dict[str, Any]]:
+    """The actions of Delta log files (name -> text)."""
+    return [json.loads(line) for text in logs.values() for line in text.splitlines()]
+
+
+def assert_rows_written_by_delta_lake(commits: list[dict[str, Any]]) -> None:
     # delta-rs creates the tables (a metadata-only commit); Delta's writer writes the rows.
     engines = {c["commitInfo"].get("engineInfo", "") for c in commits
                if c.get("commitInfo", {}).get("operation") == "WRITE"}
     assert engines and all("Delta-Lake/" in engine for engine in engines), engines
 
-    applications = cluster.state()["completedapps"] + cluster.state()["activeapps"]
-    assert [app["name"] for app in applications] == ["pipeline-reconciler"], \
-        "the commands did not run on the standalone cluster"
+
+STUDENTS = "INSERT INTO students VALUES (1, 'Alice'), (2, 'Bob')"
+GRADES = ("INSERT INTO grades VALUES (1, 'algebra', 97, '2025-09-15'), "
+          "(1, 'algebra', 93, '2025-10-15'), (2, 'physics', 85, '2025-10-22')")
+AVERAGES = "SELECT student_name, class, class_avg FROM avg_grade_enriched ORDER BY 1, 2"
+
+
+@pytest.mark.slow
+def test_apply_execute_query_on_standalone_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    on_cluster = ["--spark-master", cluster.url]
+    results, _ = run_on_cluster(cluster, tmp_path, [
+        ["-C", str(project), "apply", "--auto-approve", *on_cluster],
+        ["-C", str(project), "execute", "-p", "grades", STUDENTS, *on_cluster],
+        ["-C", str(project), "execute", "-p", "grades", GRADES, *on_cluster],
+        ["-C", str(project), "query", "-p", "grades", "--format", "json", AVERAGES, *on_cluster],
+    ])
+    assert "deployed 2 tables and 2 views" in results[0]["output"]
+    assert json.loads(results[3]["output"]) == [
+        {"student_name": "Alice", "class": "algebra", "class_avg": "95.000000"},
+        {"student_name": "Bob", "class": "physics", "class_avg": "85.000000"}]
+
+    assert_rows_written_by_delta_lake(delta_commits(
+        {str(log): log.read_text() for log in project.rglob("_delta_log/*.json")}))
+
+
+def values(insert: str) -> list[tuple[Any, ...]]:
+    """The rows of an `INSERT INTO t VALUES (...), (...)` of literals."""
+    return ast.literal_eval(f"[{insert.split('VALUES', 1)[1].strip().rstrip(';')},]")
+
+
+def expected_averages(project: Path) -> list[dict[str, str]]:
+    """avg_grade_enriched over the seed rows, computed here as the program defines it:
+    the average grade per student and class within the pipeline's date range (decimal
+    average, 6 decimals, as Spark types avg of decimal(5,2)), with the student's name."""
+    settings = yaml.safe_load((project / "pipelines/grades/pipeline.yaml").read_text())["vars"]
+    start, end = (date.fromisoformat(settings[key]) for key in ("start_date", "end_date"))
+    names = dict(values(SEED_STUDENTS))
+    grades: dict[tuple[str, str], list[Decimal]] = defaultdict(list)
+    for student, subject, grade, day in values(SEED_GRADES):
+        if start <= date.fromisoformat(day) <= end and student in names:
+            grades[names[student], subject].append(Decimal(grade))
+    return [{"student_name": name, "class": subject,
+             "class_avg": str((sum(marks) / len(marks)).quantize(Decimal("0.000001"),
+                                                                 ROUND_HALF_UP))}
+            for (name, subject), marks in sorted(grades.items())]
+
+
+@pytest.mark.slow
+def test_state_and_data_on_s3_from_standalone_cluster(
+        cluster: Cluster, s3_endpoint: str, tmp_path: Path) -> None:
+    bucket = f"standalone-{uuid4().hex[:12]}"
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3.create_bucket(Bucket=bucket)
+    project = copy_example("grades", tmp_path)
+    (project / "reconcile.yaml").write_text(
+        f"backend: s3://{bucket}/state\nstorage: s3a://{bucket}/data\n")
+    # The operator's S3A settings for driver and executors: the endpoint, and the same
+    # (dummy) credentials the driver's environment holds (`s3_endpoint` set them). Never
+    # in reconcile.yaml: it names only where state and data live.
+    s3a = {"endpoint": s3_endpoint, "path.style.access": "true",
+           "connection.ssl.enabled": "false", "endpoint.region": os.environ["AWS_REGION"],
+           "access.key": os.environ["AWS_ACCESS_KEY_ID"],
+           "secret.key": os.environ["AWS_SECRET_ACCESS_KEY"]}
+    defaults = "".join(f"spark.hadoop.fs.s3a.{key} {value}\n" for key, value in s3a.items())
+    on_cluster = ["--spark-master", cluster.url]
+
+    results, _ = run_on_cluster(cluster, tmp_path, [
+        ["-C", str(project), "apply", "--auto-approve", *on_cluster],
+        ["-C", str(project), "execute", "-p", "grades", SEED_STUDENTS, *on_cluster],
+        ["-C", str(project), "execute", "-p", "grades", SEED_GRADES, *on_cluster],
+        ["-C", str(project), "run", "-p", "grades", *on_cluster],
+        ["-C", str(project), "query", "-p", "grades", "--format", "json", AVERAGES, *on_cluster],
+        ["-C", str(project), "state", "show", "-p", "grades"],
+    ], defaults=defaults, env={"AWS_ENDPOINT_URL": s3_endpoint})
+    assert "deployed 2 tables and 2 views" in results[0]["output"]
+    expected = expected_averages(project)
+    assert expected
+    assert json.loads(results[4]["output"]) == expected
+
+    # Every relation is a Delta table in the bucket: its log, and each data file the
+    # log adds, are objects there.
+    keys = {item["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for item in page.get("Contents", [])}
+    relations = json.loads(results[5]["output"])["relations"]
+    assert set(relations) == {"students", "grades", "avg_grade", "avg_grade_enriched"}
+    logs: dict[str, str] = {}
+    for name, relation in relations.items():
+        prefix = f"data/{relation['path']}/"
+        table = {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+                 for key in keys if key.startswith(f"{prefix}_delta_log/")
+                 and key.endswith(".json")}
+        assert table, f"{name}: no Delta log under s3://{bucket}/{prefix}"
+        added = {action["add"]["path"] for action in delta_commits(table) if "add" in action}
+        assert added, f"{name}: no data file in its Delta log"
+        assert all(f"{prefix}{path}" in keys for path in added), (name, added, sorted(keys))
+        logs |= table
+    assert_rows_written_by_delta_lake(delta_commits(logs))
+    assert any(key.startswith("state/grades/") for key in keys)
+
+    # Nothing in local folders: no storage or state folder in the project, no table
+    # anywhere on this side (driver's folder, the worker's work and scratch folders).
+    assert not (project / ".reconcile").exists()
+    for folder in (tmp_path, cluster.folder):
+        assert not [*folder.rglob("_delta_log"), *folder.rglob("*.parquet")], folder
