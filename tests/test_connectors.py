@@ -17,7 +17,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from reconciler.engine.merge import apply_changes
+from reconciler.engine.storage import DeltaStorage
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import write_files
 
@@ -265,3 +269,36 @@ def test_delta_input_ingests_new_versions_once(spark: SparkSession, tmp_path: Pa
     assert [(r["kind"], r["n"], r["amount"]) for r in rows] == [("a", 2, Decimal("4.50")),
                                                                ("b", 2, Decimal("6.00"))]
     assert manifest(project, "d")["connectors"]["upstream"]["source_version"] == 2
+
+
+def test_delta_input_reads_deletes_and_updates_from_the_change_feed(
+        spark: SparkSession, tmp_path: Path, delta_spark: str) -> None:
+    """A source that deletes and updates rows (Delta's MERGE, with the change data feed on):
+    each step applies the feed since the last ingested version, once."""
+    project = write_files(tmp_path, DELTA_FILES)
+    upstream = str(project / "upstream/events")
+    source = DeltaStorage(spark, writer="delta-spark")
+    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("kind", T.StringType()),
+                           T.StructField("amount", T.DecimalType(8, 2))])
+    source.create(upstream, schema, change_feed=True)
+
+    def rows(*values: tuple[int, str, str]) -> object:
+        return spark.createDataFrame([(i, k, Decimal(a)) for i, k, a in values], schema)
+
+    version = source.append(upstream, rows((1, "a", "1.50"), (2, "b", "2.00"), (3, "a", "3.00")))
+    reconcile(project, "apply", "--auto-approve")
+    assert "step committed" in reconcile(project, "run")
+    # Row 1 deleted, row 2 updated, row 4 inserted: one version of the source.
+    version = apply_changes(source, upstream, version, schema, rows((2, "b", "5.00"),
+                                                                   (4, "b", "4.00")),
+                            rows((1, "a", "1.50"), (2, "b", "2.00")))
+    assert "step committed" in reconcile(project, "run")
+    assert "no new input" in reconcile(project, "run")
+    totals = query(project, "d", "SELECT kind, n, amount FROM totals ORDER BY kind")
+    # From scratch: the source as it is now.
+    scratch = source.read(upstream, version, schema).groupBy("kind").agg(
+        F.count("*").alias("n"), F.sum("amount").alias("amount")).orderBy("kind")
+    assert [(r["kind"], r["n"], r["amount"]) for r in totals] == [
+        (r["kind"], r["n"], r["amount"]) for r in scratch.collect()]
+    assert sorted(r["id"] for r in query(project, "d", "SELECT id FROM events")) == [2, 3, 4]
+    assert manifest(project, "d")["connectors"]["upstream"]["source_version"] == version

@@ -163,6 +163,8 @@ def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], change
     if definition["type"] == "delta":
         view = definition["relation"]
         contents = runtime.frame(view)
+        if runtime.storage.latest_version(path) is None:  # readers of all ages open it
+            runtime.storage.create(path, contents.schema, deletion_vectors=False)
         runtime.storage.overwrite(path, contents, contents.schema)
         return runtime.storage.row_count(path, runtime.storage.latest_version(path) or 0)
     kind = "snapshot" if snapshot else "changes"

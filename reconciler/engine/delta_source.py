@@ -7,6 +7,9 @@ and appends them as one Delta app transaction whose version is the source
 version: a step that crashed before its commit is repeated without duplicates.
 With `changes: true` the source's rows carry `_op` (insert/delete) and each
 version's rows are applied as one change, deletions included (`input_batch`).
+A source with Delta's change data feed (`delta.enableChangeDataFeed`) may also
+delete and update rows: on Delta's writer the feed from the last ingested version
+is applied the same way; a source without it must stay append-only.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta_log import probe_latest_version
@@ -52,9 +56,13 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     if changes:  # the source's rows say what they do: `_op` insert or delete
         schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     try:
-        rows, latest = runtime.storage.read_appended(source, since, schema)
+        rows, deleted, latest = runtime.storage.read_source_change(source, since, schema)
     except ReconcileError as error:
         raise ReconcileError(f"input connector '{name}': {error}") from None
+    if deleted is not None and not changes:  # from the source's change data feed
+        rows = rows.select("*", F.lit("insert").alias(OP_COLUMN)).unionByName(
+            deleted.select("*", F.lit("delete").alias(OP_COLUMN)))
+        changes = True
     if latest != since and changes:
         apply_change_rows(runtime, table, rows, latest, transaction)  # type: ignore[arg-type]
     elif latest != since:

@@ -74,8 +74,6 @@ DELTA_SPARK_CONF = {
     # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
     # column is declared as written and its nested NOT NULL stays unchecked (README).
     "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
-    # Tables a write creates (a view's first contents) mark deleted rows, as `create` does.
-    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
 }
 
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
@@ -167,7 +165,8 @@ class DeltaStorage:
         table = self._delta_rs(uri)
         return None if table is None else struct_from_json(table.schema().to_json())
 
-    def create(self, path: PathLike, schema: T.StructType, *, change_feed: bool = False) -> int:
+    def create(self, path: PathLike, schema: T.StructType, *, change_feed: bool = False,
+               deletion_vectors: bool = True) -> int:
         """Create an empty table; if one exists with the same schema, return its latest version.
 
         An existing table with another schema is an error: replacing state is the
@@ -175,8 +174,10 @@ class DeltaStorage:
         it, delta-rs creates it, in one metadata-only commit: Delta's Spark writer would
         make every column nullable when a DataFrame creates a table, and its
         `DeltaTable.createIfNotExists` needs Delta's plugin on a Spark Connect server.
-        For Delta's writer the table gets deletion vectors, and with ``change_feed`` the
-        change data feed (a pipeline's tables: how a step reads what a delete changed).
+        For Delta's writer the table gets deletion vectors (unless ``deletion_vectors`` is
+        False: a table others read, whose readers may predate them), and with
+        ``change_feed`` the change data feed (a pipeline's tables: how a step reads what a
+        delete changed).
         """
         uri = table_uri(path)
         current = self.latest_version(uri)
@@ -191,7 +192,8 @@ class DeltaStorage:
         check_delta_rs_location(uri)
         configuration = {}
         if self.writer == "delta-spark":
-            configuration = DELETION_VECTORS | (CHANGE_FEED if change_feed else {})
+            configuration = ((DELETION_VECTORS if deletion_vectors else {}) |
+                             (CHANGE_FEED if change_feed else {}))
         created = DeltaTable.create(
             uri,
             schema=arrow_schema(schema),
@@ -226,6 +228,8 @@ class DeltaStorage:
                 writer = writer.option("txnAppId", app_transaction[0]).option(
                     "txnVersion", str(app_transaction[1]))
             before = self.latest_version(uri)
+            if before is None:  # created as `create` does: with deletion vectors
+                before = self.create(uri, schema)
             with write_errors(uri):
                 writer.save(uri)
             return self.rs_commit_version(uri, tag, before)
@@ -387,19 +391,35 @@ class DeltaStorage:
         deletes = feed.filter(kind.isin("delete", "update_preimage"))
         return (conform(inserts, schema, where=uri), conform(deletes, schema, where=uri))
 
-    def read_appended(self, path: PathLike, since: int | None,
-                      schema: T.StructType) -> tuple[DataFrame, int]:
-        """Rows an append-only table gained after version ``since`` (all rows when None),
-        and the version they go up to. A table that also lost files (a delete, an
-        overwrite) is not append-only: refused.
-        """
+    def read_source_change(self, path: PathLike, since: int | None, schema: T.StructType
+                           ) -> tuple[DataFrame, DataFrame | None, int]:
+        """What another pipeline's (or tool's) Delta table gained and lost after version
+        ``since``: (rows inserted, rows deleted or None, the version they go up to). The
+        first read (``since`` None) is the latest version's rows. After that, a table with
+        Delta's change data feed says its change itself (deletes and updates included,
+        Delta's writer reading it); any other table must be append-only since, as its
+        added data files are then its change."""
         uri = table_uri(path)
         latest = self.require(uri).version()
+        if since is None:
+            return self.read(uri, latest, schema), None, latest
+        if since == latest:
+            return self.spark.createDataFrame([], schema), None, latest
+        if self.has_change_feed(uri):
+            try:
+                inserts, deletes = self.read_change_feed(uri, since, latest, schema)
+                _ = inserts.schema  # analysed here, so a feed not kept since `since` says so
+            except Exception as error:  # e.g. the feed was enabled after `since`
+                raise ReconcileError(f"{uri}: cannot read the change data feed from version "
+                                     f"{since + 1}: {_first_line(error)}") from None
+            return inserts, deletes, latest
         appended, removed = self.changed_files(uri, since)
         if removed:
             raise ReconcileError(f"{uri}: files were removed between versions {since} and "
-                                 f"{latest}; the delta connector reads append-only tables")
-        return self.scan(appended, schema), latest
+                                 f"{latest}; the delta connector reads deletions from tables "
+                                 "with the change data feed (delta.enableChangeDataFeed) and "
+                                 "otherwise only append-only tables")
+        return self.scan(appended, schema), None, latest
 
     def changed_files(self, path: PathLike, since: int | None) -> tuple[list[str], list[str]]:
         """Data files the latest version has that ``since``'s had not, and the reverse: a
