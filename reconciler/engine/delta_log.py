@@ -135,6 +135,12 @@ def needs_delta_reader(table: DeltaTable) -> bool:
     return "columnMapping" in (table.protocol().reader_features or [])
 
 
+def is_column_mapped(table: DeltaTable) -> bool:
+    """Whether the table names its Parquet columns by physical names (column mapping)."""
+    mode = (table.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
+    return mode not in ("none", None)
+
+
 def has_deletion_vectors(table: DeltaTable) -> bool:
     """Whether the table may mark rows deleted in deletion vectors (the protocol feature)."""
     return "deletionVectors" in (table.protocol().reader_features or [])

@@ -1,9 +1,13 @@
 """Carry a table's rows to its new columns in place (`spec.evolution` says whether and how).
 
 A nullable column added at the end is one metadata-only Delta commit (existing
-rows read NULL: no data file is read or written). Anything else that evolves —
-widenings, dropped columns, a DEFAULT to fill, NOT NULL dropped — is a rewrite by
-Spark with a cast, which cannot fail or lose a value.
+rows read NULL: no data file is read or written). On Delta's writer, dropped
+columns and a dropped NOT NULL are changed in the log too: dropping a column
+turns on Delta's column mapping first (`delta.columnMapping.mode = name`: the
+Parquet files' columns are named by physical names, which the log maps to the
+table's names, so a dropped column is only forgotten). Anything else that
+evolves (widenings, a DEFAULT to fill, or any of these on the delta-rs
+fallback) is a rewrite by Spark with a cast, which cannot fail or lose a value.
 
 Rows appended after the pinned version (ingested by a step that crashed before
 its commit; their connector's checkpoint has already moved past them) are
@@ -16,12 +20,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from deltalake import CommitProperties
+from deltalake import CommitProperties, DeltaTable
 from deltalake.schema import Schema
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.engine.delta_log import is_column_mapped
 from reconciler.engine.merge import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.schema import arrow_schema, struct_from_json
@@ -37,8 +42,8 @@ def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> dic
     schema = table_schema(table)
     storage, path, pinned = runtime.storage, state["path"], state["version"]
     pending = _pending_files(storage, path, pinned)
-    if evolved.metadata_only and pending == []:
-        version = add_columns(storage, path, schema) if evolved.added else pinned
+    if pending == [] and (evolved.metadata_only or in_the_log(storage, evolved)):
+        version = alter_columns(storage, path, schema, evolved)
     else:
         later = _rows_after(runtime, state, pending)
         version = storage.overwrite(path, evolved_rows(runtime.frame(name), table), schema)
@@ -86,21 +91,50 @@ def _rows_after(runtime: PipelineRuntime, state: dict[str, Any],
     return later.localCheckpoint(eager=True)
 
 
-def add_columns(storage: DeltaStorage, path: str, schema: T.StructType) -> int:
-    """Evolve the table's schema to `schema`, whose extra fields are new nullable columns at
-    the end: one metadata-only commit (Delta's `ALTER TABLE ADD COLUMNS`, or delta-rs's)."""
+def in_the_log(storage: DeltaStorage, evolved: Evolution) -> bool:
+    """Whether Delta's writer makes this evolution in the log alone: columns dropped, NOT NULL
+    dropped, nullable columns added; no value of a row changes."""
+    return (storage.writer == "delta-spark" and not evolved.widened
+            and all(column.get("default") is None for column in evolved.added))
+
+
+def alter_columns(storage: DeltaStorage, path: str, schema: T.StructType,
+                  evolved: Evolution) -> int:
+    """Change the table's columns to `schema` in its log alone (`in_the_log`, or only nullable
+    columns added on either writer); returns the version. On Delta's writer each `ALTER
+    TABLE` is a commit; the manifest, still pinning the version before them, is what
+    commits the evolution (a crash between them is redone as a rewrite)."""
     uri = table_uri(path)
     table = storage.require(uri)
     before = table.version()
     known = {field.name for field in table.schema().fields}
-    tag = uuid.uuid4().hex
-    if storage.writer == "delta-spark":
-        columns = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}"
-                            for f in schema.fields if f.name not in known)
+    if storage.writer != "delta-spark":
+        return add_columns(storage, table, schema, known) if evolved.added else before
+    table_sql = f"ALTER TABLE delta.{quoted(uri)}"
+    statements = [f"{table_sql} ALTER COLUMN {quoted(name)} DROP NOT NULL"
+                  for name in evolved.relaxed]
+    if evolved.dropped:
+        if not is_column_mapped(table):
+            statements.append(f"{table_sql} SET TBLPROPERTIES "
+                              "('delta.columnMapping.mode' = 'name')")
+        statements.append(f"{table_sql} DROP COLUMNS "
+                          f"({', '.join(quoted(name) for name in evolved.dropped)})")
+    added = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}"
+                      for f in schema.fields if f.name not in known)
+    if added:
+        statements.append(f"{table_sql} ADD COLUMNS ({added})")
+    for statement in statements:
+        tag, before = uuid.uuid4().hex, storage.latest_version(uri)
         with session_settings(storage.spark,
                               {"spark.databricks.delta.commitInfo.userMetadata": tag}):
-            storage.spark.sql(f"ALTER TABLE delta.{quoted(uri)} ADD COLUMNS ({columns})")
-        return storage.rs_commit_version(uri, tag, before)
+            storage.spark.sql(statement)
+    return storage.rs_commit_version(uri, tag, before) if statements else before
+
+
+def add_columns(storage: DeltaStorage, table: DeltaTable, schema: T.StructType,
+                known: set[str]) -> int:
+    """delta-rs: the columns of `schema` the table lacks, added in one metadata-only commit."""
+    uri, before, tag = table_uri(table.table_uri), table.version(), uuid.uuid4().hex
     added = [field for field in Schema.from_arrow(arrow_schema(schema)).fields
              if field.name not in known]
     table.alter.add_columns(added, commit_properties=CommitProperties(

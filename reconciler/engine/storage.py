@@ -52,6 +52,7 @@ from reconciler.engine.delta_log import (
     hadoop_uri,
     has_change_feed,
     has_deletion_vectors,
+    is_column_mapped,
     is_local,
     needs_delta_reader,
     open_delta_rs,
@@ -353,8 +354,10 @@ class DeltaStorage:
         """
         uri = table_uri(path)
         table = self._at_version(uri, version)
-        if self._plain_files(uri, table, version):
-            return self.scan(table.file_uris(), schema)
+        if not table.metadata().partition_columns and not self._marks_rows(uri, table, version):
+            if not is_column_mapped(table):
+                return self.scan(table.file_uris(), schema)
+            return self._scan_physical(table, schema)
         if self.writer == "delta-spark":
             df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
             return conform(df, schema, where=uri)
@@ -362,11 +365,24 @@ class DeltaStorage:
                              "need Delta's Spark reader (delta-spark on the cluster)")
 
     @staticmethod
-    def _plain_files(uri: str, table: DeltaTable, version: int) -> bool:
-        """Whether this version's rows are exactly its Parquet files' rows, by column name."""
-        if needs_delta_reader(table):
-            return False
-        return not has_deletion_vectors(table) or live_files(uri, version).deleted_rows == 0
+    def _marks_rows(uri: str, table: DeltaTable, version: int) -> bool:
+        """Whether some rows of this version's files are marked deleted (deletion vectors)."""
+        return has_deletion_vectors(table) and live_files(uri, version).deleted_rows > 0
+
+    def _scan_physical(self, table: DeltaTable, schema: T.StructType) -> DataFrame:
+        """A column-mapped version's files, read by the columns' physical names (what the
+        Parquet files hold: a column added after the mapping is `col-<uuid>`) and renamed
+        to ``schema``'s by a cast (a struct's fields are cast by position)."""
+        stored = {field.name: field for field in struct_from_json(table.schema().to_json())}
+        missing = [field.name for field in schema.fields if field.name not in stored]
+        if missing:
+            raise ReconcileError(f"{table.table_uri}: no column {missing[0]} in the table")
+        physical = T.StructType([physical_field(stored[field.name]) for field in schema.fields])
+        frame = self.scan(table.file_uris(), physical)
+        return frame.select(*(F.col(f"`{stored_field.name}`").cast(field.dataType)
+                              .alias(field.name)
+                              for stored_field, field in zip(physical, schema.fields,
+                                                             strict=True)))
 
     def has_change_feed(self, path: PathLike) -> bool:
         """Whether the table's change between versions is read from Delta's change data feed
@@ -454,7 +470,7 @@ class DeltaStorage:
         read."""
         uri = table_uri(path)
         table = self._at_version(uri, version)
-        if not needs_delta_reader(table):
+        if not table.metadata().partition_columns:
             counts = pa.table(table.get_add_actions(flatten=True)).column("num_records")
             if counts.null_count == 0:
                 deleted = live_files(uri, version).deleted_rows if has_deletion_vectors(
@@ -506,3 +522,23 @@ def _has_not_null(data_type: T.DataType) -> bool:
 def _first_line(error: BaseException) -> str:
     lines = [line for line in str(error).splitlines() if line.strip()]
     return lines[0].strip() if lines else type(error).__name__
+
+
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+
+
+def physical_field(field: T.StructField) -> T.StructField:
+    """A column as its Parquet files name it under column mapping (nested fields too)."""
+    return T.StructField(field.metadata.get(PHYSICAL_NAME, field.name),
+                         _physical_type(field.dataType), field.nullable)
+
+
+def _physical_type(data_type: T.DataType) -> T.DataType:
+    if isinstance(data_type, T.StructType):
+        return T.StructType([physical_field(field) for field in data_type.fields])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_physical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(_physical_type(data_type.keyType), _physical_type(data_type.valueType),
+                         data_type.valueContainsNull)
+    return data_type

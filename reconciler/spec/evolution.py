@@ -10,7 +10,8 @@ Delta table holds its rows itself, so most column changes keep them:
 - a widening type change (`INT` -> `BIGINT`, `FLOAT` -> `DOUBLE`,
   `DECIMAL(p,s)` -> `DECIMAL(p',s')` keeping every digit, ...): rewritten with a
   cast, which cannot fail or lose a value;
-- a dropped column, or `NOT NULL` dropped: rewritten, rows kept;
+- a dropped column, or `NOT NULL` dropped: rows kept, rewritten (or, on Delta's
+  writer, changed in the log alone: `engine.evolve`);
 - a column's `DEFAULT` changed: nothing is written (it applies to rows written
   from then on).
 
