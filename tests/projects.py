@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 from pathlib import Path
+from uuid import uuid4
 
 from reconciler.spec.program import Program
 from reconciler.spec.workspace import load_programs
@@ -37,6 +38,19 @@ def copy_example(name: str, destination: Path) -> Path:
     target = destination / name
     shutil.copytree(EXAMPLES / name, target, ignore=shutil.ignore_patterns(".reconcile"))
     return target
+
+
+def grades_on_s3(s3_endpoint: str, destination: Path) -> tuple[Path, str]:
+    """The grades example with state and data in a new bucket of the test run's S3 server:
+    (the project, the bucket)."""
+    import boto3
+
+    bucket = f"grades-{uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=bucket)
+    project = copy_example("grades", destination)
+    (project / "reconcile.yaml").write_text(
+        f"backend: s3://{bucket}/state\nstorage: s3a://{bucket}/data\n")
+    return project, bucket
 
 
 STORY = EXAMPLES / "grades" / "story"

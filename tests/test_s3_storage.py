@@ -11,14 +11,13 @@ seed pipeline is deployed, fed, stepped, changed (a bootstrap), a view dropped
 from __future__ import annotations
 
 from pathlib import Path
-from uuid import uuid4
 
 import boto3
 import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile
-from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
+from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, grades_on_s3
 
 AVERAGES = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
 
@@ -32,12 +31,8 @@ def test_the_seed_pipeline_runs_with_state_and_data_on_s3(
         spark: SparkSession, delta_spark: str, s3_endpoint: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    bucket = f"pipeline-{uuid4().hex[:12]}"
+    project, bucket = grades_on_s3(s3_endpoint, tmp_path)
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
-    s3.create_bucket(Bucket=bucket)
-    project = copy_example("grades", tmp_path)
-    (project / "reconcile.yaml").write_text(
-        f"backend: s3://{bucket}/state\nstorage: s3a://{bucket}/data\n")
 
     outputs = [reconcile(project, "apply", "--auto-approve"),
                reconcile(project, "execute", "-p", "grades", SEED_STUDENTS),

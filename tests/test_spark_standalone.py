@@ -40,7 +40,6 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import boto3
 import pytest
@@ -48,7 +47,7 @@ import yaml
 
 from reconciler.engine.jars import spark_defaults
 from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
-from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example
+from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example, grades_on_s3
 
 START_TIMEOUT = 120.0
 
@@ -268,12 +267,8 @@ def expected_averages(project: Path) -> list[dict[str, str]]:
 @pytest.mark.slow
 def test_state_and_data_on_s3_from_standalone_cluster(
         cluster: Cluster, s3_endpoint: str, tmp_path: Path) -> None:
-    bucket = f"standalone-{uuid4().hex[:12]}"
+    project, bucket = grades_on_s3(s3_endpoint, tmp_path)
     s3 = boto3.client("s3", endpoint_url=s3_endpoint)
-    s3.create_bucket(Bucket=bucket)
-    project = copy_example("grades", tmp_path)
-    (project / "reconcile.yaml").write_text(
-        f"backend: s3://{bucket}/state\nstorage: s3a://{bucket}/data\n")
     # The operator's S3A settings for driver and executors: the endpoint, and the same
     # (dummy) credentials the driver's environment holds (`s3_endpoint` set them). Never
     # in reconcile.yaml: it names only where state and data live.
