@@ -13,9 +13,11 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from reconciler.engine import merge
 from reconciler.engine.deletion_vectors import live_files
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.retention import collect_garbage
@@ -110,3 +112,24 @@ def test_rows_unique_by_a_key_are_deleted_by_it(spark: SparkSession, tmp_path: P
     assert held(storage, path, after) == Counter(
         [(0, "v0"), (1, "v1"), (2, "new"), (3, "v3"), (5, "v5"), (9, "v9")])
     assert live_files(str(path), after).deleted_rows == 2
+
+
+def test_distinct_rows_are_not_counted(spark: SparkSession, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table with a PRIMARY KEY holds no equal rows: a deletion matches the whole row (a
+    row the table does not hold removes nothing) and the table is not scanned for copies."""
+    storage = DeltaStorage(spark, writer="delta-spark")
+    path = tmp_path / "keyed"
+    storage.create(path, SCHEMA)
+    version = storage.append(path, spark.createDataFrame([(k, f"v{k}") for k in range(4)],
+                                                         SCHEMA))
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("distinct rows need no count of copies")
+
+    monkeypatch.setattr(merge, "_surviving_copies", refuse)
+    after = apply_changes(storage, path, version, SCHEMA,
+                          spark.createDataFrame([(9, "v9")], SCHEMA),
+                          spark.createDataFrame([(1, "v1"), (2, "other")], SCHEMA),
+                          distinct=True)
+    assert held(storage, path, after) == Counter([(0, "v0"), (2, "v2"), (3, "v3"), (9, "v9")])

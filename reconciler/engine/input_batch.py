@@ -123,6 +123,7 @@ def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, bat
         assert latest is not None
         apply_changes(runtime.storage, state["path"], latest, schema, inserts,
             None if deletes.isEmpty() else deletes.localCheckpoint(eager=True),
-            app_transaction=(transaction, batch_id))
+            app_transaction=(transaction, batch_id),
+            distinct=bool(runtime.program["tables"][table]["primary_key"]))
     finally:
         marked.unpersist()

@@ -9,9 +9,10 @@ Inserted rows only: an append, which reads nothing stored. With deleted rows:
   `_change_data/` (how the next step reads the change). A Z-set deletes *one
   copy* of a row per deletion, while `MERGE` deletes every target row matching a
   source row: for a table that may hold equal rows, the copies that must stay
-  (held minus deleted) are counted and inserted again by the same `MERGE`.
-  Where rows are unique by some columns (an aggregate's state, by group) the
-  deletions match on those alone and nothing is counted.
+  (held minus deleted) are counted and inserted again by the same `MERGE`, which
+  costs one more scan of the table. A table whose rows are `distinct` (it declares
+  a PRIMARY KEY) skips the count; where rows are unique by some columns (an
+  aggregate's state, by group) the deletions match on those alone.
 * **delta-rs**: copy-on-write at file granularity, the way Delta's own MERGE and
   DELETE work without deletion vectors: Spark finds which data files hold a
   deleted row (only their names come back to the driver), rewrites just those
@@ -50,14 +51,16 @@ REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
                   inserts: DataFrame | None, deletes: DataFrame | None,
                   app_transaction: tuple[str, int] | None = None,
-                  unique_by: Sequence[str] = ()) -> int:
+                  unique_by: Sequence[str] = (), distinct: bool = False) -> int:
     """Make the table at `version` minus `deletes` plus `inserts` its next version.
 
     With `app_transaction` (app id, version) the change is applied at most once, like an
     idempotent append: a table that already records it is left as it is. `unique_by`:
     columns no two rows share (an aggregate's state, by group), so a deleted row is
     found by them alone (an anti-join with the few deleted keys, no shuffle of the
-    table as a multiset difference needs)."""
+    table as a multiset difference needs). `distinct`: no two rows are equal (a declared
+    PRIMARY KEY, trusted as Spark and Delta trust theirs), so a deletion removes the one
+    equal row and no copies are counted."""
     uri = table_uri(path)
     if storage.latest_version(uri) != version:
         storage.restore(uri, version)
@@ -72,7 +75,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
             return version
     if storage.writer == "delta-spark":
         return _merge(storage, uri, version, schema, inserts, deletes, app_transaction,
-                      unique_by)
+                      unique_by, distinct)
     table = storage.require(uri)
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = dict(zip(actions.column("path").to_pylist(),
@@ -100,13 +103,13 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
 
 def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
            inserts: DataFrame, deletes: DataFrame, app_transaction: tuple[str, int] | None,
-           unique_by: Sequence[str]) -> int:
+           unique_by: Sequence[str], distinct: bool) -> int:
     """One Delta `MERGE`: deletions (one copy each) and insertions, in one commit that records
     `app_transaction` and is tagged so its version is found (`rs_commit_version`)."""
     names = [field.name for field in schema.fields]
     keys = list(unique_by) or names
     doomed = deletes.select(*keys).distinct()
-    if not unique_by:  # equal rows may be held several times: keep the copies that stay
+    if not unique_by and not distinct:  # equal rows held several times: keep those that stay
         inserts = inserts.unionByName(_surviving_copies(
             storage.read(uri, version, schema), deletes, names))
     source = doomed.select(*(F.col(name) if name in keys else

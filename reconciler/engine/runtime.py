@@ -127,7 +127,8 @@ class PipelineRuntime:
         doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}"
                                 ).localCheckpoint(eager=True)
         if not doomed.isEmpty():  # no commit, so the step sees no change
-            apply_changes(self.storage, state["path"], latest, schema, None, doomed)
+            apply_changes(self.storage, state["path"], latest, schema, None, doomed,
+                          distinct=bool(self.program["tables"][table]["primary_key"]))
 
     def create_table(self, name: str) -> dict[str, Any]:
         """Create (or empty, with the new schema) a table; returns its state entry."""
