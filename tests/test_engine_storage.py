@@ -174,7 +174,7 @@ def test_versions_and_pinned_reads(
     # columns are matched by name and cast, whatever order the data has
     replacement = spark.createDataFrame([("z", 9)], "name string, id int")
     assert storage.overwrite(path, replacement, SIMPLE) == 3
-    assert storage.truncate(path) == 4
+    assert storage.overwrite(path, spark.createDataFrame([], SIMPLE), SIMPLE) == 4
     assert storage.latest_version(path) == 4
 
     old = storage.read(path, 1, SIMPLE)  # lazily pinned before any later read
@@ -309,7 +309,7 @@ def test_s3_table_through_moto(
     storage = DeltaStorage(spark)
     path = f"s3://{bucket}/grades/views/v"
     assert storage.create(path, SIMPLE) == 0  # the log alone: delta-rs, no Spark
-    assert storage.truncate(path) == 1
+    assert storage.overwrite(path, spark.createDataFrame([], SIMPLE), SIMPLE) == 1
     assert storage.row_count(path, 1) == 0
     # Data files are written by Spark's executors through Hadoop's S3A connector (the
     # set-up fetched hadoop-aws), never through the driver; delta-rs commits them.

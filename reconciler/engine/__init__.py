@@ -1,8 +1,9 @@
 """The data plane: everything that runs on Spark or touches a Delta table.
 
 Owns the Java check (``java``), the Spark session (``session``), column types
-(``schema``), Delta storage (``delta_log``, ``storage``, ``writer``, ``merge``
-for row-level changes, ``retention``), a pipeline's relations as DataFrames
+(``schema``), Delta storage (``delta_log``, ``deletion_vectors`` and
+``column_mapping`` for what delta-rs does not read, ``storage``, ``writer``,
+``merge`` for row-level changes, ``retention``), a pipeline's relations as DataFrames
 (``runtime``), input and output connectors (``connectors``, ``delta_source``),
 incremental view maintenance (``maintenance/``), a step (``step``) and a
 bootstrap (``bootstrap``).

@@ -17,14 +17,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from reconciler.engine.delta_log import probe_latest_version
+from reconciler.engine.delta_log import probe_latest_version, table_uri
 from reconciler.engine.input_batch import apply_change_rows
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import table_schema, with_defaults
-from reconciler.errors import ReconcileError
+from reconciler.engine.storage import DeltaStorage
+from reconciler.errors import ReconcileError, error_class
 from reconciler.layout import resolve_path
 
 
@@ -56,7 +58,7 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     if changes:  # the source's rows say what they do: `_op` insert or delete
         schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     try:
-        rows, deleted, latest = runtime.storage.read_source_change(source, since, schema)
+        rows, deleted, latest = read_source_change(runtime.storage, source, since, schema)
     except ReconcileError as error:
         raise ReconcileError(f"input connector '{name}': {error}") from None
     if deleted is not None and not changes:  # from the source's change data feed
@@ -70,3 +72,31 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
                                app_id=transaction, txn_version=latest)
     state["source_version"] = latest
     return latest
+
+
+def read_source_change(storage: DeltaStorage, source: str, since: int | None,
+                       schema: StructType) -> tuple[DataFrame, DataFrame | None, int]:
+    """What the source gained and lost after version `since`: (rows inserted, rows deleted
+    or None, the version they go up to). The first read (`since` None) is the latest
+    version's rows. After that, a source with Delta's change data feed says its change
+    itself (deletes and updates included; Delta's writer reads it); any other must have
+    stayed append-only, as its added data files are then its change."""
+    uri = table_uri(source)
+    latest = storage.require(uri).version()
+    if since is None:
+        return storage.read(uri, latest, schema), None, latest
+    if storage.has_change_feed(uri):
+        try:
+            inserts, deletes = storage.read_change_feed(uri, since, latest, schema)
+            _ = inserts.schema  # analysed here, so a feed not kept since `since` says so
+        except Exception as error:  # e.g. the feed was turned on after `since`
+            raise ReconcileError(f"{uri}: cannot read the change data feed from version "
+                                 f"{since + 1}: {error_class(error)}") from None
+        return inserts, deletes, latest
+    appended, removed = storage.changed_files(uri, since)
+    if removed:
+        raise ReconcileError(f"{uri}: files were removed between versions {since} and "
+                             f"{latest}; the delta connector reads deletions from tables with "
+                             "the change data feed (delta.enableChangeDataFeed) and otherwise "
+                             "only append-only tables")
+    return storage.scan(appended, schema), None, latest

@@ -43,6 +43,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.engine.column_mapping import by_logical_names, physical_schema
 from reconciler.engine.deletion_vectors import live_files
 from reconciler.engine.delta_log import (
     PathLike,
@@ -104,7 +105,7 @@ def chosen_writer(spark: SparkSession) -> Writer:
 
 
 class DeltaStorage:
-    """Create, write, truncate, read (pinned) and delete the Delta tables of a pipeline.
+    """Create, write, read (pinned) and delete the Delta tables of a pipeline.
 
     ``writer`` is normally chosen from the session (``has_delta_extension``);
     pass ``"delta-rs"`` or ``"delta-spark"`` to force one. ``storage_options``
@@ -314,32 +315,6 @@ class DeltaStorage:
         table.restore(version)
         return table.version()
 
-    def truncate(self, path: PathLike) -> int:
-        """Remove every row in a new version; the table, its schema and its history stay.
-
-        Implemented as an overwrite with no rows on both writers. delta-rs always
-        commits; Delta's Spark writer makes no commit when the table is already empty
-        (the version returned is then the current one).
-        """
-        uri = table_uri(path)
-        tag = uuid.uuid4().hex
-        if self.writer == "delta-spark":
-            schema = self.table_schema(uri)
-            if schema is None:
-                raise ReconcileError(f"{uri}: no Delta table there to truncate")
-            before = self.latest_version(uri)
-            empty = self.spark.createDataFrame([], schema)
-            empty.write.format("delta").mode("overwrite").option("userMetadata", tag).save(uri)
-            return self.rs_commit_version(uri, tag, before)
-        table = self._delta_rs(uri)
-        if table is None:
-            raise ReconcileError(f"{uri}: no Delta table there to truncate")
-        schema = struct_from_json(table.schema().to_json())
-        before = table.version()
-        commit_files(uri, [], schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=self.storage_options(uri))
-        return self.rs_commit_version(uri, tag, before)
-
     def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
         """A DataFrame of the table exactly as of ``version`` (later writes are invisible).
 
@@ -370,19 +345,11 @@ class DeltaStorage:
         return has_deletion_vectors(table) and live_files(uri, version).deleted_rows > 0
 
     def _scan_physical(self, table: DeltaTable, schema: T.StructType) -> DataFrame:
-        """A column-mapped version's files, read by the columns' physical names (what the
-        Parquet files hold: a column added after the mapping is `col-<uuid>`) and renamed
-        to ``schema``'s by a cast (a struct's fields are cast by position)."""
-        stored = {field.name: field for field in struct_from_json(table.schema().to_json())}
-        missing = [field.name for field in schema.fields if field.name not in stored]
-        if missing:
-            raise ReconcileError(f"{table.table_uri}: no column {missing[0]} in the table")
-        physical = T.StructType([physical_field(stored[field.name]) for field in schema.fields])
-        frame = self.scan(table.file_uris(), physical)
-        return frame.select(*(F.col(f"`{stored_field.name}`").cast(field.dataType)
-                              .alias(field.name)
-                              for stored_field, field in zip(physical, schema.fields,
-                                                             strict=True)))
+        """A column-mapped version's files, read by the columns' physical names."""
+        stored = struct_from_json(table.schema().to_json())
+        return by_logical_names(self.scan(table.file_uris(), physical_schema(stored, schema,
+                                                                             table.table_uri)),
+                                schema)
 
     def has_change_feed(self, path: PathLike) -> bool:
         """Whether the table's change between versions is read from Delta's change data feed
@@ -406,36 +373,6 @@ class DeltaStorage:
         inserts = feed.filter(kind.isin("insert", "update_postimage"))
         deletes = feed.filter(kind.isin("delete", "update_preimage"))
         return (conform(inserts, schema, where=uri), conform(deletes, schema, where=uri))
-
-    def read_source_change(self, path: PathLike, since: int | None, schema: T.StructType
-                           ) -> tuple[DataFrame, DataFrame | None, int]:
-        """What another pipeline's (or tool's) Delta table gained and lost after version
-        ``since``: (rows inserted, rows deleted or None, the version they go up to). The
-        first read (``since`` None) is the latest version's rows. After that, a table with
-        Delta's change data feed says its change itself (deletes and updates included,
-        Delta's writer reading it); any other table must be append-only since, as its
-        added data files are then its change."""
-        uri = table_uri(path)
-        latest = self.require(uri).version()
-        if since is None:
-            return self.read(uri, latest, schema), None, latest
-        if since == latest:
-            return self.spark.createDataFrame([], schema), None, latest
-        if self.has_change_feed(uri):
-            try:
-                inserts, deletes = self.read_change_feed(uri, since, latest, schema)
-                _ = inserts.schema  # analysed here, so a feed not kept since `since` says so
-            except Exception as error:  # e.g. the feed was enabled after `since`
-                raise ReconcileError(f"{uri}: cannot read the change data feed from version "
-                                     f"{since + 1}: {_first_line(error)}") from None
-            return inserts, deletes, latest
-        appended, removed = self.changed_files(uri, since)
-        if removed:
-            raise ReconcileError(f"{uri}: files were removed between versions {since} and "
-                                 f"{latest}; the delta connector reads deletions from tables "
-                                 "with the change data feed (delta.enableChangeDataFeed) and "
-                                 "otherwise only append-only tables")
-        return self.scan(appended, schema), None, latest
 
     def changed_files(self, path: PathLike, since: int | None) -> tuple[list[str], list[str]]:
         """Data files the latest version has that ``since``'s had not, and the reverse: a
@@ -523,22 +460,3 @@ def _first_line(error: BaseException) -> str:
     lines = [line for line in str(error).splitlines() if line.strip()]
     return lines[0].strip() if lines else type(error).__name__
 
-
-PHYSICAL_NAME = "delta.columnMapping.physicalName"
-
-
-def physical_field(field: T.StructField) -> T.StructField:
-    """A column as its Parquet files name it under column mapping (nested fields too)."""
-    return T.StructField(field.metadata.get(PHYSICAL_NAME, field.name),
-                         _physical_type(field.dataType), field.nullable)
-
-
-def _physical_type(data_type: T.DataType) -> T.DataType:
-    if isinstance(data_type, T.StructType):
-        return T.StructType([physical_field(field) for field in data_type.fields])
-    if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(_physical_type(data_type.elementType), data_type.containsNull)
-    if isinstance(data_type, T.MapType):
-        return T.MapType(_physical_type(data_type.keyType), _physical_type(data_type.valueType),
-                         data_type.valueContainsNull)
-    return data_type
