@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,18 @@ from rich.console import Console
 
 from reconciler import __version__
 from reconciler.errors import ReconcileError
-from reconciler.plan.document import PipelinePlan, git_info, plan_document, verify_plan_id
+from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
 from reconciler.plan.terminal import render_plan
 from reconciler.progress import Reporter, terminal_progress
 from reconciler.query_output import print_rows
+from reconciler.runner import MAX_FAILURES, run_continuously
 from reconciler.scaffold import scaffold
-from reconciler.spec.project import POLICIES, display, load_project
+from reconciler.spec.project import POLICIES, display, duration_seconds, load_project
 from reconciler.spec.workspace import load_programs, select_pipelines
 from reconciler.state import open_backend, read_manifest
+from reconciler.status import print_status, status_reports
 from state_backends import StateBackendError
 
 
@@ -58,6 +59,25 @@ class CliContext:
 pass_cli = click.make_pass_decorator(CliContext)
 backend_option = click.option("--backend", "backend_url",
                               help="State backend URL (overrides reconcile.yaml).")
+LOCK_TIMEOUT = "5m"
+"""How long apply, approve, execute and a continuous run wait for another run's lock."""
+
+
+def lock_option(default: str | None) -> Any:
+    return click.option("--lock-timeout", type=Duration(), default=default, show_default=True,
+                        help="How long to wait for another run's lock (90s, 5m, 1h).")
+
+
+class Duration(click.ParamType):
+    """`90s`, `5m`, `1h`, `2d` or seconds, as a number of seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        seconds = value if isinstance(value, float) else duration_seconds(str(value))
+        if seconds is None:
+            self.fail(f"{value!r} is not a duration (e.g. 90s, 5m, 1h)", param, ctx)
+        return seconds
 
 
 class ReconcileGroup(click.Group):
@@ -170,18 +190,6 @@ def show(plan_file: Path, output_format: str) -> None:
         render_plan(document, _console())
 
 
-def load_plan_file(path: Path) -> dict[str, Any]:
-    """Read a plan artifact and check that its plan_id still matches its body."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ReconcileError(f"not a readable plan file: {error}", file=path) from None
-    if not isinstance(document, dict):
-        raise ReconcileError("not a plan file: expected a JSON object", file=path)
-    verify_plan_id(document, str(path))
-    return document
-
-
 POLICY_CHOICE = click.Choice(POLICIES)
 
 
@@ -224,12 +232,14 @@ def _statements() -> Any:
               help="Do not send recomputed views' contents to output connectors.")
 @click.option("--full-refresh", is_flag=True,
               help="Drop all state, reset every connector and rebuild from the sources.")
+@lock_option(LOCK_TIMEOUT)
 @backend_option
 @_engine_options
 @pass_cli
 def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
           bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
-          backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
+          lock_timeout: float, backend_url: str | None, spark_master: str | None,
+          spark_remote: str | None) -> None:
     """Deploy new pipelines and bootstrap changed ones (asks first, like terraform apply)."""
     if full_refresh and not auto_approve and not (sys.stdin.isatty() and click.confirm(
             "Drop all state and re-ingest every input?", default=False)):
@@ -237,7 +247,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
                              "--auto-approve")
     saved = load_plan_file(plan_file) if plan_file else None
     project, programs = load_programs(obj.project_dir, pipeline)
-    backend = open_backend(project, backend_url)
+    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
@@ -262,14 +272,15 @@ def _confirm(plan: PipelinePlan) -> bool:
 @click.option("--pipeline", "-p", help="Only this pipeline.")
 @click.option("--silent", is_flag=True,
               help="Do not send recomputed views' contents to output connectors.")
+@lock_option(LOCK_TIMEOUT)
 @backend_option
 @_engine_options
 @pass_cli
-def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: str | None,
-            spark_master: str | None, spark_remote: str | None) -> None:
+def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: float,
+            backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Approve changes recorded as AwaitingApproval, then bootstrap them."""
     project, programs = load_programs(obj.project_dir, pipeline)
-    backend = open_backend(project, backend_url)
+    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
@@ -285,40 +296,51 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, backend_url: st
 @click.option("--continuous", is_flag=True, help="Keep running steps until interrupted.")
 @click.option("--interval", type=float, default=10.0, show_default=True,
               help="Seconds between steps with --continuous.")
+@click.option("--max-failures", type=click.IntRange(min=1), default=MAX_FAILURES,
+              show_default=True, help="With --continuous: give up after this many failed "
+              "rounds in a row.")
+@lock_option(None)
 @backend_option
 @_engine_options
 @pass_cli
 def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float,
-        backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
-    """Run a step: ingest new input, refresh affected views, emit changes, commit."""
+        max_failures: int, lock_timeout: float | None, backend_url: str | None,
+        spark_master: str | None, spark_remote: str | None) -> None:
+    """Run a step: ingest new input, refresh affected views, emit changes, commit.
+
+    A single step refuses a locked pipeline at once unless --lock-timeout says to wait; a
+    continuous run waits 5m by default, pauses a pipeline awaiting approval, retries
+    failed steps with backoff and stops after the current step on SIGTERM or Ctrl-C."""
     project = load_project(obj.project_dir)
-    backend = open_backend(project, backend_url)
+    if lock_timeout is None:
+        lock_timeout = (duration_seconds(LOCK_TIMEOUT) or 0.0) if continuous else 0.0
+    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
     names = select_pipelines(project, pipeline)
-    while True:
-        for name in names:
-            outcome, _ = ops.run_pipeline(project, backend, engine, name)
-            _report(outcome)
-        if not continuous:
-            return
-        time.sleep(interval)
+    if continuous:
+        run_continuously(lambda name: ops.run_pipeline(project, backend, engine, name)[0],
+                         names, interval, echo=click.echo, max_failures=max_failures)
+        return
+    for name in names:
+        _report(ops.run_pipeline(project, backend, engine, name)[0])
 
 
 @cli.command()
 @click.option("--pipeline", "-p", required=True, help="The pipeline whose table changes.")
 @click.argument("sql")
+@lock_option(LOCK_TIMEOUT)
 @backend_option
 @_engine_options
 @pass_cli
-def execute(obj: CliContext, pipeline: str, sql: str, backend_url: str | None,
-            spark_master: str | None, spark_remote: str | None) -> None:
+def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
+            backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...) or delete them
     (DELETE FROM t WHERE ...), then run a step."""
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
-    backend = open_backend(project, backend_url)
+    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
@@ -360,41 +382,12 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
 def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: str | None) -> None:
     """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
     project = load_project(obj.project_dir)
-    backend = open_backend(project, backend_url)
-    reports = []
-    for name in select_pipelines(project, pipeline):
-        manifest, _ = read_manifest(backend, name)
-        lock = backend.read_lock(name)
-        reports.append({
-            "pipeline": name,
-            "status": manifest.status if manifest else "NotDeployed",
-            "status_details": manifest.status_details if manifest else None,
-            "serial": manifest.serial if manifest else None,
-            "updated_at": manifest.updated_at if manifest else None,
-            "last_step": manifest.last_step if manifest else None,
-            "rows": {n: s.get("rows") for n, s in manifest.relations.items()} if manifest
-            else {},
-            "connectors": manifest.connectors if manifest else {},
-            "spark": manifest.engine.get("spark_target") if manifest else None,
-            "lock": lock.to_dict() if lock else None,
-        })
+    reports = status_reports(open_backend(project, backend_url),
+                             select_pipelines(project, pipeline))
     if as_json:
         click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))
         return
-    for report in reports:
-        click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
-                   f"updated {report['updated_at']})")
-        if report["spark"]:
-            click.echo(f"  last run on Spark: {report['spark']}")
-        details = report["status_details"] or {}
-        for key, names in (details.get("program_diff") or {}).items():
-            if names:
-                click.echo(f"  {key.replace('_', ' ')}: {', '.join(names)}")
-        for relation, rows in sorted(report["rows"].items()):
-            click.echo(f"  {relation}: {rows} rows")
-        if report["lock"]:
-            lock = report["lock"]
-            click.echo(f"  locked by {lock['who']} ({lock['operation']}, id {lock['id']})")
+    print_status(reports)
 
 
 @cli.group()

@@ -42,6 +42,11 @@ class ObjectFailed(ReconcileError):
         super().__init__(f"{what} '{name}': {type(cause).__name__}: {first}".rstrip(": "))
 
 
+class PipelinePaused(ReconcileError):
+    """A step found its pipeline not `Running` (awaiting approval, or a failed bootstrap): a
+    continuous runner waits for an apply or approval instead of stopping."""
+
+
 def error_class(error: BaseException) -> str:
     """`AnalysisException [UNRESOLVED_COLUMN...]`: the class and Spark's condition, no text."""
     condition = getattr(error, "getCondition", None) or getattr(error, "getErrorClass", None)

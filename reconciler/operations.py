@@ -17,7 +17,7 @@ from typing import Any
 
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.step import StepResult, has_pending_input, run_step
-from reconciler.errors import ReconcileError, public_message
+from reconciler.errors import PipelinePaused, ReconcileError, public_message
 from reconciler.faults import crash_point
 from reconciler.manifest import Manifest
 from reconciler.plan.diff import diff_programs
@@ -382,7 +382,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if manifest is None:
             raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
         if manifest.status != "Running":
-            raise ReconcileError(f"pipeline '{name}' is {manifest.status}, not Running: "
+            raise PipelinePaused(f"pipeline '{name}' is {manifest.status}, not Running: "
                                  "finish it with `reconcile apply` or `reconcile approve`")
         if insert is None:  # the settings may have withdrawn what the apply allowed
             check_committed_options(name, manifest.program,

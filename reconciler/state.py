@@ -8,9 +8,13 @@ from reconciler.spec.project import Project
 from state_backends import StateBackend, backend_from_url
 
 
-def open_backend(project: Project, override: str | None = None) -> StateBackend:
-    """The backend named by `--backend`, else by `reconcile.yaml`, else the default folder."""
-    return backend_from_url(override or project.settings.backend, project.root)
+def open_backend(project: Project, override: str | None = None, *,
+                 lock_timeout: float = 0.0) -> StateBackend:
+    """The backend named by `--backend`, else by `reconcile.yaml`, else the default folder;
+    its `locked` waits up to `lock_timeout` seconds for another run's lock."""
+    backend = backend_from_url(override or project.settings.backend, project.root)
+    backend.lock_timeout = lock_timeout
+    return backend
 
 
 def pipeline_layout(project: Project, pipeline: str) -> Layout:

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import getpass
 import json
+import random
 import re
 import socket
+import sys
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -208,10 +211,19 @@ def parse_history_name(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+LOCK_POLL_FIRST = 0.25
+LOCK_POLL_MAX = 5.0
+"""Seconds between attempts at a held lock: from the first, doubling (with jitter) up to
+the last, so a short apply is followed closely and a long one polled gently."""
+
+
 class StateBackend(ABC):
     """Where pipeline manifests, their history and run locks live."""
 
     url: str  # human-readable location used in messages
+    lock_timeout: float = 0.0
+    """How long `locked` waits for another run's lock before giving up (Terraform's
+    `-lock-timeout`); 0 refuses at once, naming the holder."""
 
     @abstractmethod
     def read_manifest(self, pipeline: str) -> VersionedDocument | None:
@@ -259,10 +271,33 @@ class StateBackend(ABC):
     def list_pipelines(self) -> list[str]:
         """Pipelines that have a manifest or a lock, sorted."""
 
+    def acquire_lock_waiting(self, pipeline: str, operation: str,
+                             who: str | None = None) -> LockInfo:
+        """`acquire_lock`, waiting up to `lock_timeout` seconds for a held lock (polling with
+        backoff and jitter); says once on stderr whom it waits for."""
+        deadline = time.monotonic() + self.lock_timeout
+        pause, told = LOCK_POLL_FIRST, False
+        while True:
+            try:
+                return self.acquire_lock(pipeline, operation, who)
+            except LockHeldError as held:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                if not told:
+                    print(f"{pipeline}: waiting for the lock held by {held.holder.who} "
+                          f"(operation {held.holder.operation!r}, "
+                          f"{format_age(held.holder.age_seconds())} ago), up to "
+                          f"{format_age(self.lock_timeout)}", file=sys.stderr, flush=True)
+                    told = True
+                time.sleep(min(left, pause * random.uniform(0.8, 1.2)))
+                pause = min(pause * 2, LOCK_POLL_MAX)
+
     @contextmanager
     def locked(self, pipeline: str, operation: str, who: str | None = None) -> Iterator[LockInfo]:
-        """Hold the pipeline lock for the body and release it however the body exits."""
-        info = self.acquire_lock(pipeline, operation, who)
+        """Hold the pipeline lock for the body and release it however the body exits
+        (waiting up to `lock_timeout` for another run's)."""
+        info = self.acquire_lock_waiting(pipeline, operation, who)
         try:
             yield info
         except BaseException as exc:

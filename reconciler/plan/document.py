@@ -8,6 +8,7 @@ backend (base lineage and serial) or the specs (desired fingerprint).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,18 @@ def plan_document(pipelines: list[PipelinePlan], project_dir: Path) -> dict[str,
     bodies = [pipeline.document() for pipeline in pipelines]
     return {"format_version": PLAN_FORMAT, "plan_id": plan_body_hash(bodies),
             "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies}
+
+
+def load_plan_file(path: Path) -> dict[str, Any]:
+    """Read a plan artifact and check that its plan_id still matches its body."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ReconcileError(f"not a readable plan file: {error}", file=path) from None
+    if not isinstance(document, dict):
+        raise ReconcileError("not a plan file: expected a JSON object", file=path)
+    verify_plan_id(document, str(path))
+    return document
 
 
 def verify_plan_id(document: dict[str, Any], where: str) -> None:

@@ -92,6 +92,13 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)?")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+def duration_seconds(text: str) -> float | None:
+    """Seconds in a duration like `90s`, `30m`, `1h`, `2d` (a bare number is seconds); None
+    when the text is not one."""
+    match = _DURATION.fullmatch(text.strip())
+    return None if match is None else float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+
+
 class RetentionSettings(_Strict):
     """What old state to keep (see `engine/retention.py`): the files the last `serials`
     manifests can read, and anything younger than `min_age` (`90s`, `30m`, `1h`, `2d`)."""
@@ -101,16 +108,16 @@ class RetentionSettings(_Strict):
 
     @model_validator(mode="after")
     def _check_age(self) -> RetentionSettings:
-        if not _DURATION.fullmatch(self.min_age.strip()):
+        if duration_seconds(self.min_age) is None:
             raise ValueError(f"retention.min_age '{self.min_age}' is not a duration "
                              "(e.g. 90s, 30m, 1h, 2d)")
         return self
 
     @property
     def min_age_seconds(self) -> float:
-        match = _DURATION.fullmatch(self.min_age.strip())
-        assert match is not None
-        return float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
+        seconds = duration_seconds(self.min_age)
+        assert seconds is not None
+        return seconds
 
 
 class ProjectSettings(_Strict):

@@ -1,0 +1,96 @@
+"""`reconcile run --continuous`: a step every interval, as a service.
+
+A pipeline is changed by applies while it runs, so the runner outlives them:
+
+* **Applies.** A step that finds the pipeline locked waits for the lock (the
+  backend's `lock_timeout`, Terraform's `-lock-timeout`), then runs with the
+  program the apply committed: each step reads the manifest afresh.
+* **Pauses.** A pipeline left `AwaitingApproval` or `Failed` is paused (said
+  once, checked again every interval) while the others go on; `reconcile
+  approve` or an apply resumes it.
+* **Faults.** A failed step commits nothing (the manifest is the only commit
+  point), so the next attempt starts from the last committed state. Failures
+  back off exponentially, with jitter, up to `BACKOFF_MAX`; `max_failures` rounds
+  in a row that all failed end the runner with exit code 1 and the last cause.
+* **Signals.** SIGTERM or SIGINT lets the step under way finish (or fail before
+  its commit), then the runner returns: its lock is released, exit code 0. A
+  second signal stops at once; the lock is released on the way out.
+
+Each step prints one line (the operation's message); a pipeline with no new
+input says so once, not every interval.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from reconciler.errors import PipelinePaused, ReconcileError, public_message
+
+BACKOFF_MAX = 300.0
+"""The longest wait between rounds after failures, in seconds."""
+MAX_FAILURES = 5
+"""Rounds in a row in which every step failed before the runner gives up."""
+
+
+def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval: float, *,
+                     echo: Callable[[str], None], max_failures: int = MAX_FAILURES) -> None:
+    """Run `step(name)` for each pipeline every `interval` seconds until a signal stops it.
+
+    `step` returns an outcome with a `message` and a `result` (`idle` when there was no
+    new input); it raises `PipelinePaused` for a pipeline that is not running."""
+    stop = threading.Event()
+    said: dict[str, str] = {}  # what each pipeline last said, so a repeat stays quiet
+    failures, last_error = 0, ""
+    with _stop_on_signals(stop, echo):
+        while not stop.is_set():
+            failed = 0
+            for name in names:
+                if stop.is_set():
+                    break
+                try:
+                    outcome = step(name)
+                    message = outcome.message if outcome.result != "idle" else f"{name}: idle"
+                    if outcome.result != "idle" or said.get(name) != message:
+                        echo(outcome.message)
+                except PipelinePaused as paused:
+                    message = f"{name}: paused: {paused} (checked every {interval:g}s)"
+                    if said.get(name) != message:
+                        echo(message)
+                except Exception as error:  # any fault: nothing was committed, try again
+                    failed += 1
+                    message = last_error = f"{name}: step failed: {public_message(error)}"
+                    echo(message)
+                said[name] = message
+            failures = failures + 1 if failed and failed == len(names) else 0
+            if failures >= max_failures:
+                raise ReconcileError(f"{failures} rounds of steps in a row failed; last: "
+                                     f"{last_error}")
+            pause = interval if not failures else min(BACKOFF_MAX, interval * 2 ** failures)
+            stop.wait(pause * (random.uniform(0.8, 1.2) if failures else 1.0))
+    echo("stopped: the last step finished, the lock is released")
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event, echo: Callable[[str], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` (the current step finishes); a second one interrupts."""
+
+    def handle(number: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # the lock's context manager releases it on the way out
+        stop.set()
+        echo(f"{signal.Signals(number).name}: stopping after the current step "
+             "(again to stop at once)")
+
+    previous = {number: signal.signal(number, handle)
+                for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

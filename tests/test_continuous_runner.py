@@ -1,0 +1,131 @@
+"""`reconcile run --continuous` as a service: a runner process outlives applies, pauses for
+an approval, and stops cleanly on SIGTERM.
+
+The runner is a real CLI process with its own embedded Spark; the applies and the
+approval are the real CLI too, in this process (they wait for the runner's lock, as the
+runner waits for theirs). Input keeps arriving across the changes, and after each one
+every row is in the table exactly once and the view equals its query from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from reconciler.spec.project import load_project
+from reconciler.state import open_backend
+from tests.cli_helpers import manifest, query, reconcile
+from tests.projects import write_files
+
+PIPELINE = """name: p
+bootstrap_policy: {policy}
+vars: {{threshold: {threshold}}}
+connectors:
+  - {{name: events_in, table: events, type: files, format: json, path: input}}
+"""
+SQL = """create table events (id bigint, v int);
+create materialized view big as select id, v from events where v > {{ threshold }};
+"""
+TIMEOUT = 120.0
+
+
+def configure(project: Path, threshold: int, policy: str = "allow") -> None:
+    (project / "pipelines/p/pipeline.yaml").write_text(
+        PIPELINE.format(policy=policy, threshold=threshold))
+
+
+def feed(project: Path, name: str, ids: range) -> None:
+    """An input file written whole (renamed into place), as a producer should."""
+    staging = project / f".{name}"
+    staging.write_text("".join(json.dumps({"id": i, "v": i * 10}) + "\n" for i in ids))
+    staging.replace(project / "input" / name)
+
+
+def eventually(check: Callable[[], bool], what: str, runner: subprocess.Popen) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not check():
+        assert runner.poll() is None, f"the runner exited ({runner.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def ids(project: Path, sql: str) -> list[int]:
+    return sorted(int(row["id"]) for row in query(project, "p", sql))
+
+
+def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession,
+                                                             tmp_path: Path) -> None:
+    project = write_files(tmp_path / "project", {"pipelines/p/program.sql": SQL})
+    configure(project, threshold=20)
+    (project / "input").mkdir()
+    reconcile(project, "apply")
+    log = (tmp_path / "runner.log").open("w")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(project), "run", "--continuous",
+         "--interval", "1"], stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    try:
+        def holds(expected: list[int]) -> Callable[[], bool]:
+            return lambda: ids(project, "select id from events") == expected
+
+        feed(project, "a.json", range(1, 6))
+        eventually(holds(list(range(1, 6))), "the first input", runner)
+
+        # An apply while the runner runs: it waits for the runner's lock (or the runner for
+        # its), and the runner goes on with the new program.
+        configure(project, threshold=35)
+        assert "bootstrapped" in reconcile(project, "apply")
+        feed(project, "b.json", range(6, 11))
+        eventually(holds(list(range(1, 11))), "input after the apply", runner)
+        assert ids(project, "select id from big") == ids(
+            project, "select id from events where v > 35") == list(range(4, 11))
+
+        # Awaiting approval: the runner pauses the pipeline, then resumes after `approve`.
+        configure(project, threshold=75, policy="await_approval")
+        reconcile(project, "apply")
+        assert manifest(project, "p")["status"] == "AwaitingApproval"
+        feed(project, "c.json", range(11, 16))
+        eventually(lambda: "paused" in (tmp_path / "runner.log").read_text(), "the pause",
+                   runner)
+        assert ids(project, "select id from events") == list(range(1, 11))
+        reconcile(project, "approve")
+        eventually(holds(list(range(1, 16))), "input after the approval", runner)
+        assert ids(project, "select id from big") == list(range(8, 16))
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        try:
+            code = runner.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            runner.kill()
+            raise
+        log.close()
+    output = (tmp_path / "runner.log").read_text()
+    assert code == 0, output
+    assert "SIGTERM: stopping after the current step" in output and "stopped" in output, output
+    assert not (project / ".reconcile/state/p/lock").exists(), "the lock was not released"
+    assert output.count("p: idle") <= output.count("step committed") + 2, output
+
+
+def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> None:
+    """A held lock: a single step refuses at once by default, waits with --lock-timeout
+    (saying once whom for) and gives up after it, naming the holder."""
+    project = write_files(tmp_path, {"pipelines/p/program.sql": SQL})
+    configure(project, threshold=20)
+    reconcile(project, "apply")
+    backend = open_backend(load_project(project))
+    with backend.locked("p", "apply"):
+        started = time.monotonic()
+        refused = reconcile(project, "run", expect=1)
+        assert time.monotonic() - started < 5
+        assert "is locked by" in refused and "operation 'apply'" in refused
+        waited = reconcile(project, "run", "--lock-timeout", "1s", expect=1)
+        assert "waiting for the lock held by" in waited and "is locked by" in waited
+        assert time.monotonic() - started >= 1
+    assert "no new input" in reconcile(project, "run", "--lock-timeout", "1s")
