@@ -9,6 +9,7 @@ writer and the pinned parquet reads; every table is checked with
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 import uuid
 from decimal import Decimal
@@ -19,11 +20,13 @@ import boto3
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import table_uri
+from reconciler.engine.failures import engine_failure
 from reconciler.engine.schema import (
     CHAR_VARCHAR_METADATA_KEY,
     TypeParseError,
@@ -126,6 +129,23 @@ def test_local_conf_is_quiet_small_and_overridable() -> None:
     cluster = spark_conf("spark://head:7077", {})
     assert "spark.sql.shuffle.partitions" not in cluster
     assert "spark.sql.warehouse.dir" not in cluster
+    # Embedded Spark's heap is half the machine's memory (its tasks run in the driver),
+    # unless reconcile.yaml says otherwise; a cluster's driver is its operator's.
+    physical_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    assert conf["spark.driver.memory"] == f"{max(1024, physical_mib // 2)}m"
+    assert spark_conf("local[2]", {"spark.driver.memory": "3g"})["spark.driver.memory"] == "3g"
+    assert "spark.driver.memory" not in cluster
+
+
+def test_a_failed_broadcast_is_one_line_naming_the_settings() -> None:
+    error = Py4JError("An error occurred while calling o123.save: org.apache.spark.SparkExcep"
+                      "tion: Not enough memory to build and broadcast the table to all worker "
+                      "nodes. As a workaround, you can either disable broadcast ...")
+    failure = engine_failure(error, "refreshing view report_17")
+    assert failure is not None
+    message = str(failure)
+    assert "\n" not in message and "while refreshing view report_17" in message
+    assert "spark.driver.memory" in message and "spark.sql.autoBroadcastJoinThreshold" in message
 
 
 def test_missing_java_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

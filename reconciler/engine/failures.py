@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from reconciler.errors import ReconcileError
 
+_BROADCAST = "Not enough memory to build and broadcast the table"
 _OUT_OF_MEMORY = ("OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
 _JVM_GONE = ("Py4JNetworkError", "Answer from Java side is empty", "Connection refused",
              "Error while receiving", "Error while sending", "Java gateway process exited",
@@ -30,6 +31,10 @@ def engine_failure(error: BaseException, during: str | None) -> ReconcileError |
     from_spark = _from_spark(error)
     if not from_spark:
         return None
+    if _BROADCAST in text:
+        return ReconcileError(f"Spark had too little driver memory to broadcast a join's "
+                              f"smaller side{where}; raise spark.driver.memory, or lower "
+                              "spark.sql.autoBroadcastJoinThreshold (-1 turns it off)")
     if any(sign in text for sign in _OUT_OF_MEMORY):
         return ReconcileError(f"Spark ran out of memory{where}; give it more with "
                               "spark.driver.memory (embedded Spark, or the driver) or "

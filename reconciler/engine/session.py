@@ -165,6 +165,21 @@ def default_master() -> str:
     return f"local[{max(1, min(cores, MAX_LOCAL_CORES))}]"
 
 
+DRIVER_MEMORY_SHARE = 0.5
+"""Embedded Spark's heap as a share of the machine's memory: its tasks run in the driver, and
+Spark's own 1 GiB default fails a broadcast join of a modest dimension table."""
+
+
+def driver_memory() -> str:
+    """`spark.driver.memory` for embedded Spark: `DRIVER_MEMORY_SHARE` of physical memory
+    (at least 1 GiB); `spark.conf` in reconcile.yaml overrides it."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: Spark's own default
+        return "1g"
+    return f"{max(1024, int(physical * DRIVER_MEMORY_SHARE) // 2**20)}m"
+
+
 def _conf_value(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -194,6 +209,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),
             "spark.sql.catalogImplementation": "in-memory",
+            "spark.driver.memory": driver_memory(),
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.extraJavaOptions": (
