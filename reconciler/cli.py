@@ -17,6 +17,13 @@ import click
 from rich.console import Console
 
 from reconciler import __version__
+from reconciler.cli_options import (
+    LOCK_TIMEOUT,
+    POLICY_CHOICE,
+    backend_option,
+    engine_options,
+    lock_option,
+)
 from reconciler.errors import ReconcileError
 from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
@@ -26,7 +33,7 @@ from reconciler.progress import Reporter, terminal_progress
 from reconciler.query_output import print_rows
 from reconciler.runner import MAX_FAILURES, run_continuously
 from reconciler.scaffold import scaffold
-from reconciler.spec.project import POLICIES, display, duration_seconds, load_project
+from reconciler.spec.project import display, duration_seconds, load_project
 from reconciler.spec.workspace import load_programs, select_pipelines
 from reconciler.state import open_backend, read_manifest
 from reconciler.status import print_status, status_reports
@@ -57,29 +64,6 @@ class CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
-backend_option = click.option("--backend", "backend_url",
-                              help="State backend URL (overrides reconcile.yaml).")
-LOCK_TIMEOUT = "5m"
-"""How long apply, approve, execute and a continuous run wait for another run's lock."""
-
-
-def lock_option(default: str | None) -> Any:
-    return click.option("--lock-timeout", type=Duration(), default=default, show_default=True,
-                        help="How long to wait for another run's lock (90s, 5m, 1h).")
-
-
-class Duration(click.ParamType):
-    """`90s`, `5m`, `1h`, `2d` or seconds, as a number of seconds."""
-
-    name = "duration"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        seconds = value if isinstance(value, float) else duration_seconds(str(value))
-        if seconds is None:
-            self.fail(f"{value!r} is not a duration (e.g. 90s, 5m, 1h)", param, ctx)
-        return seconds
-
-
 class ReconcileGroup(click.Group):
     """A click group that turns product errors into one line and exit code 1."""
 
@@ -190,16 +174,6 @@ def show(plan_file: Path, output_format: str) -> None:
         render_plan(document, _console())
 
 
-POLICY_CHOICE = click.Choice(POLICIES)
-
-
-def _engine_options(function: Any) -> Any:
-    function = click.option("--spark-remote", help="Spark Connect URL, e.g. sc://host:15002.")(
-        function)
-    return click.option("--spark-master", help="Spark master URL, e.g. spark://host:7077.")(
-        function)
-
-
 def _report(outcome: Any) -> None:
     click.echo(outcome.message)
 
@@ -234,7 +208,7 @@ def _statements() -> Any:
               help="Drop all state, reset every connector and rebuild from the sources.")
 @lock_option(LOCK_TIMEOUT)
 @backend_option
-@_engine_options
+@engine_options
 @pass_cli
 def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
           bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
@@ -274,7 +248,7 @@ def _confirm(plan: PipelinePlan) -> bool:
               help="Do not send recomputed views' contents to output connectors.")
 @lock_option(LOCK_TIMEOUT)
 @backend_option
-@_engine_options
+@engine_options
 @pass_cli
 def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
@@ -299,13 +273,18 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: f
 @click.option("--max-failures", type=click.IntRange(min=1), default=MAX_FAILURES,
               show_default=True, help="With --continuous: give up after this many failed "
               "rounds in a row.")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="With --continuous: serve "
+              "Prometheus metrics on this port (127.0.0.1 unless --metrics-address).")
+@click.option("--metrics-address", default="127.0.0.1", show_default=True,
+              help="The address --metrics-port listens on (0.0.0.0: every interface).")
 @lock_option(None)
 @backend_option
-@_engine_options
+@engine_options
 @pass_cli
 def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float,
-        max_failures: int, lock_timeout: float | None, backend_url: str | None,
-        spark_master: str | None, spark_remote: str | None) -> None:
+        max_failures: int, metrics_port: int | None, metrics_address: str,
+        lock_timeout: float | None, backend_url: str | None, spark_master: str | None,
+        spark_remote: str | None) -> None:
     """Run a step: ingest new input, refresh affected views, emit changes, commit.
 
     A single step refuses a locked pipeline at once unless --lock-timeout says to wait; a
@@ -320,8 +299,15 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
                         report=obj.progress(), debug=obj.debug)
     names = select_pipelines(project, pipeline)
     if continuous:
+        metrics = None
+        if metrics_port:
+            from reconciler.metrics import RunnerMetrics  # prometheus_client: runners only
+
+            metrics = RunnerMetrics()
+            metrics.serve(metrics_port, metrics_address)
         run_continuously(lambda name: ops.run_pipeline(project, backend, engine, name)[0],
-                         names, interval, echo=click.echo, max_failures=max_failures)
+                         names, interval, echo=click.echo, max_failures=max_failures,
+                         metrics=metrics)
         return
     for name in names:
         _report(ops.run_pipeline(project, backend, engine, name)[0])
@@ -332,7 +318,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 @click.argument("sql")
 @lock_option(LOCK_TIMEOUT)
 @backend_option
-@_engine_options
+@engine_options
 @pass_cli
 def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
@@ -355,7 +341,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
               default="table", show_default=True,
               help="json: an array of row objects (decimals as strings, dates in ISO 8601).")
 @backend_option
-@_engine_options
+@engine_options
 @pass_cli
 def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
           backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:

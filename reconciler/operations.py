@@ -10,6 +10,7 @@ converges to the same result.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -390,6 +391,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if insert is None and not has_pending_input(manifest.program, manifest.relations,
                                                     manifest.connectors, project.root):
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), StepResult()
+        started = time.monotonic()
         runtime = engine.runtime(name, manifest.program, manifest.relations)
         step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,
                         base_dir=project.root, ingest_inputs=insert is None,
@@ -403,6 +405,11 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             "refreshed": step.refreshed, "emitted": step.emitted})
         _commit(project, backend, committed, etag, engine)
         collect_garbage(project, backend, name)
+        seconds = time.monotonic() - started
+        rows = {table: (runtime.relations[table].get("rows") or 0)
+                - (manifest.relations[table].get("rows") or 0) for table in step.changed_tables}
         return Outcome(name, "stepped",
-                       f"{name}: step committed (serial {committed.serial}); refreshed "
-                       f"{', '.join(step.refreshed) or 'no views'}", committed.serial), step
+                       f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "
+                       f"rows {', '.join(f'{t} {n:+d}' for t, n in rows.items())}; refreshed "
+                       f"{', '.join(step.refreshed) or 'no views'}", committed.serial,
+                       details={"seconds": seconds, "rows": rows}), step

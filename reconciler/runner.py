@@ -28,9 +28,12 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import PipelinePaused, ReconcileError, public_message
+
+if TYPE_CHECKING:
+    from reconciler.metrics import RunnerMetrics
 
 BACKOFF_MAX = 300.0
 """The longest wait between rounds after failures, in seconds."""
@@ -39,11 +42,14 @@ MAX_FAILURES = 5
 
 
 def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval: float, *,
-                     echo: Callable[[str], None], max_failures: int = MAX_FAILURES) -> None:
+                     echo: Callable[[str], None], max_failures: int = MAX_FAILURES,
+                     metrics: RunnerMetrics | None = None) -> None:
     """Run `step(name)` for each pipeline every `interval` seconds until a signal stops it.
 
-    `step` returns an outcome with a `message` and a `result` (`idle` when there was no
-    new input); it raises `PipelinePaused` for a pipeline that is not running."""
+    `step` returns an outcome with a `message` and a `result` (`stepped`, or `idle` when
+    there was no new input); it raises `PipelinePaused` for a pipeline that is not
+    running. `metrics`, when given, records every step's result."""
+    record = metrics.record if metrics is not None else lambda *_: None
     stop = threading.Event()
     said: dict[str, str] = {}  # what each pipeline last said, so a repeat stays quiet
     failures, last_error = 0, ""
@@ -55,14 +61,17 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                     break
                 try:
                     outcome = step(name)
+                    record(name, outcome.result, outcome)
                     message = outcome.message if outcome.result != "idle" else f"{name}: idle"
                     if outcome.result != "idle" or said.get(name) != message:
                         echo(outcome.message)
                 except PipelinePaused as paused:
+                    record(name, "paused")
                     message = f"{name}: paused: {paused} (checked every {interval:g}s)"
                     if said.get(name) != message:
                         echo(message)
                 except Exception as error:  # any fault: nothing was committed, try again
+                    record(name, "failed")
                     failed += 1
                     message = last_error = f"{name}: step failed: {public_message(error)}"
                     echo(message)

@@ -15,14 +15,17 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
 from reconciler.spec.project import load_project
 from reconciler.state import open_backend
 from tests.cli_helpers import manifest, query, reconcile
+from tests.connect_server import free_ports
 from tests.projects import write_files
 
 PIPELINE = """name: p
@@ -68,9 +71,11 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
     (project / "input").mkdir()
     reconcile(project, "apply")
     log = (tmp_path / "runner.log").open("w")
+    [port] = free_ports(1)
     runner = subprocess.Popen(
         [sys.executable, "-m", "reconciler", "-C", str(project), "run", "--continuous",
-         "--interval", "1"], stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+         "--interval", "1", "--metrics-port", str(port)], stdout=log,
+        stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
         def holds(expected: list[int]) -> Callable[[], bool]:
             return lambda: ids(project, "select id from events") == expected
@@ -98,6 +103,17 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
         reconcile(project, "approve")
         eventually(holds(list(range(1, 16))), "input after the approval", runner)
         assert ids(project, "select id from big") == list(range(8, 16))
+
+        # Prometheus metrics: steps by result, the rows they added, the state.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            metrics = {sample.name: sample for family in text_string_to_metric_families(
+                reply.read().decode()) for sample in family.samples
+                if sample.labels.get("result", "stepped") == "stepped"
+                and sample.labels.get("state", "running") == "running"}
+        assert metrics["reconcile_steps_total"].value >= 3
+        assert metrics["reconcile_rows_added_total"].value == 15
+        assert metrics["reconcile_step_duration_seconds_count"].value >= 3
+        assert metrics["reconcile_runner_state"].value == 1
     finally:
         runner.send_signal(signal.SIGTERM)
         try:

@@ -1,0 +1,42 @@
+"""Options several `reconcile` commands share: where state lives, how long to wait for a
+lock, the bootstrap policy and where Spark runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from reconciler.spec.project import POLICIES, duration_seconds
+
+backend_option = click.option("--backend", "backend_url",
+                              help="State backend URL (overrides reconcile.yaml).")
+LOCK_TIMEOUT = "5m"
+"""How long apply, approve, execute and a continuous run wait for another run's lock."""
+
+
+def lock_option(default: str | None) -> Any:
+    return click.option("--lock-timeout", type=Duration(), default=default, show_default=True,
+                        help="How long to wait for another run's lock (90s, 5m, 1h).")
+
+
+class Duration(click.ParamType):
+    """`90s`, `5m`, `1h`, `2d` or seconds, as a number of seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        seconds = value if isinstance(value, float) else duration_seconds(str(value))
+        if seconds is None:
+            self.fail(f"{value!r} is not a duration (e.g. 90s, 5m, 1h)", param, ctx)
+        return seconds
+
+
+POLICY_CHOICE = click.Choice(POLICIES)
+
+
+def engine_options(function: Any) -> Any:
+    function = click.option("--spark-remote", help="Spark Connect URL, e.g. sc://host:15002.")(
+        function)
+    return click.option("--spark-master", help="Spark master URL, e.g. spark://host:7077.")(
+        function)

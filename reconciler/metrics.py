@@ -1,0 +1,61 @@
+"""Prometheus metrics of a continuous runner (`reconcile run --continuous --metrics-port`).
+
+Served by `prometheus_client` on its own registry, so only the runner's own series
+appear: steps by result, rows each step changed per table, step durations, failures
+in a row, when each pipeline last caught up (its lag is `time() - that`), and which
+state it is in.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+STATES = ("running", "paused", "failing")
+
+
+class RunnerMetrics:
+    """The series a runner updates after each step of each pipeline."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.steps = Counter("reconcile_steps", "Steps by pipeline and result "
+                             "(stepped, idle, paused, failed).", ["pipeline", "result"],
+                             registry=self.registry)
+        self.rows = Counter("reconcile_rows_added", "Rows committed steps added to each "
+                            "table (net of the step's deletions; a step that removed more "
+                            "adds none).", ["pipeline", "table"], registry=self.registry)
+        self.duration = Histogram("reconcile_step_duration_seconds", "Duration of committed "
+                                  "steps.", ["pipeline"], registry=self.registry,
+                                  buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900))
+        self.failures = Gauge("reconcile_consecutive_failures", "Failed steps in a row.",
+                              ["pipeline"], registry=self.registry)
+        self.caught_up = Gauge("reconcile_last_caught_up_timestamp_seconds", "When a step last "
+                               "found no input waiting or committed what was.", ["pipeline"],
+                               registry=self.registry)
+        self.state = Gauge("reconcile_runner_state", "1 for the state each pipeline is in.",
+                           ["pipeline", "state"], registry=self.registry)
+
+    def serve(self, port: int, address: str) -> None:
+        """Serve `/metrics` on `address:port` from a daemon thread."""
+        start_http_server(port, addr=address, registry=self.registry)
+
+    def record(self, pipeline: str, result: str, outcome: Any = None) -> None:
+        """One step's result: `stepped` or `idle` (with its outcome), `paused` or `failed`."""
+        self.steps.labels(pipeline, result).inc()
+        if result in ("stepped", "idle"):
+            self.caught_up.labels(pipeline).set(time.time())
+            self.failures.labels(pipeline).set(0)
+        if result == "failed":
+            self.failures.labels(pipeline).inc()
+        if result == "stepped" and outcome is not None:
+            self.duration.labels(pipeline).observe(outcome.details.get("seconds", 0.0))
+            for table, rows in outcome.details.get("rows", {}).items():
+                if rows > 0:
+                    self.rows.labels(pipeline, table).inc(rows)
+        current = {"stepped": "running", "idle": "running", "paused": "paused",
+                   "failed": "failing"}[result]
+        for state in STATES:
+            self.state.labels(pipeline, state).set(1 if state == current else 0)
