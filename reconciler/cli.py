@@ -368,7 +368,7 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
 def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: str | None) -> None:
     """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
     project = load_project(obj.project_dir)
-    reports = status_reports(open_backend(project, backend_url),
+    reports = status_reports(project, open_backend(project, backend_url),
                              select_pipelines(project, pipeline))
     if as_json:
         click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))

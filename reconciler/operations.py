@@ -399,15 +399,16 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if not step.has_changes:
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
         crash_point("step-before-commit")
-        committed = manifest.next(relations=runtime.relations, connectors=step.connectors,
-                                  last_step={
-            "ingested": step.ingested, "changed_tables": step.changed_tables,
-            "refreshed": step.refreshed, "emitted": step.emitted})
-        _commit(project, backend, committed, etag, engine)
-        collect_garbage(project, backend, name)
         seconds = time.monotonic() - started
         rows = {table: (runtime.relations[table].get("rows") or 0)
                 - (manifest.relations[table].get("rows") or 0) for table in step.changed_tables}
+        committed = manifest.next(relations=runtime.relations, connectors=step.connectors,
+                                  last_step={
+            "ingested": step.ingested, "changed_tables": step.changed_tables,
+            "refreshed": step.refreshed, "emitted": step.emitted,
+            "seconds": round(seconds, 3), "rows": rows})
+        _commit(project, backend, committed, etag, engine)
+        collect_garbage(project, backend, name)
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "
                        f"rows {', '.join(f'{t} {n:+d}' for t, n in rows.items())}; refreshed "

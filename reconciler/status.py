@@ -1,8 +1,9 @@
 """`reconcile status`: each pipeline's committed state, read from the backend alone.
 
-Status, serial, when it was committed, the last step, row counts, connectors and
-who holds the lock, as JSON for scripts or as a few lines for people. Nothing here
-starts Spark.
+Status, serial, when it was committed, the last step and how long it took, the
+input waiting (files or source versions no step has taken yet), row counts,
+connectors and who holds the lock (a runner's step, an apply it waits for), as JSON
+for scripts or as a few lines for people. Nothing here starts Spark.
 """
 
 from __future__ import annotations
@@ -11,15 +12,19 @@ from typing import Any
 
 import click
 
-from reconciler.state import read_manifest
+from reconciler.layout import resolve_path
+from reconciler.manifest import Manifest
+from reconciler.spec.project import Project
+from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
 
 
-def status_reports(backend: StateBackend, names: list[str]) -> list[dict[str, Any]]:
+def status_reports(project: Project, backend: StateBackend,
+                   names: list[str]) -> list[dict[str, Any]]:
     """One report per pipeline (`NotDeployed` for one without a manifest)."""
     reports = []
     for name in names:
-        manifest, _ = read_manifest(backend, name)
+        manifest, _ = read_manifest(backend, name, pipeline_layout(project, name))
         lock = backend.read_lock(name)
         reports.append({
             "pipeline": name,
@@ -28,6 +33,7 @@ def status_reports(backend: StateBackend, names: list[str]) -> list[dict[str, An
             "serial": manifest.serial if manifest else None,
             "updated_at": manifest.updated_at if manifest else None,
             "last_step": manifest.last_step if manifest else None,
+            "waiting_input": waiting_input(project, manifest) if manifest else {},
             "rows": {n: s.get("rows") for n, s in manifest.relations.items()} if manifest
             else {},
             "connectors": manifest.connectors if manifest else {},
@@ -37,6 +43,26 @@ def status_reports(backend: StateBackend, names: list[str]) -> list[dict[str, An
     return reports
 
 
+def waiting_input(project: Project, manifest: Manifest) -> dict[str, int | None]:
+    """Per input connector, the files (or source versions, for `delta`) not ingested yet;
+    None where they cannot be counted from here (a source on object storage)."""
+    from reconciler.engine.delta_log import probe_latest_version
+    from reconciler.engine.input_files import waiting_files
+
+    waiting: dict[str, int | None] = {}
+    for name, definition in manifest.program["connectors"].items():
+        if definition["direction"] != "input":
+            continue
+        source, state = resolve_path(definition["path"], project.root), manifest.connectors[name]
+        if definition["type"] == "delta":
+            latest = probe_latest_version(source)
+            done = state.get("source_version")
+            waiting[name] = 0 if latest is None else latest - (-1 if done is None else done)
+        else:
+            waiting[name] = waiting_files(source, state["checkpoint"])
+    return waiting
+
+
 def print_status(reports: list[dict[str, Any]]) -> None:
     """The reports as a few lines per pipeline."""
     for report in reports:
@@ -44,6 +70,14 @@ def print_status(reports: list[dict[str, Any]]) -> None:
                    f"updated {report['updated_at']})")
         if report["spark"]:
             click.echo(f"  last run on Spark: {report['spark']}")
+        step = report["last_step"] or {}
+        if "seconds" in step:
+            click.echo(f"  last step: {step['seconds']:.1f}s, refreshed "
+                       f"{', '.join(step.get('refreshed') or []) or 'no views'}")
+        waiting = [f"{name} {'?' if count is None else count}"
+                   for name, count in report["waiting_input"].items()]
+        if waiting:
+            click.echo(f"  input waiting: {', '.join(waiting)}")
         details = report["status_details"] or {}
         for key, names in (details.get("program_diff") or {}).items():
             if names:

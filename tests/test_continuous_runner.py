@@ -145,3 +145,15 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
         assert "waiting for the lock held by" in waited and "is locked by" in waited
         assert time.monotonic() - started >= 1
     assert "no new input" in reconcile(project, "run", "--lock-timeout", "1s")
+
+    # `status` counts the input no step has taken yet, and says how long the last one took.
+    (project / "input").mkdir(exist_ok=True)
+    feed(project, "a.json", range(1, 4))
+    feed(project, "b.json", range(4, 6))
+    status = json.loads(reconcile(project, "status", "-p", "p", "--json"))
+    assert status["waiting_input"] == {"events_in": 2}
+    assert "input waiting: events_in 2" in reconcile(project, "status")
+    reconcile(project, "run")
+    status = json.loads(reconcile(project, "status", "-p", "p", "--json"))
+    assert status["waiting_input"] == {"events_in": 0}
+    assert status["last_step"]["rows"] == {"events": 5} and status["last_step"]["seconds"] > 0

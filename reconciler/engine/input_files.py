@@ -102,6 +102,15 @@ def input_files(path: str) -> set[str]:
     return files
 
 
+def waiting_files(path: str, checkpoint: str) -> int | None:
+    """How many files of a local files source the connector has not taken yet; None when
+    the source or checkpoint is not a local path (Spark lists those)."""
+    local_input, local_checkpoint = local_path(path), local_path(checkpoint)
+    if local_input is None or local_checkpoint is None:
+        return None
+    return len(input_files(local_input) - seen_files(local_checkpoint))
+
+
 def has_new_files(path: str, checkpoint: str) -> bool:
     """Whether a files source has input its checkpoint has not taken, without a Spark job.
 
