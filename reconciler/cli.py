@@ -306,8 +306,8 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
             metrics = RunnerMetrics()
             metrics.serve(metrics_port, metrics_address)
         run_continuously(lambda name: ops.run_pipeline(project, backend, engine, name)[0],
-                         names, interval, echo=click.echo, max_failures=max_failures,
-                         metrics=metrics)
+                         names, interval, echo=click.echo, release=backend.release_if_held,
+                         max_failures=max_failures, metrics=metrics)
         return
     for name in names:
         _report(ops.run_pipeline(project, backend, engine, name)[0])

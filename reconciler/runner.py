@@ -9,7 +9,9 @@ A pipeline is changed by applies while it runs, so the runner outlives them:
   once, checked again every interval) while the others go on; `reconcile
   approve` or an apply resumes it.
 * **Faults.** A failed step commits nothing (the manifest is the only commit
-  point), so the next attempt starts from the last committed state. Failures
+  point), so the next attempt starts from the last committed state. A lock the
+  step could not release (the backend went away) is released before the next
+  attempt, or that attempt would wait for the runner's own lock. Failures
   back off exponentially, with jitter, up to `BACKOFF_MAX`; `max_failures` rounds
   in a row that all failed end the runner with exit code 1 and the last cause.
 * **Signals.** SIGTERM or SIGINT lets the step under way finish (or fail before
@@ -42,16 +44,19 @@ MAX_FAILURES = 5
 
 
 def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval: float, *,
-                     echo: Callable[[str], None], max_failures: int = MAX_FAILURES,
+                     echo: Callable[[str], None], release: Callable[[str, str], None],
+                     max_failures: int = MAX_FAILURES,
                      metrics: RunnerMetrics | None = None) -> None:
     """Run `step(name)` for each pipeline every `interval` seconds until a signal stops it.
 
     `step` returns an outcome with a `message` and a `result` (`stepped`, or `idle` when
     there was no new input); it raises `PipelinePaused` for a pipeline that is not
-    running. `metrics`, when given, records every step's result."""
+    running. `release(name, lock_id)` releases a lock a failed step left behind.
+    `metrics`, when given, records every step's result."""
     record = metrics.record if metrics is not None else lambda *_: None
     stop = threading.Event()
     said: dict[str, str] = {}  # what each pipeline last said, so a repeat stays quiet
+    stranded: dict[str, str] = {}  # our locks a failed step could not release
     failures, last_error = 0, ""
     with _stop_on_signals(stop, echo):
         while not stop.is_set():
@@ -60,6 +65,9 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                 if stop.is_set():
                     break
                 try:
+                    if name in stranded:
+                        release(name, stranded[name])
+                        del stranded[name]
                     outcome = step(name)
                     record(name, outcome.result, outcome)
                     message = outcome.message if outcome.result != "idle" else f"{name}: idle"
@@ -71,6 +79,8 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                     if said.get(name) != message:
                         echo(message)
                 except Exception as error:  # any fault: nothing was committed, try again
+                    if getattr(error, "unreleased_lock", None):
+                        stranded[name] = error.unreleased_lock  # type: ignore[attr-defined]
                     record(name, "failed")
                     failed += 1
                     message = last_error = f"{name}: step failed: {public_message(error)}"

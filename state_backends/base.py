@@ -293,10 +293,19 @@ class StateBackend(ABC):
                 time.sleep(min(left, pause * random.uniform(0.8, 1.2)))
                 pause = min(pause * 2, LOCK_POLL_MAX)
 
+    def release_if_held(self, pipeline: str, lock_id: str) -> None:
+        """Release lock `lock_id` if it is still the pipeline's lock (nothing if another run
+        holds it, or no one): for a lock a failed release left behind."""
+        holder = self.read_lock(pipeline)
+        if holder is not None and holder.id == lock_id:
+            self.release_lock(pipeline, lock_id)
+
     @contextmanager
     def locked(self, pipeline: str, operation: str, who: str | None = None) -> Iterator[LockInfo]:
         """Hold the pipeline lock for the body and release it however the body exits
-        (waiting up to `lock_timeout` for another run's)."""
+        (waiting up to `lock_timeout` for another run's). When the release itself fails (the
+        backend went away), the error carries `unreleased_lock`, the lock's id, so a caller
+        that goes on (a continuous runner) can release it once the backend is back."""
         info = self.acquire_lock_waiting(pipeline, operation, who)
         try:
             yield info
@@ -307,6 +316,11 @@ class StateBackend(ABC):
                 self.release_lock(pipeline, info.id)
             except StateBackendError as release_exc:
                 exc.add_note(f"also failed to release the lock: {release_exc}")
+                exc.unreleased_lock = info.id  # type: ignore[attr-defined]
             raise
         else:
-            self.release_lock(pipeline, info.id)
+            try:
+                self.release_lock(pipeline, info.id)
+            except StateBackendError as release_exc:
+                release_exc.unreleased_lock = info.id  # type: ignore[attr-defined]
+                raise

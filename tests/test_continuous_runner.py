@@ -16,9 +16,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
@@ -157,3 +161,51 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
     status = json.loads(reconcile(project, "status", "-p", "p", "--json"))
     assert status["waiting_input"] == {"events_in": 0}
     assert status["last_step"]["rows"] == {"events": 5} and status["last_step"]["seconds"] > 0
+
+
+def test_runner_rides_out_a_backend_outage(spark: SparkSession, tmp_path: Path,
+                                           s3_endpoint: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The S3 backend goes away while the runner runs (its own moto server, stopped and
+    started again on the same port): steps fail, back off, commit nothing, and once the
+    backend is back the runner catches up with every row exactly once."""
+    [port] = free_ports(1)
+    endpoint = f"http://127.0.0.1:{port}"
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    bucket = f"outage-{uuid.uuid4().hex[:12]}"
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket=bucket)
+    project = write_files(tmp_path / "project", {"pipelines/p/program.sql": SQL,
+                                                 "reconcile.yaml": f"backend: s3://{bucket}/state\n"})
+    configure(project, threshold=20)
+    (project / "input").mkdir()
+    reconcile(project, "apply")
+    log_path = tmp_path / "runner.log"
+    with log_path.open("w") as log:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "-C", str(project), "run", "--continuous",
+             "--interval", "1", "--max-failures", "20"], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ))
+        try:
+            feed(project, "a.json", range(1, 6))
+            eventually(lambda: ids(project, "select id from events") == list(range(1, 6)),
+                       "the first input", runner)
+            server.stop()
+            feed(project, "b.json", range(6, 11))
+            eventually(lambda: "step failed" in log_path.read_text(), "a failed step", runner)
+            server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            server.start()
+            eventually(lambda: ids(project, "select id from events") == list(range(1, 11)),
+                       "the input after the outage", runner)
+            assert ids(project, "select id from big") == list(range(3, 11))
+        finally:
+            runner.send_signal(signal.SIGTERM)
+            code = runner.wait(timeout=TIMEOUT)
+            keys = [item["Key"] for item in s3.list_objects_v2(
+                Bucket=bucket, Prefix="state/p/").get("Contents", [])]
+            server.stop()
+    output = log_path.read_text()
+    assert code == 0, output
+    assert "state/p/lock" not in keys, "the lock was not released"
