@@ -17,11 +17,13 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from reconciler.engine import merge
+from reconciler.engine import compaction, merge
+from reconciler.engine.compaction import compact
 from reconciler.engine.deletion_vectors import live_files
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.retention import collect_garbage
 from reconciler.engine.storage import DeltaStorage
+from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 
 SCHEMA = T.StructType([T.StructField("k", T.IntegerType(), False),
@@ -39,8 +41,8 @@ def held(storage: DeltaStorage, path: Path, version: int) -> Counter:
     return Counter(tuple(row) for row in storage.read(path, version, SCHEMA).collect())
 
 
-def test_deletions_mark_rows_and_keep_multiset_semantics(spark: SparkSession,
-                                                         tmp_path: Path) -> None:
+def test_deletions_mark_rows_and_keep_multiset_semantics(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(31)
     storage = DeltaStorage(spark, writer="delta-spark")
     path = tmp_path / "p" / "tables" / "t"
@@ -95,6 +97,16 @@ def test_deletions_mark_rows_and_keep_multiset_semantics(spark: SparkSession,
                              min_age_seconds=0)
     assert [file for file in latest.files if file.endswith(".bin")]
     assert held(storage, path, version) == expected
+
+    # The delta-rs fallback reads files, not deletion vectors: it neither changes nor
+    # compacts such a table (either would bring the marked rows back).
+    fallback = DeltaStorage(spark, writer="delta-rs")
+    with pytest.raises(ReconcileError, match="deletion vectors"):
+        apply_changes(fallback, path, version, SCHEMA, None,
+                      spark.createDataFrame(list(expected)[:1], SCHEMA))
+    monkeypatch.setattr(compaction, "COMPACT_AFTER", 0)  # every small file is due
+    assert compact(fallback, path) is None
+    assert held(storage, path, storage.latest_version(path) or 0) == expected
 
 
 def test_rows_unique_by_a_key_are_deleted_by_it(spark: SparkSession, tmp_path: Path) -> None:

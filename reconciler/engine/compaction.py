@@ -12,7 +12,12 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from reconciler.engine.delta_log import PathLike, needs_delta_reader, table_uri
+from reconciler.engine.delta_log import (
+    PathLike,
+    has_deletion_vectors,
+    needs_delta_reader,
+    table_uri,
+)
 from reconciler.engine.schema import struct_from_json
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.writer import clustered, commit_files, write_files
@@ -38,7 +43,7 @@ def compact(storage: DeltaStorage, path: PathLike) -> int | None:
         return None
     uri = table_uri(path)
     table = storage.require(uri)
-    if needs_delta_reader(table):
+    if needs_delta_reader(table) or has_deletion_vectors(table):  # files are not the rows
         return None
     actions = pa.table(table.get_add_actions(flatten=True))
     small = [(file, size) for file, size in zip(actions.column("path").to_pylist(),

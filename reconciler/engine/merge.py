@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine.delta_log import PathLike, relative_file, table_uri
+from reconciler.engine.delta_log import PathLike, has_deletion_vectors, relative_file, table_uri
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.writer import commit_files, write_errors, write_files
@@ -77,6 +77,10 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         return _merge(storage, uri, version, schema, inserts, deletes, app_transaction,
                       unique_by, distinct)
     table = storage.require(uri)
+    if has_deletion_vectors(table):  # its files hold rows its deletion vectors removed
+        raise ReconcileError(f"{uri}: Delta's Spark writer keeps this table with deletion "
+                             "vectors; the delta-rs writer cannot change its rows "
+                             "(RECONCILE_DELTA_WRITER=delta-spark)")
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = dict(zip(actions.column("path").to_pylist(),
                      actions.column("size_bytes").to_pylist(), strict=True))
