@@ -38,10 +38,45 @@ deleted rows' bytes + 200 kB); then delta-spark's step time / delta-rs' for each
 pattern.
 
 Usage: `python bench/delete_bench.py [--rows 16000000] [--files 16] [--steps 1]
-[--writers delta-spark delta-rs] [--rf2] [--unique-by id] [--no-warmup] [--keep]`;
+[--writers delta-spark delta-rs] [--rf2] [--unique-by id] [--no-warmup] [--keep]
+[--tpch SCALE] [--driver-memory 8g]`;
 `--rows 1000000` is a quick run. The tables live in a fresh folder under the system's
 temp folder (`--work`), removed afterwards unless `--keep`; 16M rows are 381 MB a
 table (about 1.5 GB with `--rf2`: four tables).
+
+`--tpch SCALE` (issue 31: RF2 at TPC-H scale 1 before and after deletion vectors)
+runs TPC-H's RF2 instead, on each writer's `orders` and `lineitem`. The data is
+`tpch_bench.generate`'s (tpchgen-cli, 1,000 slices of consecutive order keys, cached
+under `/tmp/tpch-bench` and shared with `tpch_bench`), the tables' columns those of
+`bench/tpch/tables.sql`. Per writer both tables are made by `storage.create(...,
+change_feed=True)` and filled by one `storage.append` of all the slices as Spark
+reads them (its default partitions, so its default file layout, as a `files`
+connector's batch is ingested), then `compact` runs as at the end of every step
+(delta-rs only: more than 16 files under 8 MiB become files of ~128 MiB; Delta's
+writer keeps Spark's layout). RF2 deletes the orders of slice 1 (0.1%: 1,500 at
+SF1) and all their lineitems: per table the rows are read from the stored table
+at its version (a semi-join with the slice's order keys) and materialised
+(`localCheckpoint`, as a `changes: true` batch is) before the timer; then, timed
+separately, `apply_changes` (with an app transaction, as a batch has) and the
+step's read of the table's change (`engine/step.py`'s `table_change` itself:
+Delta's change data feed on delta-spark, the files that differ compared by
+`ZSet.between` on delta-rs), forced by counting its insertions and deletions.
+delta-spark runs twice, `distinct=False` (a table without a key, the product's
+default: the copies of deleted rows are counted) and `distinct=True` (TPC-H's
+primary keys declared), on the same tables restored to the loaded version in
+between (outside the timing); delta-rs ignores `distinct`, so it runs once.
+Checked with counts only: rows after = rows before - deleted (a Spark count and the
+log's), none of RF2's orders left, and the change holds exactly the deleted rows'
+count of deletions and no insertion. Printed per writer and variant: apply and
+change-read time and bytes written per table, the delete step (both tables, apply
++ change read) against the issue's 62 s (delta-rs' RF2 in a profiled step at SF1,
+README) and its goal (<= 0.2x), each `MERGE`'s operationMetrics from the table's
+history, and delta-spark's delete step / delta-rs' in the same run. Unless
+`--no-warmup`, each writer and variant first runs the same on 50 slices, unmeasured.
+`--writers`, `--work`, `--keep` apply; `--rows`, `--files`, `--steps`, `--rf2` and
+`--unique-by` do not. Spark gets `--driver-memory` (8g by default with `--tpch`, as
+`tpch_bench` has). `python bench/delete_bench.py --tpch 1` takes 10-20 minutes on
+2 cores and under 1 GB of temp space at a time.
 """
 
 from __future__ import annotations
@@ -54,11 +89,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # pyspark is imported once the path is set up
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import types as T
 
+    from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.storage import DeltaStorage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +108,23 @@ PATTERNS = {
     "spread": "N/1000 rows with id % 1000 = 7, in every file",
     "rf2": "N/1000 consecutive ids from the middle, in one or two files",
 }
+
+TPCH_DATA = Path("/tmp/tpch-bench")
+"""Where `tpch_bench.generate` caches TPC-H's Parquet files (its default `--work`)."""
+TPCH_PARTS = 1000
+"""Slices of consecutive order keys: RF2 deletes one, 0.1% of the orders."""
+RF2_SLICE = 1
+TPCH_WARMUP_SLICES = 50
+"""Slices of the warm-up's tables: lineitem over 8 MiB, so delta-rs finds the files to
+rewrite as on the measured table instead of rewriting the whole table."""
+ORDER_KEY = {"orders": "o_orderkey", "lineitem": "l_orderkey"}
+BASELINE_SECONDS = 62.0
+"""Issue 31's "today": delta-rs' RF2 at SF1 in a profiled step (README, Known
+limitations): 38 s for lineitem and 24 s for orders, rewrite and comparison."""
+GOAL = 0.2
+MERGE_METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteTimeMs",
+                 "numTargetRowsDeleted", "numTargetDeletionVectorsAdded",
+                 "numTargetFilesAdded", "numTargetChangeFilesAdded", "numTargetBytesAdded")
 
 
 def file_sizes(folder: Path) -> dict[str, int]:
@@ -173,6 +228,204 @@ def run(spark: SparkSession, work: Path, writer: str, pattern: str, rows: int, f
             "data_files": data_files, "fill_time": fill_time}
 
 
+def _load_average() -> str:
+    return "load average " + " ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
+def tpch_schemas() -> dict[str, T.StructType]:
+    """orders' and lineitem's columns, as `bench/tpch/tables.sql` declares them."""
+    from reconciler.engine.schema import spark_schema
+    from reconciler.spec.project import SqlSource
+    from reconciler.spec.sql import TableStatement, parse_file
+
+    text = (ROOT / "bench" / "tpch" / "tables.sql").read_text()
+    return {statement.name: spark_schema(statement.columns)
+            for statement in parse_file(SqlSource("bench/tpch/tables.sql", text))
+            if isinstance(statement, TableStatement) and statement.name in ORDER_KEY}
+
+
+def _slice_rows(data: Path, table: str, slices: range) -> int:
+    """Rows of these generated slices, from their Parquet footers (no rows read)."""
+    import pyarrow.parquet as pq
+
+    from bench.tpch_bench import slice_file
+
+    return sum(pq.ParquetFile(slice_file(data, table, part)).metadata.num_rows
+               for part in slices)
+
+
+def tpch_load(spark: SparkSession, storage: DeltaStorage, data: Path, folder: Path,
+              slices: range) -> dict[str, dict[str, Any]]:
+    """orders and lineitem with these slices, as a pipeline holds them: created with the
+    change data feed, one append of the slices as Spark reads them, then the step's
+    compaction (delta-rs only). Per table: path, schema, loaded version, rows, files."""
+    from bench.tpch_bench import slice_file
+    from reconciler.engine.compaction import compact
+
+    tables = {}
+    for table, schema in tpch_schemas().items():
+        path = folder / table
+        storage.create(path, schema, change_feed=True)
+        rows = spark.read.schema(schema).parquet(*(str(slice_file(data, table, part))
+                                                   for part in slices))
+        started = time.perf_counter()
+        version = storage.append(path, rows)
+        appended = _data_bytes(storage, path)[1]
+        compacted = compact(storage, path)
+        version = version if compacted is None else compacted
+        load_time = time.perf_counter() - started
+        expected = _slice_rows(data, table, slices)
+        assert storage.row_count(path, version) == expected, (table, expected)
+        table_bytes, data_files = _data_bytes(storage, path)
+        tables[table] = {"path": path, "schema": schema, "loaded": version, "rows": expected,
+                         "appended_files": appended, "files": data_files,
+                         "bytes": table_bytes, "load_time": load_time}
+    return tables
+
+
+def _merge_metrics(path: Path, version: int) -> dict[str, int]:
+    """The operationMetrics of the `MERGE` that made `version` (delta-spark's commits)."""
+    from deltalake import DeltaTable
+
+    for entry in DeltaTable(str(path)).history(8):
+        if entry.get("version") == version and entry.get("operation") == "MERGE":
+            metrics = entry.get("operationMetrics") or {}
+            return {name: int(metrics[name]) for name in MERGE_METRICS if name in metrics}
+    return {}
+
+
+def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
+             tables: dict[str, dict[str, Any]], distinct: bool,
+             app: str) -> dict[str, dict[str, Any]]:
+    """RF2 applied to both tables at their loaded version (restored first if a step ran on
+    them), each table's apply and change read timed apart, every figure checked by counts."""
+    from pyspark.sql import functions as F
+
+    from bench.tpch_bench import slice_file
+    from reconciler.engine.merge import apply_changes
+    from reconciler.engine.step import table_change
+
+    keys = (spark.read.parquet(str(slice_file(data, "orders", RF2_SLICE)))
+            .select(F.col("o_orderkey").alias("__key")).localCheckpoint(eager=True))
+    # `table_change` reads only `runtime.storage`: the step's own code, without a pipeline.
+    runtime = cast("PipelineRuntime", SimpleNamespace(storage=storage))
+    figures = {}
+    for table, info in tables.items():
+        path, schema = info["path"], info["schema"]
+        version = storage.latest_version(path)
+        if version != info["loaded"]:  # an earlier variant's step: undone, untimed
+            version = storage.restore(path, info["loaded"])
+        assert version is not None
+
+        def doomed(frame: DataFrame, table: str = table) -> DataFrame:
+            return frame.join(keys, frame[ORDER_KEY[table]] == keys["__key"], "left_semi")
+        deletes = doomed(storage.read(path, version, schema)).localCheckpoint(eager=True)
+        deleted = deletes.count()
+        assert deleted == _slice_rows(data, table, range(RF2_SLICE, RF2_SLICE + 1)), table
+
+        before = file_sizes(path)
+        started = time.perf_counter()
+        after = apply_changes(storage, path, version, schema, None, deletes,
+                              app_transaction=(f"{app}:{table}", 1), distinct=distinct)
+        apply_time = time.perf_counter() - started
+        assert after == version + 1, (table, version, after)
+        new = {name: size for name, size in file_sizes(path).items() if name not in before}
+
+        started = time.perf_counter()
+        change = table_change(runtime, {"path": str(path), "version": version,
+                                        "schema": schema.json()},
+                              {"path": str(path), "version": after, "schema": schema.json()})
+        inserted = 0 if change.inserts is None else change.inserts.count()
+        removed = 0 if change.deletes is None else change.deletes.count()
+        change_time = time.perf_counter() - started
+
+        stored = storage.read(path, after, schema)
+        counted = stored.count()
+        assert counted == info["rows"] - deleted, (table, counted, info["rows"] - deleted)
+        assert storage.row_count(path, after) == counted, table
+        assert doomed(stored).count() == 0, table
+        assert (inserted, removed) == (0, deleted), (table, inserted, removed, deleted)
+        figures[table] = {"apply": apply_time, "change": change_time, "deleted": deleted,
+                          "written": sum(new.values()), "new_files": len(new),
+                          "merge": (_merge_metrics(path, after)
+                                    if storage.writer == "delta-spark" else {})}
+    return figures
+
+
+def run_tpch(spark: SparkSession, scale: float, writers: list[str], work: Path,
+             warmup: bool) -> None:
+    """Issue 31's benchmark: RF2 on each writer (and variant), printed as it goes, then
+    delta-spark's delete step against delta-rs'."""
+    from bench.tpch_bench import deletion_file, generate, slice_file
+    from reconciler.engine.storage import DeltaStorage
+
+    TPCH_DATA.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    data = generate(TPCH_DATA, scale, TPCH_PARTS)
+    rf2_input = {table: deletion_file(slice_file(data, table, RF2_SLICE),
+                                      work / "rf2" / f"{table}.parquet")
+                 for table in ORDER_KEY}
+    print(f"TPC-H SF{scale:g} in {data} ({time.perf_counter() - started:.0f} s); RF2 deletes "
+          f"slice {RF2_SLICE} of {TPCH_PARTS}: "
+          f"{_slice_rows(data, 'orders', range(RF2_SLICE, RF2_SLICE + 1)):,} orders and "
+          f"{_slice_rows(data, 'lineitem', range(RF2_SLICE, RF2_SLICE + 1)):,} lineitems "
+          f"(as a changes batch: {rf2_input['orders'] / 1e3:.0f} + "
+          f"{rf2_input['lineitem'] / 1e3:.0f} kB); tables in {work}; {_load_average()}",
+          flush=True)
+    variants = [(writer, distinct) for writer in writers
+                for distinct in ((False, True) if writer == "delta-spark" else (False,))]
+    if warmup:  # the JVM's first MERGE, rewrite and feed read are not the tables' cost
+        started = time.perf_counter()
+        for writer in writers:
+            storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
+            tables = tpch_load(spark, storage, data, work / f"warmup-{writer}",
+                               range(1, TPCH_WARMUP_SLICES + 1))
+            for variant, distinct in variants:
+                if variant == writer:
+                    tpch_rf2(spark, storage, data, tables, distinct, f"warmup-{distinct}")
+        shutil.rmtree(work / "warmup-delta-spark", ignore_errors=True)
+        shutil.rmtree(work / "warmup-delta-rs", ignore_errors=True)
+        print(f"warm-up on {TPCH_WARMUP_SLICES} slices, unmeasured: "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+    totals = {}
+    for writer in writers:
+        storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
+        tables = tpch_load(spark, storage, data, work / writer, range(1, TPCH_PARTS + 1))
+        print(f"{writer}: loaded " + "; ".join(
+            f"{table} {info['rows']:,} rows in {info['files']} files of "
+            f"{info['bytes'] / 1e6:.0f} MB in all ({info['appended_files']} appended"
+            f"{', then compacted' if info['files'] != info['appended_files'] else ''}; "
+            f"{info['load_time']:.0f} s)" for table, info in tables.items()), flush=True)
+        for variant, distinct in variants:
+            if variant != writer:
+                continue
+            figures = tpch_rf2(spark, storage, data, tables, distinct, f"bench-{distinct}")
+            total = sum(table["apply"] + table["change"] for table in figures.values())
+            written = sum(table["written"] for table in figures.values())
+            totals[writer, distinct] = total
+            name = f"{writer} distinct={distinct}"
+            for table, mine in figures.items():
+                print(f"{name:<26} {table:<8}: apply {mine['apply']:6.2f} s, change read "
+                      f"{mine['change']:6.2f} s; {mine['deleted']:,} rows deleted, wrote "
+                      f"{mine['written'] / 1e3:9.1f} kB in {mine['new_files']} files "
+                      f"({mine['written'] / rf2_input[table]:.1f}x RF2's input batch)",
+                      flush=True)
+                if mine["merge"]:
+                    print(f"{'':<26} {'':<8}  MERGE: " + ", ".join(
+                        f"{key} {value:,}" for key, value in mine["merge"].items()), flush=True)
+            verdict = "met" if total <= GOAL * BASELINE_SECONDS else "not met"
+            print(f"{name:<26} delete step (both tables, apply + change read) {total:6.2f} s, "
+                  f"wrote {written / 1e3:.1f} kB: {total / BASELINE_SECONDS:.3f}x the issue's "
+                  f"{BASELINE_SECONDS:.0f} s (goal <= {GOAL}x = {GOAL * BASELINE_SECONDS:.1f} s: "
+                  f"{verdict}); {_load_average()}", flush=True)
+        shutil.rmtree(work / writer, ignore_errors=True)
+    if ("delta-rs", False) in totals:
+        for (writer, distinct), total in totals.items():
+            if writer == "delta-spark":
+                print(f"delta-spark distinct={distinct} delete step / delta-rs delete step "
+                      f"(same run) = {total / totals['delta-rs', False]:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16_000_000)
@@ -190,13 +443,31 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None,
                         help="parent of the bench's fresh folder (default: the temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the tables afterwards")
+    parser.add_argument("--tpch", type=float, default=None, metavar="SCALE",
+                        help="TPC-H's RF2 on orders and lineitem at this scale factor instead "
+                        "(issue 31: the delete step against delta-rs' 62 s at SF1)")
+    parser.add_argument("--driver-memory", default=None,
+                        help="heap of embedded Spark's JVM (default: Spark's; 8g with --tpch)")
     args = parser.parse_args()
     if args.rows < 1000:
         parser.error("--rows: at least 1000 (0.1% of them are deleted)")
+    if args.tpch is not None and args.unique_by:
+        parser.error("--unique-by: not with --tpch (its tables have no id column)")
     from reconciler.engine.session import get_spark
     from reconciler.spec.project import SparkSettings
 
-    spark = get_spark(SparkSettings())
+    memory = args.driver_memory or ("8g" if args.tpch is not None else None)
+    spark = get_spark(SparkSettings(conf={"spark.driver.memory": memory} if memory else {}))
+    if args.tpch is not None:
+        work = Path(tempfile.mkdtemp(prefix="delete-bench-tpch-", dir=args.work))
+        try:
+            run_tpch(spark, args.tpch, args.writers, work, not args.no_warmup)
+        finally:
+            if args.keep:
+                print(f"tables kept in {work}")
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     patterns = ["spread", "rf2"] if args.rf2 else ["spread"]
     work = Path(tempfile.mkdtemp(prefix="delete-bench-", dir=args.work))
     print(f"{args.rows:,} rows in {args.files} files, {args.rows // 1000:,} deleted and "
