@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import random
 import re
 import socket
@@ -106,6 +107,7 @@ class LockInfo:
     operation: str
     who: str
     created: str  # ISO-8601 UTC
+    pid: str = ""  # the holder's process, on the host `who` names ("" in older locks)
 
     @classmethod
     def new(cls, operation: str, who: str | None = None) -> LockInfo:
@@ -115,6 +117,7 @@ class LockInfo:
             operation=operation,
             who=who or default_who(),
             created=datetime.now(UTC).isoformat(timespec="seconds"),
+            pid=str(os.getpid()),
         )
 
     def to_dict(self) -> dict[str, str]:
@@ -123,7 +126,21 @@ class LockInfo:
             "operation": self.operation,
             "who": self.who,
             "created": self.created,
+            **({"pid": self.pid} if self.pid else {}),
         }
+
+    def holder_is_gone(self) -> bool:
+        """Whether the lock was taken by a process of this user on this host that no longer
+        runs (a killed run): worth no wait. Elsewhere nothing can be told from here."""
+        if self.who != default_who() or not self.pid.isdigit():
+            return False
+        try:
+            os.kill(int(self.pid), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # exists, someone else's
+            return False
+        return False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LockInfo:
@@ -134,7 +151,8 @@ class LockInfo:
             if not isinstance(value, str):
                 raise ValueError(f"lock field {name!r} missing or not a string")
             fields[name] = value
-        return cls(**fields)
+        pid = data.get("pid", "")
+        return cls(**fields, pid=pid if isinstance(pid, str) else "")
 
     def age_seconds(self, now: datetime | None = None) -> float:
         """Seconds since the lock was created (0 if ``created`` is unparsable,
@@ -274,7 +292,9 @@ class StateBackend(ABC):
     def acquire_lock_waiting(self, pipeline: str, operation: str,
                              who: str | None = None) -> LockInfo:
         """`acquire_lock`, waiting up to `lock_timeout` seconds for a held lock (polling with
-        backoff and jitter); says once on stderr whom it waits for."""
+        backoff and jitter); says once on stderr whom it waits for. A lock whose holder is
+        known to be gone (`holder_is_gone`) is refused at once, naming it for
+        `force-unlock`: waiting would not free it."""
         deadline = time.monotonic() + self.lock_timeout
         pause, told = LOCK_POLL_FIRST, False
         while True:
@@ -282,7 +302,7 @@ class StateBackend(ABC):
                 return self.acquire_lock(pipeline, operation, who)
             except LockHeldError as held:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or held.holder.holder_is_gone():
                     raise
                 if not told:
                     print(f"{pipeline}: waiting for the lock held by {held.holder.who} "

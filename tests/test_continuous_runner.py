@@ -150,6 +150,16 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
         assert time.monotonic() - started >= 1
     assert "no new input" in reconcile(project, "run", "--lock-timeout", "1s")
 
+    # A lock left by a process of this host that is gone (a killed run) is not waited for.
+    held = backend.acquire_lock("p", "apply")
+    lock_file = project / ".reconcile/state/p/lock"
+    lock_file.write_text(json.dumps({**held.to_dict(), "pid": str(_dead_pid())}))
+    started = time.monotonic()
+    refused = reconcile(project, "run", "--lock-timeout", "5m", expect=1)
+    assert time.monotonic() - started < 30 and "waiting" not in refused, refused
+    assert f"lock id {held.id}" in refused
+    backend.force_unlock("p", held.id)
+
     # `status` counts the input no step has taken yet, and says how long the last one took.
     (project / "input").mkdir(exist_ok=True)
     feed(project, "a.json", range(1, 4))
@@ -209,3 +219,10 @@ def test_runner_rides_out_a_backend_outage(spark: SparkSession, tmp_path: Path,
     output = log_path.read_text()
     assert code == 0, output
     assert "state/p/lock" not in keys, "the lock was not released"
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

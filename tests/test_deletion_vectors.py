@@ -145,3 +145,26 @@ def test_distinct_rows_are_not_counted(spark: SparkSession, tmp_path: Path,
                           spark.createDataFrame([(1, "v1"), (2, "other")], SCHEMA),
                           distinct=True)
     assert held(storage, path, after) == Counter([(0, "v0"), (2, "v2"), (3, "v3"), (9, "v9")])
+
+
+def test_deletions_read_only_files_within_their_key_range(spark: SparkSession,
+                                                          tmp_path: Path) -> None:
+    """Rows that arrived in key order sit in files of disjoint key ranges: a deletion of a few
+    keys makes Delta's MERGE skip the files outside the deleted keys' range. Proven by
+    removing such a file from disk first: reading it would fail the MERGE."""
+    storage = DeltaStorage(spark, writer="delta-spark")
+    path = tmp_path / "ranged"
+    storage.create(path, SCHEMA)
+    files: list[set[str]] = []
+    version = 0
+    for start in range(0, 400, 100):  # four appends, four files of 100 keys each
+        version = storage.append(path, spark.createDataFrame(
+            [(k, f"v{k}") for k in range(start, start + 100)], SCHEMA).coalesce(1))
+        files.append(set(storage.require(str(path)).file_uris()))
+    [last_keys_file] = files[-1] - files[-2]  # keys 300 to 399
+    Path(last_keys_file).unlink()
+    after = apply_changes(storage, path, version, SCHEMA, None,
+                          spark.createDataFrame([(150, "v150"), (160, "v160")], SCHEMA),
+                          distinct=True)
+    assert storage.row_count(path, after) == 398
+    assert live_files(str(path), after).deleted_rows == 2

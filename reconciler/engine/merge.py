@@ -27,8 +27,11 @@ restored first, so a retried step applies each change exactly once.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
@@ -113,9 +116,12 @@ def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
     names = [field.name for field in schema.fields]
     keys = list(unique_by) or names
     doomed = deletes.select(*keys).distinct()
+    bounds = _key_bounds(deletes, schema.fields[names.index(keys[0])])
     if not unique_by and not distinct:  # equal rows held several times: keep those that stay
-        inserts = inserts.unionByName(_surviving_copies(
-            storage.read(uri, version, schema), deletes, names))
+        held = storage.read(uri, version, schema)
+        if bounds:
+            held = held.filter(F.expr(_within(quoted(keys[0]), bounds)))
+        inserts = inserts.unionByName(_surviving_copies(held, deletes, names))
     source = doomed.select(*(F.col(name) if name in keys else
                              F.lit(None).cast(field.dataType).alias(name)
                              for name, field in zip(names, schema.fields, strict=True)),
@@ -127,6 +133,8 @@ def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
     view = f"__reconcile_merge_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     matched = " AND ".join(f"t.{quoted(name)} <=> s.{quoted(name)}" for name in keys)
+    if bounds:  # on the target alone: Delta skips the files outside it by their statistics
+        matched = f"{_within(f't.{quoted(keys[0])}', bounds)} AND {matched}"
     statement = (
         f"MERGE INTO delta.{quoted(uri)} AS t USING {view} AS s "
         f"ON s.{MERGE_OP} = 'delete' AND {matched} WHEN MATCHED THEN DELETE "
@@ -144,6 +152,40 @@ def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
     finally:
         session.catalog.dropTempView(view)
     return storage.rs_commit_version(uri, tag, before)
+
+
+_RANGE_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType, T.DateType)
+"""Key types whose bounds are written into the MERGE as literals that cannot be anything but
+a number or a date."""
+
+
+def _key_bounds(deletes: DataFrame, key: T.StructField) -> tuple[str, str] | None:
+    """The deleted rows' lowest and highest `key`, as SQL literals; None when the key's type
+    is not one of `_RANGE_TYPES` or no deleted row has one. A MERGE's `ON` compares target
+    and source columns, which no file statistic can answer: a range on the target alone
+    (`_within`) lets Delta read only the files that may hold a deleted row (files hold
+    ranges of the first column when rows arrive in its order, as ids do, or after
+    `OPTIMIZE`). One small aggregate of the deleted rows."""
+    if not isinstance(key.dataType, _RANGE_TYPES):
+        return None
+    bounds = deletes.agg(F.min(quoted(key.name)), F.max(quoted(key.name))).first()
+    if bounds is None or bounds[0] is None:  # (two scalars, never rows of the table)
+        return None
+    return _literal(bounds[0]), _literal(bounds[1])
+
+
+def _within(column: str, bounds: tuple[str, str]) -> str:
+    """`column` in the range, or NULL (min and max skip NULLs; a NULL key can be deleted)."""
+    return f"({column} BETWEEN {bounds[0]} AND {bounds[1]} OR {column} IS NULL)"
+
+
+def _literal(value: Any) -> str:
+    """A bound as SQL: numbers as written, dates as DATE literals (nothing else reaches it)."""
+    if isinstance(value, datetime.date):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, int | decimal.Decimal):
+        return f"{value}BD" if isinstance(value, decimal.Decimal) else str(value)
+    raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
 def _surviving_copies(held: DataFrame, deletes: DataFrame, names: list[str]) -> DataFrame:
