@@ -101,6 +101,7 @@ if TYPE_CHECKING:  # pyspark is imported once the path is set up
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.step_bench import file_sizes  # noqa: E402 (after the path is set up)
 
 INSERTED = 10
 WARMUP_ROWS = 10_000
@@ -125,16 +126,6 @@ GOAL = 0.2
 MERGE_METRICS = ("executionTimeMs", "materializeSourceTimeMs", "scanTimeMs", "rewriteTimeMs",
                  "numTargetRowsDeleted", "numTargetDeletionVectorsAdded",
                  "numTargetFilesAdded", "numTargetChangeFilesAdded", "numTargetBytesAdded")
-
-
-def file_sizes(folder: Path) -> dict[str, int]:
-    """Every file under `folder` with its size (what a step wrote is the new paths)."""
-    sizes = {}
-    for directory, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(directory, name)
-            sizes[path] = os.path.getsize(path)
-    return sizes
 
 
 def _rows(spark: SparkSession, start: int, end: int, partitions: int) -> DataFrame:
