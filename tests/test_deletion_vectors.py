@@ -9,8 +9,10 @@ removes nothing, and each step's inserted rows are added.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,25 @@ def test_deletions_read_only_files_within_their_key_range(spark: SparkSession,
                           distinct=True)
     assert storage.row_count(path, after) == 398
     assert live_files(str(path), after).deleted_rows == 2
+
+
+def test_decimal_and_date_keys_bound_the_merge(spark: SparkSession, tmp_path: Path) -> None:
+    """The key range is written as SQL literals: a zero decimal with a scale (`0E-10` in
+    Python) and dates must come out as Spark reads them."""
+    schema = T.StructType([T.StructField("k", T.DecimalType(12, 10)),
+                           T.StructField("d", T.DateType())])
+    storage = DeltaStorage(spark, writer="delta-spark")
+    rows = [(Decimal("0E-10"), dt.date(2020, 1, 1)), (Decimal("-1.5"), dt.date(2021, 6, 30)),
+            (Decimal("2.25"), None)]
+    for name in ("decimal", "date"):  # each deletes two rows, keeps the third
+        path = tmp_path / name
+        storage.create(path, schema if name == "decimal" else T.StructType(schema.fields[::-1]))
+        frame = spark.createDataFrame(rows, schema)
+        if name == "date":
+            frame = frame.select("d", "k")
+        version = storage.append(path, frame)
+        doomed = frame.limit(0).unionByName(frame.filter("k <= 0" if name == "decimal"
+                                                         else "d is not null"))
+        after = apply_changes(storage, path, version, frame.schema, None, doomed,
+                              distinct=True)
+        assert storage.row_count(path, after) == 1, name

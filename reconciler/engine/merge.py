@@ -183,8 +183,10 @@ def _literal(value: Any) -> str:
     """A bound as SQL: numbers as written, dates as DATE literals (nothing else reaches it)."""
     if isinstance(value, datetime.date):
         return f"DATE'{value.isoformat()}'"
-    if isinstance(value, int | decimal.Decimal):
-        return f"{value}BD" if isinstance(value, decimal.Decimal) else str(value)
+    if isinstance(value, decimal.Decimal):  # positional, as written in a column: 0.0000000000
+        return f"{format(value, 'f')}BD"
+    if isinstance(value, int):
+        return str(value)
     raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
