@@ -31,7 +31,7 @@ from reconciler.plan.planner import compute_plan
 from reconciler.plan.terminal import render_plan
 from reconciler.progress import Reporter, terminal_progress
 from reconciler.query_output import print_rows
-from reconciler.runner import MAX_FAILURES, run_continuously
+from reconciler.runner import MAX_FAILURES, RunnerReports, run_continuously
 from reconciler.scaffold import scaffold
 from reconciler.spec.project import display, duration_seconds, load_project
 from reconciler.spec.workspace import load_programs, select_pipelines
@@ -305,12 +305,21 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 
             metrics = RunnerMetrics()
             metrics.serve(metrics_port, metrics_address)
+        reports = RunnerReports(backend.write_runner_report, interval)
+        backend.on_lock_wait = lambda name, holder: reports.say(
+            name, "waiting_for_lock", f"held by {holder.who} ({holder.operation})")
         run_continuously(lambda name: ops.run_pipeline(project, backend, engine, name)[0],
                          names, interval, echo=click.echo, release=backend.release_if_held,
-                         max_failures=max_failures, metrics=metrics)
+                         max_failures=max_failures, metrics=metrics, reports=reports)
         return
+    held: list[str] = []  # bad input files: the other pipelines and connectors still step
     for name in names:
-        _report(ops.run_pipeline(project, backend, engine, name)[0])
+        outcome = ops.run_pipeline(project, backend, engine, name)[0]
+        held.extend(outcome.details.get("bad_input", {}).values())
+        if outcome.result != "input-failed":
+            _report(outcome)
+    if held:
+        raise ReconcileError("; ".join(held))
 
 
 @cli.command()

@@ -2,8 +2,8 @@
 
 Served by `prometheus_client` on its own registry, so only the runner's own series
 appear: steps by result, rows each step changed per table, step durations, failures
-in a row, when each pipeline last caught up (its lag is `time() - that`), and which
-state it is in.
+in a row, when each pipeline last caught up (its lag is `time() - that`), which
+state it is in, and which input connectors a bad file holds.
 """
 
 from __future__ import annotations
@@ -37,14 +37,24 @@ class RunnerMetrics:
                                registry=self.registry)
         self.state = Gauge("reconcile_runner_state", "1 for the state each pipeline is in.",
                            ["pipeline", "state"], registry=self.registry)
+        self.held = Gauge("reconcile_input_held", "1 while a bad input file holds the "
+                          "connector at its offset.", ["pipeline", "connector"],
+                          registry=self.registry)
+        self.was_held: dict[str, set[str]] = {}
 
     def serve(self, port: int, address: str) -> None:
         """Serve `/metrics` on `address:port` from a daemon thread."""
         start_http_server(port, addr=address, registry=self.registry)
 
     def record(self, pipeline: str, result: str, outcome: Any = None) -> None:
-        """One step's result: `stepped` or `idle` (with its outcome), `paused` or `failed`."""
+        """One step's result: `stepped`, `idle` or `input-failed` (with its outcome), `paused`
+        or `failed`."""
         self.steps.labels(pipeline, result).inc()
+        if outcome is not None:
+            held = set(outcome.details.get("bad_input", {}))
+            for connector in held | self.was_held.get(pipeline, set()):
+                self.held.labels(pipeline, connector).set(1 if connector in held else 0)
+            self.was_held[pipeline] = held
         if result in ("stepped", "idle"):
             self.caught_up.labels(pipeline).set(time.time())
             self.failures.labels(pipeline).set(0)
@@ -55,7 +65,7 @@ class RunnerMetrics:
             for table, rows in outcome.details.get("rows", {}).items():
                 if rows > 0:
                     self.rows.labels(pipeline, table).inc(rows)
-        current = {"stepped": "running", "idle": "running", "paused": "paused",
-                   "failed": "failing"}[result]
+        current = {"stepped": "running", "idle": "running", "input-failed": "running",
+                   "paused": "paused", "failed": "failing"}[result]
         for state in STATES:
             self.state.labels(pipeline, state).set(1 if state == current else 0)

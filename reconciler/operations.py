@@ -82,7 +82,8 @@ class Outcome:
 
     pipeline: str
     # no-changes | deployed | awaiting-approval | cancelled | bootstrapped | refreshed |
-    # stepped | idle
+    # stepped | idle | input-failed (a bad input file held every connector with input;
+    # `details["bad_input"]`, also on a step that committed the other connectors' input)
     result: str
     message: str
     serial: int | None = None
@@ -396,7 +397,11 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,
                         base_dir=project.root, ingest_inputs=insert is None,
                         after_discard=insert)
+        held = {"bad_input": step.bad_input} if step.bad_input else {}
         if not step.has_changes:
+            if held:
+                return Outcome(name, "input-failed", "; ".join(step.bad_input.values()),
+                               manifest.serial, details=held), step
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
         crash_point("step-before-commit")
         seconds = time.monotonic() - started
@@ -413,4 +418,4 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                        f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "
                        f"rows {', '.join(f'{t} {n:+d}' for t, n in rows.items())}; refreshed "
                        f"{', '.join(step.refreshed) or 'no views'}", committed.serial,
-                       details={"seconds": seconds, "rows": rows}), step
+                       details={"seconds": seconds, "rows": rows, **held}), step

@@ -24,15 +24,19 @@ input says so once, not every interval.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import PipelinePaused, ReconcileError, public_message
+from state_backends.base import default_who
 
 if TYPE_CHECKING:
     from reconciler.metrics import RunnerMetrics
@@ -41,19 +45,60 @@ BACKOFF_MAX = 300.0
 """The longest wait between rounds after failures, in seconds."""
 MAX_FAILURES = 5
 """Rounds in a row in which every step failed before the runner gives up."""
+HEARTBEAT = 60.0
+"""The longest a runner goes without writing its report (`RunnerReports`)."""
+
+
+class RunnerReports:
+    """What the runner says of each pipeline for `reconcile status` (`runner.json` in the
+    backend): its state (`running`, `waiting_for_lock`, `paused`, `failing`, `stopped`),
+    since when, why, and the input connectors a bad file holds.
+
+    Written when something changes, and at least every `HEARTBEAT` seconds so that a
+    runner that died shows as silent; a write that fails (the backend is away) is
+    skipped, the next one tries again."""
+
+    def __init__(self, write: Callable[[str, dict[str, Any]], None], interval: float):
+        self.write, self.interval = write, interval
+        self.last: dict[str, tuple[tuple[Any, ...], dict[str, Any], float]] = {}
+
+    def say(self, pipeline: str, state: str, detail: str = "",
+            bad_input: dict[str, str] | None = None) -> None:
+        key = (state, detail, tuple(sorted((bad_input or {}).items())))
+        now = time.time()
+        previous = self.last.get(pipeline)
+        if previous is not None and previous[0] == key and now - previous[2] < HEARTBEAT:
+            return
+        since = previous[1]["since"] if previous is not None and previous[0][0] == state \
+            else _iso(now)
+        report = {"state": state, "detail": detail, "bad_input": dict(bad_input or {}),
+                  "since": since, "updated_at": _iso(now), "who": default_who(),
+                  "pid": os.getpid(), "interval": self.interval}
+        try:
+            self.write(pipeline, report)
+        except Exception:  # the backend is away: the step's own error says so
+            return
+        self.last[pipeline] = (key, report, now)
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
 def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval: float, *,
                      echo: Callable[[str], None], release: Callable[[str, str], None],
                      max_failures: int = MAX_FAILURES,
-                     metrics: RunnerMetrics | None = None) -> None:
+                     metrics: RunnerMetrics | None = None,
+                     reports: RunnerReports | None = None) -> None:
     """Run `step(name)` for each pipeline every `interval` seconds until a signal stops it.
 
-    `step` returns an outcome with a `message` and a `result` (`stepped`, or `idle` when
-    there was no new input); it raises `PipelinePaused` for a pipeline that is not
-    running. `release(name, lock_id)` releases a lock a failed step left behind.
-    `metrics`, when given, records every step's result."""
+    `step` returns an outcome with a `message` and a `result` (`stepped`, `idle` when
+    there was no new input, `input-failed` when a bad file held every connector that had
+    input); it raises `PipelinePaused` for a pipeline that is not running.
+    `release(name, lock_id)` releases a lock a failed step left behind. `metrics` and
+    `reports`, when given, record every step's result."""
     record = metrics.record if metrics is not None else lambda *_: None
+    say = reports.say if reports is not None else lambda *_, **__: None
     stop = threading.Event()
     said: dict[str, str] = {}  # what each pipeline last said, so a repeat stays quiet
     stranded: dict[str, str] = {}  # our locks a failed step could not release
@@ -70,11 +115,15 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                         del stranded[name]
                     outcome = step(name)
                     record(name, outcome.result, outcome)
+                    held = outcome.details.get("bad_input", {})
+                    say(name, "running", bad_input=held)
                     message = outcome.message if outcome.result != "idle" else f"{name}: idle"
-                    if outcome.result != "idle" or said.get(name) != message:
-                        echo(outcome.message)
+                    if outcome.result == "stepped" or said.get(name) != message:
+                        echo(outcome.message if outcome.result != "input-failed"
+                             else f"{name}: input held: {outcome.message}")
                 except PipelinePaused as paused:
                     record(name, "paused")
+                    say(name, "paused", str(paused))
                     message = f"{name}: paused: {paused} (checked every {interval:g}s)"
                     if said.get(name) != message:
                         echo(message)
@@ -84,6 +133,7 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                     record(name, "failed")
                     failed += 1
                     message = last_error = f"{name}: step failed: {public_message(error)}"
+                    say(name, "failing", public_message(error))
                     echo(message)
                 said[name] = message
             failures = failures + 1 if failed and failed == len(names) else 0
@@ -92,6 +142,8 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                                      f"{last_error}")
             pause = interval if not failures else min(BACKOFF_MAX, interval * 2 ** failures)
             stop.wait(pause * (random.uniform(0.8, 1.2) if failures else 1.0))
+    for name in names:
+        say(name, "stopped")
     echo("stopped: the last step finished, the lock is released")
 
 

@@ -2,21 +2,26 @@
 
 Status, serial, when it was committed, the last step and how long it took, the
 input waiting (files or source versions no step has taken yet), row counts,
-connectors and who holds the lock (a runner's step, an apply it waits for), as JSON
-for scripts or as a few lines for people. Nothing here starts Spark.
+connectors (with the files a `skip` connector set aside), who holds the lock (a
+runner's step, an apply it waits for), and what the continuous runner last said of
+itself (its state, the connectors a bad file holds), as JSON for scripts or as a few
+lines for people. Nothing here starts Spark.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from reconciler.layout import resolve_path
 from reconciler.manifest import Manifest
+from reconciler.runner import HEARTBEAT
 from reconciler.spec.project import Project
 from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
+from state_backends.base import format_age
 
 
 def status_reports(project: Project, backend: StateBackend,
@@ -39,6 +44,7 @@ def status_reports(project: Project, backend: StateBackend,
             "connectors": manifest.connectors if manifest else {},
             "spark": manifest.engine.get("spark_target") if manifest else None,
             "lock": lock.to_dict() if lock else None,
+            "runner": backend.read_runner_report(name),
         })
     return reports
 
@@ -84,6 +90,30 @@ def print_status(reports: list[dict[str, Any]]) -> None:
                 click.echo(f"  {key.replace('_', ' ')}: {', '.join(names)}")
         for relation, rows in sorted(report["rows"].items()):
             click.echo(f"  {relation}: {rows} rows")
+        runner = report["runner"]
+        if runner:
+            click.echo(f"  runner: {runner_line(runner)}")
+            for connector, error in sorted(runner.get("bad_input", {}).items()):
+                click.echo(f"  input held: {connector}: {error}")
+        for connector, state in sorted(report["connectors"].items()):
+            skipped = state.get("skipped_files") or []
+            if skipped:
+                click.echo(f"  skipped files: {connector}: {len(skipped)}, last "
+                           f"{skipped[-1]['file']} ({skipped[-1]['reason']})")
         if report["lock"]:
             lock = report["lock"]
             click.echo(f"  locked by {lock['who']} ({lock['operation']}, id {lock['id']})")
+
+
+def runner_line(runner: dict[str, Any], now: datetime | None = None) -> str:
+    """`running since ..., pid 12 of who@host, last heard 4s ago`, and `silent` when a
+    runner that has not stopped missed its heartbeats (it may have died)."""
+    now = now or datetime.now(UTC)
+    age = (now - datetime.fromisoformat(runner["updated_at"])).total_seconds()
+    text = (f"{runner['state'].replace('_', ' ')} since {runner['since']}"
+            + (f" ({runner['detail']})" if runner.get("detail") else "")
+            + f", pid {runner['pid']} of {runner['who']}, last heard {format_age(age)} ago")
+    quiet_limit = 2 * HEARTBEAT + 3 * float(runner.get("interval") or 0)
+    if runner["state"] != "stopped" and age > quiet_limit:
+        text += " (silent since: it may have stopped without saying so)"
+    return text

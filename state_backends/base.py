@@ -26,7 +26,7 @@ import sys
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +35,7 @@ from typing import Any
 MANIFEST_NAME = "manifest.json"
 HISTORY_DIR = "history"
 LOCK_NAME = "lock"
+RUNNER_NAME = "runner.json"
 
 # Pipeline names become path segments / key parts, so keep them boring: this
 # rules out traversal ("..", "a/b") and keys that S3 consoles render oddly.
@@ -242,6 +243,8 @@ class StateBackend(ABC):
     lock_timeout: float = 0.0
     """How long `locked` waits for another run's lock before giving up (Terraform's
     `-lock-timeout`); 0 refuses at once, naming the holder."""
+    on_lock_wait: Callable[[str, LockInfo], None] | None = None
+    """Told (pipeline, holder) when a wait for the lock begins: a runner reports it."""
 
     @abstractmethod
     def read_manifest(self, pipeline: str) -> VersionedDocument | None:
@@ -289,6 +292,27 @@ class StateBackend(ABC):
     def list_pipelines(self) -> list[str]:
         """Pipelines that have a manifest or a lock, sorted."""
 
+    def write_runner_report(self, pipeline: str, report: dict[str, Any]) -> None:
+        """Replace what the pipeline's continuous runner last said of itself
+        (`RUNNER_NAME`): not state, only for `reconcile status` to show; never locked."""
+        self._write_object(pipeline, RUNNER_NAME, encode_document(report))
+
+    def read_runner_report(self, pipeline: str) -> dict[str, Any] | None:
+        """The runner's last report, or None; one that cannot be decoded counts as none."""
+        data = self._read_object(pipeline, RUNNER_NAME)
+        try:
+            return None if data is None else decode_object(data, RUNNER_NAME)
+        except StateBackendError:
+            return None
+
+    @abstractmethod
+    def _write_object(self, pipeline: str, name: str, data: bytes) -> None:
+        """Write a small object of the pipeline at once (no compare-and-swap)."""
+
+    @abstractmethod
+    def _read_object(self, pipeline: str, name: str) -> bytes | None:
+        """A small object of the pipeline, or None."""
+
     def acquire_lock_waiting(self, pipeline: str, operation: str,
                              who: str | None = None) -> LockInfo:
         """`acquire_lock`, waiting up to `lock_timeout` seconds for a held lock (polling with
@@ -305,6 +329,8 @@ class StateBackend(ABC):
                 if left <= 0 or held.holder.holder_is_gone():
                     raise
                 if not told:
+                    if self.on_lock_wait is not None:
+                        self.on_lock_wait(pipeline, held.holder)
                     print(f"{pipeline}: waiting for the lock held by {held.holder.who} "
                           f"(operation {held.holder.operation!r}, "
                           f"{format_age(held.holder.age_seconds())} ago), up to "

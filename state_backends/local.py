@@ -270,6 +270,12 @@ class LocalBackend(StateBackend):
     def force_unlock(self, pipeline: str, lock_id: str) -> None:
         self._remove_lock(pipeline, lock_id, "force-unlock")
 
+    def _write_object(self, pipeline: str, name: str, data: bytes) -> None:
+        self._atomic_write(self._dir(pipeline) / name, data)
+
+    def _read_object(self, pipeline: str, name: str) -> bytes | None:
+        return self._read_bytes(self._dir(pipeline) / name)
+
     # -- discovery ------------------------------------------------------------
 
     def list_pipelines(self) -> list[str]:

@@ -287,6 +287,17 @@ class S3Backend(StateBackend):
     def force_unlock(self, pipeline: str, lock_id: str) -> None:
         self._remove_lock(pipeline, lock_id, "force-unlock")
 
+    def _write_object(self, pipeline: str, name: str, data: bytes) -> None:
+        key = self._key(pipeline, name)
+        try:
+            self._put(key, data)
+        except ClientError as exc:
+            raise self._error(exc, key, "write") from exc
+
+    def _read_object(self, pipeline: str, name: str) -> bytes | None:
+        found = self._get(self._key(pipeline, name))
+        return None if found is None else found[0]
+
     # -- discovery ------------------------------------------------------------
 
     def list_pipelines(self) -> list[str]:

@@ -122,7 +122,7 @@ def test_a_throughput_option_change_is_shown_but_resets_nothing(tmp_path: Path) 
     spec.write_text(spec.read_text().replace("maxFilesPerTrigger: 3", "maxFilesPerTrigger: 30"))
     [pipeline] = json.loads(reconcile(project, "plan", "--json"))["pipelines"]
     action = next(a for a in pipeline["actions"] if a["name"] == "src")
-    assert pipeline["has_changes"] is False and action["action"] == "keep"
+    assert pipeline["has_changes"] is True and action["action"] == "keep"
     assert action["options_changed"] == {"maxFilesPerTrigger": {"old": "3", "new": "30"}}
     assert "option maxFilesPerTrigger: 3 -> 30" in reconcile(project, "plan")
 

@@ -26,8 +26,10 @@ from moto.server import ThreadedMotoServer
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
+from reconciler.runner import RunnerReports
 from reconciler.spec.project import load_project
 from reconciler.state import open_backend
+from state_backends.base import LockHeldError
 from tests.cli_helpers import manifest, query, reconcile
 from tests.connect_server import free_ports
 from tests.projects import write_files
@@ -62,6 +64,14 @@ def eventually(check: Callable[[], bool], what: str, runner: subprocess.Popen) -
         assert runner.poll() is None, f"the runner exited ({runner.returncode}) before {what}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """The runner's metrics by (name, connector) sample."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        return {(sample.name, sample.labels.get("connector", "")): sample.value
+                for family in text_string_to_metric_families(reply.read().decode())
+                for sample in family.samples}
 
 
 def ids(project: Path, sql: str) -> list[int]:
@@ -103,10 +113,23 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
         feed(project, "c.json", range(11, 16))
         eventually(lambda: "paused" in (tmp_path / "runner.log").read_text(), "the pause",
                    runner)
+        assert "runner: paused since" in reconcile(project, "status")
         assert ids(project, "select id from events") == list(range(1, 11))
         reconcile(project, "approve")
         eventually(holds(list(range(1, 16))), "input after the approval", runner)
         assert ids(project, "select id from big") == list(range(8, 16))
+
+        # A bad file holds its connector (status and metrics say so); the runner goes on,
+        # and takes the file once it is fixed in place.
+        (project / "input/d.json").write_text('{"id": 16, "v": 160}\nnot json\n')
+        eventually(lambda: "input held: events_in" in reconcile(project, "status"),
+                   "the held input", runner)
+        assert "runner: running since" in reconcile(project, "status")
+        assert scrape(port)[("reconcile_input_held", "events_in")] == 1
+        feed(project, "d.json", range(16, 18))
+        eventually(holds(list(range(1, 18))), "the fixed file", runner)
+        assert ids(project, "select id from big") == list(range(8, 18))
+        assert scrape(port)[("reconcile_input_held", "events_in")] == 0
 
         # Prometheus metrics: steps by result, the rows they added, the state.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
@@ -114,8 +137,8 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
                 reply.read().decode()) for sample in family.samples
                 if sample.labels.get("result", "stepped") == "stepped"
                 and sample.labels.get("state", "running") == "running"}
-        assert metrics["reconcile_steps_total"].value >= 3
-        assert metrics["reconcile_rows_added_total"].value == 15
+        assert metrics["reconcile_steps_total"].value >= 4
+        assert metrics["reconcile_rows_added_total"].value == 17
         assert metrics["reconcile_step_duration_seconds_count"].value >= 3
         assert metrics["reconcile_runner_state"].value == 1
     finally:
@@ -130,6 +153,7 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
     assert code == 0, output
     assert "SIGTERM: stopping after the current step" in output and "stopped" in output, output
     assert not (project / ".reconcile/state/p/lock").exists(), "the lock was not released"
+    assert "runner: stopped since" in reconcile(project, "status")
     # "No new input" is said once after each step or pause, not every interval.
     assert output.count("p: no new input") <= (output.count("step committed")
                                                + output.count("p: paused") + 1), output
@@ -151,6 +175,16 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
         assert "waiting for the lock held by" in waited and "is locked by" in waited
         assert time.monotonic() - started >= 1
     assert "no new input" in reconcile(project, "run", "--lock-timeout", "1s")
+
+    # A runner that starts waiting says so in `status` (the hook the CLI gives it).
+    waiting = open_backend(load_project(project), lock_timeout=0.5)
+    reports = RunnerReports(waiting.write_runner_report, interval=1.0)
+    waiting.on_lock_wait = lambda name, holder: reports.say(name, "waiting_for_lock",
+                                                            f"held by {holder.operation}")
+    with backend.locked("p", "apply"), pytest.raises(LockHeldError):
+        waiting.acquire_lock_waiting("p", "run")
+    assert "runner: waiting for lock since" in reconcile(project, "status")
+    assert "(held by apply)" in reconcile(project, "status")
 
     # A lock left by a process of this host that is gone (a killed run) is not waited for.
     held = backend.acquire_lock("p", "apply")

@@ -208,9 +208,12 @@ def test_connector_only_change_modifies_no_relation(tmp_path: Path) -> None:
 
 
 def test_throughput_only_connector_change_is_a_note(tmp_path: Path) -> None:
+    """Something to apply (the committed program is what `run` reads), but nothing to reset
+    or recompute."""
     spec_after = CONNECTORS.replace("maxFilesPerTrigger: 5", "maxFilesPerTrigger: 50")
     plan = diff_after(tmp_path, CONNECTED, CONNECTED, CONNECTORS, spec_after)
-    assert plan["has_changes"] is False
+    assert plan["has_changes"] is True and plan["bootstrap_required"] is False
+    assert {a["action"] for a in plan["actions"]} == {"keep"}
     assert plan["notes"] == ["connector src: throughput options changed, no reset"]
 
 

@@ -113,8 +113,9 @@ def test_files_connector_steps_over_spark_connect_and_a_killed_client(
                             timeout=300, check=False, cwd=project)
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines()[-1] == (
-        "error: input connector 'events_in' (input/events): 1 malformed row(s) in batch 0; "
-        "fix the input or set on_error: quarantine"), failed.stderr[-2000:]
+        "error: input connector 'events_in' (input/events): 1 malformed row(s) in batch 0 "
+        f"({(inbox / 'a.json').resolve()}); fix the input, or set on_error: quarantine or "
+        "on_bad_input: skip"), failed.stderr[-2000:]
     (inbox / "a.json").write_text('{"id": 1, "k": "a", "v": 2}\n{"id": 2, "k": "b", "v": 3}\n')
     assert "step committed" in cli(project, remote, "run")
     assert "no new input" in cli(project, remote, "run")

@@ -29,8 +29,14 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
+from reconciler.engine.bad_input import (
+    BadInput,
+    note_skipped,
+    stream_batch_files,
+    with_file_column,
+)
 from reconciler.engine.delta_source import ingest_delta
-from reconciler.engine.input_batch import configured, write_batch
+from reconciler.engine.input_batch import configured, write_checked
 from reconciler.engine.input_files import has_new_files, local_path
 from reconciler.engine.listed_ingest import ingest_listed, uses_listed_batches
 from reconciler.engine.runtime import PipelineRuntime, table_schema
@@ -77,37 +83,50 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
     path = resolve_path(definition["path"], base_dir)
     if not has_new_files(path, state["checkpoint"]):
         return None
-    table = definition["relation"]
-    if is_connect(runtime.spark) or uses_listed_batches(state["checkpoint"]):
-        batches = ingest_listed(runtime, name, definition, state, path, transaction)
-        return IngestResult(connector=name, table=table, batches=batches) if batches else None
+    with _quiet_stream_failure(runtime.spark):
+        try:
+            if is_connect(runtime.spark) or uses_listed_batches(state["checkpoint"]):
+                batches = ingest_listed(runtime, name, definition, state, path, transaction)
+            else:
+                batches = _ingest_streamed(runtime, name, definition, state, path, transaction)
+        finally:
+            note_skipped(state)
+    return IngestResult(name, definition["relation"], batches) if batches else None
+
+
+def _ingest_streamed(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
+                     state: dict[str, Any], path: str, transaction: str) -> int:
+    """A files connector as a Structured Streaming query; returns how many batches ran."""
     batches: list[int] = []
     # Why a batch failed, kept here rather than fished out of the
     # StreamingQueryException text (which also holds a Python traceback).
-    failures: list[str] = []
+    failures: list[Exception] = []
+    schema = table_schema(runtime.program["tables"][definition["relation"]])
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
         try:
-            write_batch(runtime, name, frame, batch_id, table=table, transaction=transaction,
-                        generation=state["generation"])
+            write_checked(runtime, name, definition, state, frame, batch_id, transaction,
+                          files=lambda: stream_batch_files(state["checkpoint"], batch_id))
         except Exception as error:
-            failures.append(_describe(error))
+            failures.append(error)
             raise
         batches.append(batch_id)
 
-    schema = table_schema(runtime.program["tables"][table])
-    with _quiet_stream_failure(runtime.spark):
-        query = (configured(runtime.spark.readStream, definition, schema)
-                 .load(path).writeStream  # type: ignore[union-attr]
-                 .foreachBatch(each_batch)
-                 .option("checkpointLocation", state["checkpoint"])
-                 .trigger(availableNow=True).start())
-        try:
-            query.awaitTermination()
-        except StreamingQueryException as error:
-            detail = failures[-1] if failures else _first_line(str(error))
-            raise ReconcileError(f"input connector '{name}' ({path}): {detail}") from error
-    return IngestResult(connector=name, table=table, batches=len(batches))
+    stream = configured(runtime.spark.readStream, definition, schema).load(path)  # type: ignore[union-attr]
+    query = (with_file_column(stream).writeStream
+             .foreachBatch(each_batch)
+             .option("checkpointLocation", state["checkpoint"])
+             .trigger(availableNow=True).start())
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as error:
+        failure = failures[-1] if failures else None
+        where = f"input connector '{name}' ({definition['path']})"
+        if isinstance(failure, BadInput):
+            raise BadInput(name, f"{where}: {failure.message}", failure.files) from error
+        detail = _describe(failure) if failure else _first_line(str(error))
+        raise ReconcileError(f"{where}: {detail}") from error
+    return len(batches)
 
 
 def _describe(error: Exception) -> str:
@@ -118,27 +137,33 @@ def _describe(error: Exception) -> str:
 
 
 STREAM_LOGGER = "org.apache.spark.sql.execution.streaming"
+TASK_FAILURE_LOGGERS = (STREAM_LOGGER, "org.apache.spark.executor.Executor",
+                        "org.apache.spark.scheduler.TaskSetManager",
+                        "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+                        "org.apache.spark.util.Utils")
 PY4J_LOGGER = "py4j.clientserver"
 
 
 @contextmanager
 def _quiet_stream_failure(spark: Any) -> Iterator[None]:
-    """Silence the two tracebacks a failing batch logs, for the span of one query.
+    """Silence what a failing batch logs, for the span of one connector's ingestion.
 
-    Spark logs the terminated query at ERROR with the Java stack, and py4j logs
-    the Python callback's exception; on a terminal that is dozens of lines before
-    the one-line error the CLI prints. The failure is not lost: it is raised as a
-    ReconcileError, chained to Spark's exception (shown with `--debug`).
+    Spark logs the terminated query at ERROR with the Java stack, each failed task
+    and aborted write once more, and py4j the Python callback's exception; on a
+    terminal that is dozens of lines before the one-line error the CLI prints (a bad
+    input file names itself in that line). The failure is not lost: it is raised as
+    a ReconcileError, chained to Spark's exception (shown with `--debug`).
     """
     py4j_logger = logging.getLogger(PY4J_LOGGER)
     py4j_level = py4j_logger.level
     py4j_logger.setLevel(logging.CRITICAL)
-    restore = _mute_jvm_logger(spark, STREAM_LOGGER)
+    restores = [_mute_jvm_logger(spark, name) for name in TASK_FAILURE_LOGGERS]
     try:
         yield
     finally:
         py4j_logger.setLevel(py4j_level)
-        restore()
+        for restore in reversed(restores):
+            restore()
 
 
 def _mute_jvm_logger(spark: Any, name: str) -> Callable[[], None]:

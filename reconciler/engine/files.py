@@ -95,6 +95,18 @@ class FileStore:
         with self.filesystem.open_input_stream(self._native(uri)) as stream:
             return stream.read()
 
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        """A whole small file, replaced at once where the file system can (a local rename;
+        an object store's PUT is atomic by itself)."""
+        native = self._native(uri)
+        parent = native.rsplit("/", 1)[0]
+        self.filesystem.create_dir(parent, recursive=True)
+        temporary = native if self.prefixes else f"{parent}/.{native.rsplit('/', 1)[1]}.tmp"
+        with self.filesystem.open_output_stream(temporary) as stream:
+            stream.write(data)
+        if temporary != native:
+            self.filesystem.move(temporary, native)
+
     def read_parquet(self, uri: str, columns: list[str]) -> Any:
         """Some columns of a (small) Parquet file, as an Arrow table: a Delta log checkpoint.
         A column the file does not have is left out."""

@@ -1,8 +1,9 @@
 """One batch of a `files` input connector: read with the table's columns, appended once.
 
 json and csv are read permissively, keeping each malformed line in a corrupt-record
-column: such rows fail the batch (nothing is appended, the source does not move on)
-or, with `on_error: quarantine`, go to the batch's quarantine folder. The rows are
+column: such rows fail the batch naming their files (nothing is appended, the source
+does not move on), or with `on_error: quarantine` go to the batch's quarantine folder,
+or with `on_bad_input: skip` their files are skipped (`engine.bad_input`). The rows are
 appended as the Delta app transaction (connector generation, batch id), so a batch
 replayed after a crash writes nothing twice. A `changes: true` connector's rows carry
 an `_op` column (`insert` / `delete`, as our outputs write it): its batch is applied
@@ -12,6 +13,7 @@ streaming path and the listed path (`engine.listed_ingest`) go through here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, DataFrameReader
@@ -19,6 +21,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
+from reconciler.engine.bad_input import (
+    FILE_COLUMN,
+    BadInput,
+    SetAside,
+    canonical,
+    shown,
+    with_file_column,
+    write_skipping,
+)
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
@@ -61,12 +72,15 @@ def _option(value: Any) -> str:
 
 
 def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,
-                table: str, transaction: str, generation: str) -> None:
+                table: str, transaction: str, generation: str,
+                set_aside: SetAside | None = None) -> None:
     """Append one micro-batch to its table as app transaction `batch_id` (idempotent).
 
-    Malformed rows fail the batch, so Spark neither commits it nor moves on, or
-    go to the quarantine folder of this batch, overwritten when a batch is
-    replayed after a crash so that they are never kept twice.
+    Malformed rows fail the batch naming their files (`BadInput`), so Spark neither
+    commits it nor moves on; or their files are skipped whole (`set_aside`, given when
+    the connector's `on_bad_input` is `skip`); or with `on_error: quarantine` the rows go
+    to the quarantine folder of this batch, overwritten when a batch is replayed after a
+    crash so that they are never kept twice.
     """
     definition = runtime.program["connectors"][name]
     quarantine = definition["on_error"] == "quarantine"
@@ -81,12 +95,11 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
             bad = cached.filter(F.col(CORRUPT_COLUMN).isNotNull())
             bad_rows = bad.count()
             if bad_rows and not quarantine:
-                raise ReconcileError(f"{bad_rows} malformed row(s) in batch {batch_id}; "
-                                     "fix the input or set on_error: quarantine")
-            if bad_rows:
+                good = _without_bad_files(bad, cached, bad_rows, batch_id, name, set_aside)
+            elif bad_rows:
                 bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
                     f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
-            good = cached.filter(F.col(CORRUPT_COLUMN).isNull())
+            good = good.filter(F.col(CORRUPT_COLUMN).isNull())
         if definition.get("changes"):
             apply_change_rows(runtime, table, good, batch_id, transaction)
             return
@@ -97,6 +110,43 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
     finally:
         if checked:
             cached.unpersist()
+
+
+def _without_bad_files(bad: DataFrame, rows: DataFrame, bad_rows: int, batch_id: int,
+                       name: str, set_aside: SetAside | None) -> DataFrame:
+    """`rows` without the files that hold malformed rows, which are set aside; without
+    `set_aside`, BadInput naming them. Only file names and counts reach the driver, one
+    row per bad file of the batch."""
+    per_file = {row[FILE_COLUMN]: row["count"]
+                for row in bad.groupBy(FILE_COLUMN).count().collect()}
+    if set_aside is None:
+        files = sorted(canonical(file) for file in per_file)
+        raise BadInput(name, f"{bad_rows} malformed row(s) in batch {batch_id} "
+                       f"({shown(files)}); fix the input, or set on_error: quarantine or "
+                       "on_bad_input: skip", files)
+    set_aside({file: f"{count} malformed row(s)" for file, count in per_file.items()})
+    return rows.filter(~F.col(FILE_COLUMN).isin(list(per_file)))
+
+
+def write_checked(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
+                  state: dict[str, Any], frame: DataFrame, batch_id: int, transaction: str,
+                  files: Callable[[], list[str]]) -> None:
+    """Write one batch of a files connector, its bad files failing it or skipped
+    (`engine.bad_input`); `files` lists the batch's files, asked only to skip one."""
+    table = definition["relation"]
+    schema = table_schema(runtime.program["tables"][table])
+
+    def reread(remaining: list[str]) -> DataFrame:
+        if not remaining:  # every file skipped: an empty batch still advances the offset
+            return frame.limit(0)
+        return with_file_column(configured(runtime.spark.read, definition, schema)
+                                .load(remaining))  # type: ignore[union-attr]
+
+    write_skipping(lambda rows, set_aside: write_batch(
+        runtime, name, rows, batch_id, table=table, transaction=transaction,
+        generation=state["generation"], set_aside=set_aside), frame, connector=name,
+        policy=definition.get("on_bad_input", "fail"), checkpoint=state["checkpoint"],
+        batch_id=batch_id, files=files, reread=reread)
 
 
 def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, batch_id: int,

@@ -26,7 +26,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from reconciler.engine.input_batch import configured, reader_options, write_batch
+from reconciler.engine.bad_input import BadInput, with_file_column
+from reconciler.engine.input_batch import configured, reader_options, write_checked
 from reconciler.engine.input_files import (
     LISTED,
     input_files,
@@ -83,15 +84,17 @@ def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any
 def _run(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
          state: dict[str, Any], checkpoint: str, batch_id: int, files: list[str],
          transaction: str) -> None:
-    table = definition["relation"]
-    schema = table_schema(runtime.program["tables"][table])
-    frame = configured(runtime.spark.read, definition, schema).load(files)  # type: ignore[union-attr]
+    schema = table_schema(runtime.program["tables"][definition["relation"]])
+    frame = with_file_column(configured(runtime.spark.read, definition, schema)
+                             .load(files))  # type: ignore[union-attr]
+    where = f"input connector '{name}' ({definition['path']})"
     try:
-        write_batch(runtime, name, frame, batch_id, table=table, transaction=transaction,
-                    generation=state["generation"])
+        write_checked(runtime, name, definition, state, frame, batch_id, transaction,
+                      files=lambda: files)
+    except BadInput as error:
+        raise BadInput(name, f"{where}: {error.message}", error.files) from error
     except ReconcileError as error:
-        raise ReconcileError(f"input connector '{name}' ({definition['path']}): "
-                             f"{error}") from error
+        raise ReconcileError(f"{where}: {error}") from error
     crash_point("listed-batch-before-done")
     _write_atomically(Path(checkpoint) / LISTED / f"{batch_id}.done", "")
 

@@ -1,6 +1,8 @@
 """One step of a running pipeline: ingest, refresh, emit; the caller commits.
 
-A step ingests every input connector to the end of its available input, then
+A step ingests every input connector to the end of its available input (one held
+by a bad input file, `engine.bad_input`, is left at its offset while the others go
+on), then
 refreshes the views whose inputs changed (in dependency order): a maintained
 view from its inputs' changes (`engine/maintenance`), any other by recomputing
 it. Each changed relation's change (a Z-set) goes to its output connectors as
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.engine.bad_input import BadInput
 from reconciler.engine.compaction import compact
 from reconciler.engine.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.delta_source import has_new_versions
@@ -43,6 +46,8 @@ class StepResult:
     emitted: dict[str, int] = field(default_factory=dict)
     discarded_inserts: list[str] = field(default_factory=list)
     connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bad_input: dict[str, str] = field(default_factory=dict)
+    """Input connectors held by a bad file this step (name -> the one-line error)."""
 
     @property
     def has_changes(self) -> bool:
@@ -120,7 +125,12 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
         for name, definition in program["connectors"].items():
             if definition["direction"] == "input":
                 runtime.report("ingest", name)
-                ingested = ingest(runtime, name, definition, result.connectors[name], base_dir)
+                try:
+                    ingested = ingest(runtime, name, definition, result.connectors[name],
+                                      base_dir)
+                except BadInput as error:  # held at its offset; the others go on
+                    result.bad_input[name] = str(error)
+                    continue
                 if ingested is not None:
                     result.ingested[name] = ingested.batches
         crash_point("step-after-ingest")

@@ -270,6 +270,11 @@ def _connector_changes(diff: ProgramDiff) -> list[Action]:
             actions.append(Action(kind, name, "keep", (
                 f"follows {relation} (renamed from {diff.renamed[relation]})"
                 + ("; offsets kept" if direction == "input" else ""),)))
+        elif "on_bad_input" in diff.handling_changes.get(name, ()):
+            before = diff.old["connectors"][name].get("on_bad_input", "fail")
+            actions.append(Action(kind, name, "keep", (
+                f"on_bad_input {before} -> {document.get('on_bad_input', 'fail')}; "
+                "offsets kept",)))
         else:
             actions.append(Action(kind, name, "keep"))
     return actions

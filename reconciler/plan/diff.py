@@ -59,7 +59,10 @@ Change = Literal["added", "removed", "modified", "unchanged"]
 # A view's refresh mode (maintained or recomputed) is compared on its own
 # (`refresh_changes`): it changes how steps keep the view, not its contents. A view's
 # lineage (column fingerprints) is summed up by its fingerprint; reasons read it.
-IGNORED_KEYS = frozenset({"sql", "throughput_options", "refresh", "lineage"})
+IGNORED_KEYS = frozenset({"sql", "throughput_options", "on_bad_input", "refresh", "lineage"})
+HANDLING_KEYS = ("throughput_options", "on_bad_input")
+"""Connector keys that change how it reads, not what (`Connector.handling`): an apply
+commits them with no reset."""
 
 EMPTY_PROGRAM: dict[str, Any] = {"tables": {}, "views": {}, "connectors": {}}
 
@@ -99,9 +102,18 @@ class ProgramDiff:
 
     @property
     def has_changes(self) -> bool:
-        return self.has_program_changes or bool(self.refresh_changes) or any(
+        return self.has_program_changes or bool(self.refresh_changes) or bool(
+            self.handling_changes) or any(
             entry for key, entry in self.status_details().items()
             if key.endswith("_connectors"))
+
+    @property
+    def handling_changes(self) -> dict[str, list[str]]:
+        """Unchanged connectors whose handling keys (`HANDLING_KEYS`) changed: name -> keys."""
+        changes = {name: [key for key in HANDLING_KEYS if self.old["connectors"][name].get(key)
+                          != self.new["connectors"][name].get(key)]
+                   for name, change in self.connectors.items() if change == "unchanged"}
+        return {name: keys for name, keys in changes.items() if keys}
 
     @property
     def refresh_changes(self) -> dict[str, tuple[str, str]]:

@@ -184,13 +184,13 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
             notes.append(f"{kind} {name}: reads renamed {', '.join(followed)}, nothing to "
                          "recompute" if followed else
                          f"{kind} {name}: comments or formatting only, nothing to recompute")
-    for name, change in diff.connectors.items():
-        if change != "unchanged":
-            continue
-        before = diff.old["connectors"][name].get("throughput_options")
-        after = diff.new["connectors"][name].get("throughput_options")
-        if before != after:
+    for name, keys in diff.handling_changes.items():
+        if "throughput_options" in keys:
             notes.append(f"connector {name}: throughput options changed, no reset")
+        if "on_bad_input" in keys:
+            before, after = (diff.old["connectors"][name].get("on_bad_input", "fail"),
+                             diff.new["connectors"][name].get("on_bad_input", "fail"))
+            notes.append(f"connector {name}: on_bad_input {before} -> {after}, no reset")
     return notes
 
 

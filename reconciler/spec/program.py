@@ -97,6 +97,7 @@ class Connector:
     options: dict[str, Any]
     on_error: str
     location: Location
+    on_bad_input: str = "fail"
     snapshot_on_bootstrap: bool = False
     changes: bool = False
     option_lines: dict[str, int] = field(default_factory=dict)  # pipeline.yaml line per key
@@ -121,6 +122,13 @@ class Connector:
                         if k.lower() not in THROUGHPUT_OPTIONS},
             "on_error": self.on_error,
         }
+
+    def handling(self) -> dict[str, Any]:
+        """How the connector reads, not what: throughput options, and `on_bad_input` when it
+        skips. A change of these resets no offsets (`plan.diff.IGNORED_KEYS`)."""
+        skip = {"on_bad_input": self.on_bad_input} if self.on_bad_input != "fail" else {}
+        return {"throughput_options": {k: v for k, v in self.options.items()
+                                       if k.lower() in THROUGHPUT_OPTIONS}, **skip}
 
 
 @dataclass(frozen=True)
@@ -163,9 +171,8 @@ class Program:
             if with_sql:
                 entry["sql"] = view.sql
             views[view.name] = entry
-        connectors = {c.name: {**c.definition(), "throughput_options": {
-            k: v for k, v in c.options.items() if k.lower() in THROUGHPUT_OPTIONS}}
-            for c in self.connectors.values()}
+        connectors = {c.name: {**c.definition(), **c.handling()}
+                      for c in self.connectors.values()}
         renamed = {"renamed": dict(sorted(self.renamed.items()))} if self.renamed else {}
         return {"format": PROGRAM_FORMAT, "tables": tables, "views": views,
                 "connectors": connectors, "order": list(self.order), **renamed}
@@ -303,6 +310,7 @@ def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, 
         raise location.error(f"output connector '{spec.name}' names an unknown view '{relation}'")
     return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
                      format=spec.format, path=spec.path, options=dict(spec.options),
-                     on_error=spec.on_error, location=location,
+                     on_error=spec.on_error, on_bad_input=spec.on_bad_input,
+                     location=location,
                      snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes,
                      option_lines=option_lines)

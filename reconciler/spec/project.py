@@ -164,6 +164,7 @@ class ConnectorSpec(_Strict):
     path: str
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     on_error: Literal["fail", "quarantine"] = "fail"
+    on_bad_input: Literal["fail", "skip"] = "fail"
     snapshot_on_bootstrap: bool = False
     changes: bool = False  # inputs: rows carry `_op` (insert/delete), deletions applied
 
@@ -172,6 +173,9 @@ class ConnectorSpec(_Strict):
         if self.snapshot_on_bootstrap and self.table is not None:
             raise ValueError(f"connector '{self.name}': snapshot_on_bootstrap is for output "
                              "connectors (view:)")
+        if self.on_bad_input != "fail" and self.table is None:
+            raise ValueError(f"connector '{self.name}': on_bad_input is for input connectors "
+                             "(table:)")
         if self.changes and self.table is None:
             raise ValueError(f"connector '{self.name}': changes is for input connectors "
                              "(table:)")
