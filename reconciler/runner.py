@@ -102,6 +102,7 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
     stop = threading.Event()
     said: dict[str, str] = {}  # what each pipeline last said, so a repeat stays quiet
     stranded: dict[str, str] = {}  # our locks a failed step could not release
+    said_held: set[str] = set()  # "pipeline: error" of each connector a bad file holds
     failures, last_error = 0, ""
     with _stop_on_signals(stop, echo):
         while not stop.is_set():
@@ -118,9 +119,14 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                     held = outcome.details.get("bad_input", {})
                     say(name, "running", bad_input=held)
                     message = outcome.message if outcome.result != "idle" else f"{name}: idle"
-                    if outcome.result == "stepped" or said.get(name) != message:
-                        echo(outcome.message if outcome.result != "input-failed"
-                             else f"{name}: input held: {outcome.message}")
+                    if outcome.result == "stepped" or (
+                            outcome.result == "idle" and said.get(name) != message):
+                        echo(outcome.message)
+                    for error in sorted(held.values()):  # each once while it holds
+                        if f"{name}: {error}" not in said_held:
+                            echo(f"{name}: input held: {error}")
+                    said_held = {line for line in said_held if not line.startswith(
+                        f"{name}: ")} | {f"{name}: {error}" for error in held.values()}
                 except PipelinePaused as paused:
                     record(name, "paused")
                     say(name, "paused", str(paused))

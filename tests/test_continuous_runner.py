@@ -154,6 +154,8 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
     assert "SIGTERM: stopping after the current step" in output and "stopped" in output, output
     assert not (project / ".reconcile/state/p/lock").exists(), "the lock was not released"
     assert "runner: stopped since" in reconcile(project, "status")
+    assert output.count("p: input held: input connector 'events_in' (input): 1 malformed "
+                        "row(s)") == 1, output
     # "No new input" is said once after each step or pause, not every interval.
     assert output.count("p: no new input") <= (output.count("step committed")
                                                + output.count("p: paused") + 1), output
