@@ -56,16 +56,19 @@ def test_plan_and_validate_show_how_each_view_is_refreshed(tmp_path: Path) -> No
     lines = reconcile(project, "validate").splitlines()
     assert lines[1:] == ["  view big: maintained incrementally",
                          "  view by_kind: maintained incrementally",
-                         "  view ranked: recomputed each step: window function ROW_NUMBER",
+                         "  view ranked: recomputed each step: window function ROW_NUMBER without "
+                         "PARTITION BY",
                          "  view busy: maintained incrementally"]
     plan = json.loads(reconcile(project, "plan", "--json"))
     assert _actions(plan)["ranked"]["refresh"] == \
-        "recomputed each step: window function ROW_NUMBER"
+        "recomputed each step: window function ROW_NUMBER without PARTITION BY"
     assert _actions(plan)["by_kind"]["refresh"] == "maintained incrementally"
-    assert "[recomputed each step: window function ROW_NUMBER]" in reconcile(project, "plan")
+    assert "[recomputed each step: window function ROW_NUMBER without PARTITION BY]" in \
+        reconcile(project, "plan")
     markdown = tmp_path / "plan.md"
     reconcile(project, "plan", "--markdown", str(markdown))
-    assert "| recomputed each step: window function ROW_NUMBER |" in markdown.read_text()
+    assert "| recomputed each step: window function ROW_NUMBER without PARTITION BY |" in \
+        markdown.read_text()
 
 
 def test_opting_out_and_strict_mode(tmp_path: Path) -> None:
@@ -82,7 +85,8 @@ def test_opting_out_and_strict_mode(tmp_path: Path) -> None:
     error = reconcile(strict, "plan", expect=1)
     assert error.strip().splitlines() == [
         f"error: {strict / 'pipelines/p/program.sql'}:7: view 'ranked' cannot be maintained "
-        "incrementally (window function ROW_NUMBER) and pipeline.yaml says refresh: "
+        "incrementally (window function ROW_NUMBER without PARTITION BY) and pipeline.yaml "
+        "says refresh: "
         "incremental_strict; change the query or add TBLPROPERTIES ('refresh' = 'full')"]
 
     bad = write_files(tmp_path / "c", events_pipeline(SQL.replace(

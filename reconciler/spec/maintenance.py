@@ -16,17 +16,20 @@ Shapes (the rules themselves are in `engine/maintenance/`):
   rows that come from a `Linear`, `Keyed` or `Derived` select. Per-group state
   is kept beside the view.
 * `Keyed` (`spec/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
-  (subquery)`, correlated subqueries, a `GROUP BY` of the key: a query that only
-  combines rows sharing a key, recomputed over the keys a step touches.
+  (subquery)`, correlated subqueries, a `GROUP BY` of the key, derived tables and
+  CTEs, window functions partitioned by the key, set operations (`UNION`,
+  `INTERSECT`, `EXCEPT`, their `ALL` forms) with the key in one column: a query
+  that only combines rows sharing a key, recomputed over the keys a step touches.
 * `Derived`: a select over one derived table (`FROM (SELECT ...) AS x`) whose
   own shape is one of these: linear over the derived table's change.
 
-Everything else (window functions, `ORDER BY`, `LIMIT`, `WITH`, set operations
-other than `UNION ALL`, `COUNT(DISTINCT)` outside a keyed `GROUP BY` and other
-aggregates, a subquery over every group, queries with no column equality to
-split them by) is recomputed each step. MIN
-and MAX are exact only while their input never retracts a row, so over an input
-that can (an aggregate, a recomputed view, a keyed select) they fall back too.
+A `WITH` is written out first (`spec/inline.py`), each CTE as a derived table where
+it is used. Everything else (a window function without `PARTITION BY`, `ORDER BY`,
+`LIMIT`, `COUNT(DISTINCT)` outside a keyed `GROUP BY` and other aggregates, a
+subquery over every group, queries with no column equality to split them by) is
+recomputed each step. MIN and MAX are exact only while their input never retracts a
+row, so over an input that can (an aggregate, a recomputed view, a keyed select)
+they fall back too.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
+from reconciler.spec.inline import CannotInline, inline_ctes
 from reconciler.spec.keyed import (
     Columns,
     Equated,
@@ -129,13 +133,18 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     `columns` names each relation's columns (unqualified names are resolved with them)."""
     if isinstance(query, str):
         query = sqlglot.parse_one(query, dialect=DIALECT)
-    if query.args.get("with_") or query.args.get("with"):  # sqlglot 30 says `with_`
-        raise Fallback("WITH clause")
-    for node in query.walk():
-        if isinstance(node, exp.Window):
-            raise Fallback(f"window function {_name(node.this)}")
-    if isinstance(query, exp.Union):
-        return _linear(_union_branches(query), columns)
+    try:
+        query = inline_ctes(query)
+    except CannotInline as reason:
+        raise Fallback(str(reason)) from None
+    if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
+        try:
+            return _linear(_union_branches(query), columns)
+        except Fallback as reason:
+            try:  # any set operation whose branches share a key, as a derived table
+                return keyed(_over_derived(query), columns, _check_clauses)
+            except KeyFallback:
+                raise reason from None
     if not isinstance(query, exp.Select):
         raise Fallback(f"{query.key.upper()} query")
     calls = _aggregates(query)
@@ -156,6 +165,12 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     if not aggregates:
         return _linear([query], columns)
     return _aggregate(query, calls, columns)
+
+
+def _over_derived(query: exp.Query) -> exp.Select:
+    """`SELECT * FROM (<query>) AS __set`: a set operation as a select keyed analysis reads."""
+    return exp.select("*").from_(exp.Subquery(this=query.copy(), alias=exp.TableAlias(
+        this=exp.to_identifier("__set"))))
 
 
 def _source(select: exp.Select, columns: Columns) -> Source:
@@ -253,6 +268,8 @@ def _check_select(select: exp.Select) -> None:
     for node in select.walk():
         if node is not select and isinstance(node, (exp.Subquery, exp.Select, exp.Exists)):
             raise Fallback("subquery")
+        if isinstance(node, exp.Window):
+            raise Fallback(f"window function {_name(node.this)} not partitioned by a key")
     source = from_of(select)
     if not isinstance(source, exp.Table):
         raise Fallback("FROM without a plain relation")
@@ -283,14 +300,20 @@ def tables_of(select: exp.Select) -> list[exp.Table]:
 
 
 def _aggregates(select: exp.Select) -> list[exp.AggFunc]:
+    """The select's aggregate calls (not a window's, nor a subquery's)."""
     found = []
     for part in (*select.expressions, select.args.get("having")):
         if part is not None:
-            found.extend(part.find_all(exp.AggFunc))
+            found.extend(node for node in part.find_all(exp.AggFunc)
+                         if node.find_ancestor(exp.Window) is None
+                         and node.parent_select is select)
     return found
 
 
 def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -> Aggregate:
+    window = select.find(exp.Window)
+    if window is not None:
+        raise Fallback(f"window function {_name(window.this)} over the groups")
     group = select.args.get("group")
     if group is not None and select.args.get("distinct"):
         raise Fallback("SELECT DISTINCT with GROUP BY")

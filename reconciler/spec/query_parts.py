@@ -1,0 +1,49 @@
+"""Small readers of sqlglot query trees shared by the maintenance analyses."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+def occurrences(query: exp.Expression) -> list[exp.Table]:
+    """Every relation occurrence of the query, subqueries included, in a stable order."""
+    return list(query.find_all(exp.Table))
+
+
+def function_name(window: exp.Window) -> str:
+    """A window's function as Spark spells it (`ROW_NUMBER`, not sqlglot's `ROWNUMBER`)."""
+    return window.this.sql(dialect="spark").split("(", 1)[0].strip().upper()
+
+
+def aggregates_rows(select: exp.Select) -> bool:
+    """Whether the select list aggregates its rows (an aggregate outside any window)."""
+    return any(node.find_ancestor(exp.Window) is None and node.parent_select is select
+               for part in select.expressions for node in part.find_all(exp.AggFunc))
+
+
+def set_branches(query: exp.Expression) -> list[exp.Select]:
+    """The selects a derived table's query combines: a set operation's branches, or one."""
+    if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
+        return [*set_branches(query.this), *set_branches(query.expression)]
+    if isinstance(query, exp.Subquery):
+        return set_branches(query.this)
+    if not isinstance(query, exp.Select):
+        raise ValueError(f"derived table of a {query.key.upper()} query")
+    return [query]
+
+
+def conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
+    """The top-level AND-ed parts of a condition."""
+    if condition is None:
+        return []
+    if isinstance(condition, exp.And):
+        return [*conjuncts(condition.this), *conjuncts(condition.expression)]
+    if isinstance(condition, exp.Paren):
+        return conjuncts(condition.this)
+    return [condition]
+
+
+def from_of(select: exp.Select) -> exp.Expression | None:
+    """The relation (or derived table) of a select's FROM."""
+    source = select.args.get("from_") or select.args.get("from")  # sqlglot 30: `from_`
+    return source.this if source is not None else None
