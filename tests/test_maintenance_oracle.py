@@ -10,7 +10,8 @@ that fall back to recomputing (MAX over a retracting input), and views maintaine
 the keys a step touches: window functions partitioned by the key (ranking and
 aggregate windows, a top-N per key over a derived table), CTEs (a year-over-year
 style self-join of a grouped CTE, a CTE over a CTE), set operations (UNION,
-INTERSECT, EXCEPT ALL, aggregates inside UNION ALL), outer joins (LEFT, a LEFT JOIN
+INTERSECT, EXCEPT ALL, aggregates inside UNION ALL), COUNT(DISTINCT) and STDDEV_SAMP
+per key, outer joins (LEFT, a LEFT JOIN
 ... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS
 and NOT EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs
 in its subquery, a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an
@@ -147,6 +148,10 @@ create materialized view busy_regions as
   with per_store as (select store, count(*) as n from sales group by store),
        labelled as (select st.region, p.n from per_store p join stores st on p.store = st.id)
   select region, n from (select region, n from labelled where n > 1) as busy;
+create materialized view store_variety as
+  select store, count(distinct product) as products, stddev_samp(qty) as spread,
+         min(price) as low
+  from sales group by store;
 create materialized view active_regions as
   select st.region, count(*) as n from stores st
   where exists (select 1 from sales s where s.store = st.id and s.qty > 1) group by st.region;

@@ -34,6 +34,7 @@ they fall back too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -140,11 +141,11 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
         try:
             return _linear(_union_branches(query), columns)
-        except Fallback as reason:
+        except Fallback:
             try:  # any set operation whose branches share a key, as a derived table
                 return keyed(_over_derived(query), columns, _check_clauses)
-            except KeyFallback:
-                raise reason from None
+            except KeyFallback as reason:
+                raise Fallback(str(reason)) from None
     if not isinstance(query, exp.Select):
         raise Fallback(f"{query.key.upper()} query")
     calls = _aggregates(query)
@@ -154,8 +155,8 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
         _check_select(query)
     except Fallback:
         if isinstance(from_of(query), exp.Subquery) and not query.args.get("joins"):
-            return _aggregate(query, calls, columns) if aggregates \
-                else _derived(query, columns)
+            return _or_keyed(lambda: _aggregate(query, calls, columns) if aggregates
+                             else _derived(query, columns), query, columns)
         try:
             return keyed(query, columns, _check_clauses)
         except KeyFallback as reason:
@@ -164,7 +165,20 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
         return _aggregate(query, calls, columns)
     if not aggregates:
         return _linear([query], columns)
-    return _aggregate(query, calls, columns)
+    return _or_keyed(lambda: _aggregate(query, calls, columns), query, columns)
+
+
+def _or_keyed(build: Callable[[], Shape], query: exp.Select, columns: Columns) -> Shape:
+    """`build()`, or where it falls back (an aggregate with no per-group state rule:
+    COUNT(DISTINCT), STDDEV, ...), the query recomputed over the keys a step touches,
+    when its GROUP BY has one; else the first reason."""
+    try:
+        return build()
+    except Fallback as reason:
+        try:
+            return keyed(query, columns, _check_clauses)
+        except KeyFallback:
+            raise reason from None
 
 
 def _over_derived(query: exp.Query) -> exp.Select:
@@ -323,6 +337,9 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
         for kind in ("grouping_sets", "rollup", "cube"):
             if group.args.get(kind):
                 raise Fallback(f"GROUP BY {kind.replace('_', ' ').upper()}")
+        for key in group.expressions:  # sqlglot 30 keeps them among the keys
+            if isinstance(key, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                raise Fallback(f"GROUP BY {_name(key)}")
         keys = [_group_key(key, select) for key in group.expressions]
     elif select.args.get("distinct"):
         keys = [item.unalias() for item in select.expressions]
