@@ -351,7 +351,7 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
         if any(key.find_all(exp.AggFunc)):
             raise Fallback("aggregate in GROUP BY")
     calls: list[AggregateCall] = []
-    call_index: dict[str, int] = {}
+    call_index: dict[tuple[object, ...], int] = {}
     for node in found:
         call = _call(node)
         text = _normal(node)
@@ -373,7 +373,7 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
             if j is not None:
                 return exp.column(f"__k{j}")
             return node
-        rewritten = expression.copy().transform(rewrite)
+        rewritten = expression.transform(rewrite)  # transform copies
         for column in rewritten.find_all(exp.Column):
             if not column.name.startswith(("__k", "__agg")):
                 raise Fallback(f"column {column.sql(DIALECT)} is neither grouped nor aggregated")
@@ -439,12 +439,22 @@ def _name(node: exp.Expression) -> str:
     return node.sql(DIALECT).split("(", 1)[0].strip().upper() or node.key.upper()
 
 
-def _normal(node: exp.Expression, *, bare: bool = False) -> str:
-    """Text to compare expressions by: unquoted names lower-cased, qualifiers dropped if `bare`."""
-    def lower(part: exp.Expression) -> exp.Expression:
-        if isinstance(part, exp.Identifier) and not part.quoted:
-            return exp.to_identifier(part.name.lower())
-        if bare and isinstance(part, exp.Column) and part.table:
-            return exp.column(part.name)
-        return part
-    return node.copy().transform(lower).sql(DIALECT)
+def _normal(node: exp.Expression, *, bare: bool = False) -> tuple[object, ...]:
+    """A key to compare expressions by: unquoted names lower-cased, a column's qualifier
+    dropped if `bare`. Built by walking the tree, without copying or generating SQL
+    (plan speed: it is asked per key and per aggregate of every view)."""
+    if bare and isinstance(node, exp.Column):
+        node = node.this
+    return _key_of(node)
+
+
+def _key_of(value: object) -> tuple[object, ...]:
+    if isinstance(value, exp.Identifier):
+        name = value.name if value.quoted else value.name.lower()
+        return ("identifier", name, bool(value.quoted))
+    if isinstance(value, exp.Expression):
+        return (value.key, *((key, _key_of(arg)) for key, arg in sorted(value.args.items())
+                             if arg is not None and arg != [] and arg is not False))
+    if isinstance(value, list):
+        return ("list", *(_key_of(item) for item in value))
+    return ("value", value)
