@@ -19,6 +19,7 @@ from reconciler.spec.fingerprint import derive, stable_hash
 from reconciler.spec.lineage import view_lineage
 from reconciler.spec.maintenance import Refresh, refresh_of
 from reconciler.spec.project import ConnectorSpec, PipelineSource
+from reconciler.spec.resolution import check_view_resolution
 from reconciler.spec.safety import check_bare_names
 from reconciler.spec.sql import (
     ColumnDef,
@@ -204,10 +205,11 @@ def build_program(source: PipelineSource) -> Program:
     tables: dict[str, Table] = {}
     views: dict[str, View] = {}
     columns: dict[str, tuple[str, ...] | None] = {}  # to resolve unqualified column names
+    resolved: dict[str, tuple[str, ...] | None] = {}  # ... and as Spark names them
     for name in order:
         statement = statements[name]
         if isinstance(statement, TableStatement):
-            columns[name] = tuple(column.name for column in statement.columns)
+            columns[name] = resolved[name] = tuple(column.name for column in statement.columns)
             tables[name] = Table(name=name, columns=statement.columns,
                                  primary_key=statement.primary_key,
                                  materialized=statement.materialized,
@@ -216,6 +218,9 @@ def build_program(source: PipelineSource) -> Program:
             read_columns = {read: columns[read] for read in statement.reads}
             check_bare_names(statement.tree, read_columns, name, statement.location.file,
                              statement.location.line)
+            resolved[name] = check_view_resolution(
+                statement.tree, statement.query, {read: resolved[read] for read in statement.reads},
+                name, statement.location)
             views[name] = View(name=name, query=statement.query,
                                materialized=statement.materialized, reads=statement.reads,
                                location=statement.location, sql=statement.sql, fingerprint="",
