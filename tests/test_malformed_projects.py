@@ -470,8 +470,9 @@ def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
     assert result.output.splitlines() == [
         "p: 1 tables, 3 views, 1 input and 1 output connectors: ok",
         "  view daily: maintained incrementally",
-        "  view summary: recomputed each step: WITH clause",
-        "  view totals: recomputed each step: WITH clause"]
+        "  view summary: maintained incrementally",
+        "  view totals: recomputed each step: aggregate in a derived table not grouped by a "
+        "key (give it a view of its own)"]
 
 
 def test_valid_materialized_spellings(tmp_path: Path) -> None:
