@@ -141,12 +141,20 @@ def _console() -> Console:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan artifact as JSON.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when there are changes, 0 when there are none.")
+@click.option("--preview", is_flag=True, help="Also count on Spark what the apply would do "
+              "to each computed view's rows (read-only; starts Spark).")
 @backend_option
 @pass_cli
 def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path | None,
-         as_json: bool, detailed_exitcode: bool, backend_url: str | None) -> None:
+         as_json: bool, detailed_exitcode: bool, preview: bool,
+         backend_url: str | None) -> None:
     """Show what apply would change: added, modified and removed tables, views, connectors."""
     document = compute_plan(obj.project_dir, pipeline, backend_url)
+    if preview:
+        from reconciler.preview import preview_plan  # the engine layer: Spark
+
+        preview_plan(document, obj.project_dir, pipeline, backend_url,
+                     _operations().Engine(load_project(obj.project_dir), debug=obj.debug))
     if out:
         out.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if markdown:

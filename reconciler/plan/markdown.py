@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from reconciler.plan.terminal import COUNTED, SYMBOLS, is_shown, option_lines
+from reconciler.plan.terminal import COUNTED, SYMBOLS, is_shown, option_lines, preview_lines
 
 _ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("reconciler.plan", "templates"),
@@ -69,6 +69,8 @@ def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
         "mermaid": mermaid_graph(pipeline),
         "sql_diff": sql_diff(pipeline["sql_changes"]),
         "options": options_block(actions),
+        "preview": preview_lines(pipeline["preview"]) if pipeline.get("preview") else [],
+        "preview_serial": (pipeline.get("preview") or {}).get("base_serial"),
     }
 
 

@@ -42,6 +42,33 @@ def _or_unset(value: str | None) -> str:
     return "(unset)" if value is None else value
 
 
+def preview_lines(preview: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per previewed view (`reconcile.preview`): counts as text, for the terminal
+    and the pull-request comment alike."""
+    rows = []
+    for view, entry in preview["views"].items():
+        if "unavailable" in entry:
+            rows.append({"view": view, "kind": entry["kind"], "rows": "", "added": "",
+                         "removed": "", "changed": "", "detail":
+                         f"not previewed: {entry['unavailable']}"})
+            continue
+        before = entry["rows_before"]
+        changed_values = entry.get("changed_values") or {}
+        detail = (", ".join(f"{name} {count}" for name, count in changed_values.items()
+                            if count) if "changed" in entry else
+                  "NULLs: " + (", ".join(f"{name} {count}" for name, count in
+                                         entry.get("nulls", {}).items() if count) or "none")
+                  if entry["kind"] == "new" else
+                  "its columns change" if entry.get("columns_changed") else "")
+        rows.append({"view": view, "kind": entry["kind"],
+                     "rows": (f"{entry['rows_after']}" if before is None
+                              else f"{before} → {entry['rows_after']}"),
+                     "added": f"+{entry['added']}", "removed": f"-{entry['removed']}",
+                     "changed": str(entry["changed"]) if "changed" in entry else "",
+                     "detail": detail})
+    return rows
+
+
 def render_plan(plan: dict[str, Any], console: Console) -> None:
     """Print every pipeline's changed objects with their reasons, then notes and refusals."""
     text = Text()
@@ -72,5 +99,14 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
             text.append("  refused: ", "red").append(f"{refusal}\n")
         if pipeline["has_changes"]:
             text.append(f"  Plan: {summary_line(pipeline)}.\n")
+        if pipeline.get("preview"):
+            text.append(f"  Data preview (from serial {pipeline['preview']['base_serial']}):\n",
+                        "bold")
+            for row in preview_lines(pipeline["preview"]):
+                counts = " ".join(part for part in (
+                    f"rows {row['rows']}" if row["rows"] else "", row["added"], row["removed"],
+                    f"changed {row['changed']}" if row["changed"] else "") if part)
+                text.append(f"    {row['kind']} view {row['view']}: {counts}")
+                text.append(f"  {row['detail']}\n" if row["detail"] else "\n", "dim")
     text.append(f"plan_id {plan['plan_id']}", "dim")
     console.print(text)

@@ -1,0 +1,125 @@
+"""What an apply would do to each view's rows, computed read-only from committed state.
+
+For each new or modified view, and each view downstream of one (in dependency
+order), the view's query as the pull request writes it runs over the relations at
+the versions the committed manifest pins (a view computed earlier in the preview
+is read as computed, not as stored), and is compared with what the view holds now:
+
+* a new view: its row count and each column's NULL count (one job);
+* any other: rows before and after, rows added and removed as multisets (one job
+  over both sides, grouped by every column, with a +1/-1 weight per side);
+* a view with a key (its `GROUP BY` columns, all in its output): rows changed (a key
+  both added and removed) and per other column how many of them change its value
+  (one more job, over the differing rows only).
+
+Nothing is written: every frame is a query over pinned Delta versions, temporary
+views live in the Spark session, and only counts reach the driver. A table the
+change adds reads as empty; a view reading a table the change modifies is not
+previewed (its rows after the apply depend on the evolution), and says so.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
+
+WEIGHT = "__preview_weight"
+NET = "__preview_net"
+
+
+def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
+                  keys: dict[str, list[str] | None],
+                  unavailable: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Each (view, kind) of `views` (kind: new, modified or downstream; dependency order)
+    compared with its committed contents. `runtime.program` is the desired program,
+    `runtime.relations` the committed state; `unavailable` names views that cannot be
+    previewed and why (they, and views reading them, are reported as such)."""
+    computed: dict[str, DataFrame] = {}
+    results: dict[str, dict[str, Any]] = {}
+    skipped = dict(unavailable)
+    for view, kind in views:
+        definition = runtime.program["views"][view]
+        blocked = next((read for read in definition["reads"] if read in skipped), None)
+        if view in skipped or blocked is not None:
+            skipped.setdefault(view, f"reads {blocked}, which is not previewed")
+            results[view] = {"kind": kind, "unavailable": skipped[view]}
+            continue
+        for read in definition["reads"]:
+            _input(runtime, read, computed).createOrReplaceTempView(read)
+        after = runtime.spark.sql(view_query(definition["sql"]))
+        computed[view] = after
+        before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
+        results[view] = {"kind": kind, **(_new_view(after) if before is None
+                                          else _compared(before, after, keys.get(view)))}
+    return results
+
+
+def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) -> DataFrame:
+    if name in computed:
+        return computed[name]
+    if name in runtime.relations:
+        return runtime.frame(name)
+    return runtime.spark.createDataFrame([], table_schema(runtime.program["tables"][name]))
+
+
+def _new_view(after: DataFrame) -> dict[str, Any]:
+    """Rows and NULLs per column of a view that does not exist yet, in one job."""
+    columns = after.columns
+    row = after.agg(F.count(F.lit(1)).alias("rows"), *(
+        F.sum(F.when(F.col(f"`{name}`").isNull(), 1).otherwise(0)).alias(f"n{i}")
+        for i, name in enumerate(columns))).first()
+    assert row is not None
+    return {"rows_before": None, "rows_after": row["rows"], "added": row["rows"], "removed": 0,
+            "nulls": {name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}}
+
+
+def _compared(before: DataFrame, after: DataFrame, key: list[str] | None) -> dict[str, Any]:
+    """Counts of the change from `before` to `after` (multisets)."""
+    if [f.name.lower() for f in before.schema] != [f.name.lower() for f in after.schema]:
+        # Other columns: no row survives as it was, so every row is removed and added.
+        counts = before.count(), after.count()
+        return {"rows_before": counts[0], "rows_after": counts[1], "added": counts[1],
+                "removed": counts[0], "columns_changed": True}
+    columns = [f"`{name}`" for name in after.columns]
+    signed = before.select(*(F.col(c).cast(f.dataType) for c, f in
+                             zip(columns, after.schema, strict=True)), F.lit(-1).alias(WEIGHT)
+                           ).union(after.select(*columns, F.lit(1).alias(WEIGHT)))
+    per_row = signed.groupBy(*columns).agg(
+        F.sum(WEIGHT).alias(NET),
+        F.sum(F.when(F.col(WEIGHT) < 0, 1).otherwise(0)).alias("before"),
+        F.sum(F.when(F.col(WEIGHT) > 0, 1).otherwise(0)).alias("after"))
+    totals = per_row.agg(
+        F.sum("before").alias("before"), F.sum("after").alias("after"),
+        F.sum(F.greatest(F.col(NET), F.lit(0))).alias("added"),
+        F.sum(F.greatest(-F.col(NET), F.lit(0))).alias("removed")).first()
+    assert totals is not None
+    result: dict[str, Any] = {"rows_before": totals["before"] or 0,
+                              "rows_after": totals["after"] or 0,
+                              "added": totals["added"] or 0, "removed": totals["removed"] or 0}
+    if key and (result["added"] or result["removed"]):
+        result.update(_changed_by_key(per_row.where(F.col(NET) != 0), after.columns, key))
+    elif key:
+        result.update({"key": key, "changed": 0, "changed_values": {}})
+    return result
+
+
+def _changed_by_key(differing: DataFrame, names: list[str], key: list[str]) -> dict[str, Any]:
+    """Keys both removed and added are changed rows; per other column, how many of them
+    hold another value after (NULL-safe). One job, over the differing rows only."""
+    values = [name for name in names if name not in key]
+    new, old = (differing.where(condition).alias(alias) for condition, alias in
+                ((F.col(NET) > 0, "new"), (F.col(NET) < 0, "old")))
+    on = reduce(lambda a, b: a & b, [F.col(f"new.`{k}`").eqNullSafe(F.col(f"old.`{k}`"))
+                                      for k in key])
+    row = new.join(old, on).agg(F.count(F.lit(1)).alias("changed"), *(
+        F.sum(F.when(~F.col(f"new.`{name}`").eqNullSafe(F.col(f"old.`{name}`")), 1)
+              .otherwise(0)).alias(f"v{i}") for i, name in enumerate(values))).first()
+    assert row is not None
+    return {"key": key, "changed": row["changed"],
+            "changed_values": {name: row[f"v{i}"] or 0 for i, name in enumerate(values)}}
+

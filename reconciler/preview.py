@@ -1,0 +1,83 @@
+"""`reconcile plan --preview`: what a plan's apply would do to the views' rows.
+
+The plan says which views an apply computes (new ones, modified ones, and the ones
+downstream that it recomputes); the preview runs those queries on Spark over the
+committed state at the manifest's versions and counts the difference with what
+each view holds now (`engine/preview.py`). It is read-only by construction: no lock
+is taken, nothing is written under storage, no Delta version moves, and a step
+committed meanwhile does not change it (the versions are the manifest's).
+
+The result is attached to each pipeline of the plan artifact under `preview`
+(`PREVIEW_FORMAT`; left out of `plan_id`, as it describes the data, not the plan):
+
+    {"format": 1, "base_serial": 7,
+     "views": {"avg_grade": {"kind": "modified", "rows_before": 120, "rows_after": 118,
+                             "added": 3, "removed": 5, "key": ["student_id", "class"],
+                             "changed": 12, "changed_values": {"class_avg": 12}}}}
+
+A new view has `rows_after` and `nulls` per column; a view that cannot be previewed
+has `unavailable` and the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.plan.document import PipelinePlan, plan_pipeline
+from reconciler.spec.output_key import output_key
+from reconciler.spec.project import Project, settings_summary
+from reconciler.spec.workspace import load_programs
+from reconciler.state import open_backend, pipeline_layout, read_manifest
+
+PREVIEW_FORMAT = 1
+
+
+def preview_plan(document: dict[str, Any], project_dir: Any, pipeline: str | None,
+                 backend_url: str | None, engine: Any) -> None:
+    """Add `preview` to every pipeline of the plan `document` that computes a view."""
+    project, programs = load_programs(project_dir, pipeline)
+    backend = open_backend(project, backend_url)
+    by_name = {entry["name"]: entry for entry in document["pipelines"]}
+    for program in programs:
+        manifest, etag = read_manifest(backend, program.pipeline,
+                                       pipeline_layout(project, program.pipeline))
+        plan = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
+        views = computed_views(plan)
+        if not views or program.pipeline not in by_name:
+            continue
+        runtime = engine.runtime(program.pipeline, plan.diff.new,
+                                 manifest.relations if manifest else {})
+        from reconciler.engine.preview import preview_views  # Spark: only with --preview
+
+        by_name[program.pipeline]["preview"] = {
+            "format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
+            "views": preview_views(runtime, views, {
+                view: output_key(plan.diff.new["views"][view]["sql"]) for view, _ in views},
+                _unavailable(project, plan))}
+
+
+def computed_views(plan: PipelinePlan) -> list[tuple[str, str]]:
+    """(view, new | modified | downstream) for each view the apply computes, in the
+    program's dependency order: modified when its own query changed, downstream when
+    only what it reads did (the diff calls both modified: fingerprints chain)."""
+    actions = {action.name: action.action for action in plan.actions if action.kind == "view"}
+    order = plan.diff.new.get("order") or list(plan.diff.new["views"])
+    views = []
+    for name in order:
+        if name not in plan.diff.new["views"]:
+            continue
+        if actions.get(name) == "create" or plan.diff.views.get(name) == "added":
+            views.append((name, "new"))
+        elif actions.get(name) == "recompute":
+            before = plan.diff.old["views"].get(name, {}).get("query")
+            own = before is not None and before != plan.diff.new["views"][name].get("query")
+            views.append((name, "modified" if own else "downstream"))
+    return views
+
+
+def _unavailable(project: Project, plan: PipelinePlan) -> dict[str, str]:
+    """Relations whose rows after the apply the preview cannot read from committed state."""
+    reasons = {name: "table changes: its rows after the apply depend on the evolution"
+               for name, change in plan.diff.tables.items() if change == "modified"}
+    reasons.update({new: f"renamed from {old}" for new, old in plan.diff.renamed.items()})
+    return reasons
