@@ -153,8 +153,9 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
     if preview:
         from reconciler.preview import preview_plan  # the engine layer: Spark
 
-        preview_plan(document, obj.project_dir, pipeline, backend_url,
-                     _operations().Engine(load_project(obj.project_dir), debug=obj.debug))
+        project, programs = load_programs(obj.project_dir, pipeline)
+        preview_plan(document, project, programs, backend_url,
+                     _operations().Engine(project, debug=obj.debug))
     if out:
         out.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if markdown:

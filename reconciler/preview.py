@@ -25,17 +25,17 @@ from typing import Any
 
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.spec.output_key import output_key
+from reconciler.spec.program import Program
 from reconciler.spec.project import Project, settings_summary
-from reconciler.spec.workspace import load_programs
 from reconciler.state import open_backend, pipeline_layout, read_manifest
 
 PREVIEW_FORMAT = 1
 
 
-def preview_plan(document: dict[str, Any], project_dir: Any, pipeline: str | None,
+def preview_plan(document: dict[str, Any], project: Project, programs: list[Program],
                  backend_url: str | None, engine: Any) -> None:
-    """Add `preview` to every pipeline of the plan `document` that computes a view."""
-    project, programs = load_programs(project_dir, pipeline)
+    """Add `preview` to every pipeline of the plan `document` that computes a view
+    (`programs` and `project` as planned: the Action's carry its trusted settings)."""
     backend = open_backend(project, backend_url)
     by_name = {entry["name"]: entry for entry in document["pipelines"]}
     for program in programs:

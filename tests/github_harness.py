@@ -36,7 +36,7 @@ INPUT_NAMES = ("command", "project-dir", "pipeline", "backend", "spark-master", 
                "bootstrap-policy", "approvers", "allow-fork-prs", "apply-command",
                "github-token", "storage", "require-review", "allow-pull-request-target",
                "aws-access-key-id", "aws-secret-access-key", "aws-session-token", "aws-region",
-               "trusted-branch")
+               "trusted-branch", "preview")
 # The default branch's commit: what GITHUB_SHA is on issue_comment events, never the PR head.
 DEFAULT_BRANCH_SHA = "f" * 40
 

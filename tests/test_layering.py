@@ -39,7 +39,7 @@ def layer(module: str) -> str:
         return "shared"
     if module in STATE:
         return "state"
-    if module == "reconciler.operations":
+    if module in ("reconciler.operations", "reconciler.preview"):  # they run the engine
         return "operations"
     parts = module.split(".")
     if len(parts) > 2 and parts[1] in ("spec", "plan", "engine", "github"):

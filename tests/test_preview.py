@@ -4,7 +4,9 @@ The seed story's change (the end date moved, a new view): the preview's counts f
 `avg_grade` (keyed by its GROUP BY), its downstream view and the new view are checked
 against the same queries computed from scratch on the committed tables. The preview
 takes no lock, writes nothing under storage and moves no Delta version; a view whose
-change removes every row, and a modified view with no key, are counted too.
+change removes every row, and a modified view with no key, are counted too. The
+GitHub Action puts the same counts in the sticky comment with `preview: counts`, for
+pull requests of the repository only (never a fork's).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pyspark.sql import SparkSession
 from reconciler.spec.project import load_project
 from reconciler.state import open_backend
 from tests.cli_helpers import query, reconcile, versions
+from tests.fake_github import FakeGitHub
+from tests.github_harness import Workspace, deploy, only_sticky
 from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
 
 AVERAGES = """select student_id, class, avg(grade) as class_avg from grades
@@ -146,3 +150,31 @@ def test_a_change_that_removes_every_row_and_a_view_without_a_key(
     assert (good["added"], good["removed"]) == multiset_change(old_good, new_good)
     assert good["removed"] > 0 and good["added"] == 0
     assert (good["rows_before"], good["rows_after"]) == (len(old_good), len(new_good))
+
+
+def test_the_action_posts_the_preview_only_for_pull_requests_of_the_repository(
+        workspace: Workspace, github: FakeGitHub) -> None:
+    deploy(workspace)
+    reconcile(workspace.project, "execute", "-p", "grades", SEED_STUDENTS)
+    reconcile(workspace.project, "execute", "-p", "grades", SEED_GRADES)
+    apply_seed_modification(workspace.project)
+    sha = workspace.commit("move the end date, add a view")
+    expected = previewed(workspace.project)["views"]["avg_grade"]
+
+    run = workspace.pull_request("opened", sha, preview="counts")
+    assert run.exit_code == 0, run.log
+    body = only_sticky(github)["body"]
+    assert "<summary>Data preview of <code>grades</code>" in body, body
+    assert (f"| `avg_grade` | modified | {expected['rows_before']} → {expected['rows_after']} "
+            f"| +{expected['added']} | -{expected['removed']} | {expected['changed']} |") in body
+    artifact = json.loads(Path(run.outputs["plan-file"]).read_text())
+    assert artifact["pipelines"][0]["preview"]["views"]["avg_grade"] == expected
+
+    github.add_pull(8, sha, head_repo="mallory/pipelines")
+    fork = workspace.pull_request("opened", sha, number=8, preview="counts")
+    assert fork.exit_code == 0, fork.log
+    assert "data preview skipped: the pull request comes from a fork" in fork.log
+    fork_body = next(c for c in github.comments_on(8) if "reconcile-plan:" in c["body"])["body"]
+    assert "Data preview" not in fork_body
+    off = workspace.pull_request("synchronize", sha)
+    assert off.exit_code == 0 and "Data preview" not in only_sticky(github)["body"]

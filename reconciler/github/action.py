@@ -30,7 +30,7 @@ from reconciler.github.runner import (
     mask_url_parameters,
     write_summary,
 )
-from reconciler.github.trusted import TrustedTree, trusted_branch, trusted_project
+from reconciler.github.trusted import Trusted, TrustedTree, trusted_branch, trusted_project
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -120,7 +120,32 @@ def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, A
     branch = trusted_branch(inputs, context.event, client, context.repository)
     tree = TrustedTree.resolve(client, context.repository, branch, project_dir)
     base_ref = str((pull.get("base") or {}).get("ref") or "")
-    return trusted_project(project_dir, inputs.pipeline, inputs, tree, base_ref).plan()
+    trusted = trusted_project(project_dir, inputs.pipeline, inputs, tree, base_ref)
+    document = trusted.plan()
+    if inputs.preview != "off":
+        _preview(document, trusted, pull)
+    return document
+
+
+def _preview(document: dict[str, Any], trusted: Trusted, pull: dict[str, Any]) -> None:
+    """The data preview, under the trusted settings an apply would use, for a pull request
+    from this repository: a fork's SQL never runs here with the workflow's access to state.
+    A preview that fails is said in the comment; the plan stands."""
+    head = (pull.get("head") or {}).get("repo") or {}
+    base = (pull.get("base") or {}).get("repo") or {}
+    if not head.get("full_name") or head.get("full_name") != base.get("full_name"):
+        log("data preview skipped: the pull request comes from a fork")
+        return
+    from reconciler.operations import Engine  # Spark: only with the preview input
+    from reconciler.preview import preview_plan
+
+    try:
+        preview_plan(document, trusted.project, trusted.programs, None, Engine(trusted.project))
+    except Exception as error:  # the plan is still right; say why there are no counts
+        failed = {"format": 1, "error": public_message(error), "views": {}}
+        for pipeline in document["pipelines"]:
+            if pipeline["has_changes"]:
+                pipeline["preview"] = failed
 
 
 def _checkout_notice(git: dict[str, Any] | None, head_sha: str) -> str:

@@ -21,6 +21,7 @@ from reconciler.github.client import DEFAULT_API_URL, GitHubClient
 from reconciler.spec.project import NAME_PATTERN, POLICIES
 
 COMMANDS = ("auto", "plan", "apply")
+PREVIEWS = ("counts", "off")
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _BRANCH_RE = re.compile(r"^(?!.*\.\.)(?!/)[A-Za-z0-9_./-]{1,200}(?<!/)$")
@@ -72,6 +73,7 @@ class Inputs:
     require_review: bool = False
     allow_pull_request_target: bool = False
     trusted_branch: str | None = None  # default: the repository's default branch
+    preview: str = "off"  # counts: a data preview in the plan comment (same-repo PRs only)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Inputs:
@@ -86,6 +88,10 @@ class Inputs:
         if pipeline is not None and not PIPELINE_RE.fullmatch(pipeline):
             raise ReconcileError(f"input 'pipeline' is not a pipeline name: '{pipeline}'")
         apply_command = " ".join(_input(env, "apply-command").split()) or cls.apply_command
+        preview = _input(env, "preview") or "off"
+        if preview not in PREVIEWS:
+            raise ReconcileError(f"input 'preview' must be one of {', '.join(PREVIEWS)}, "
+                                 f"not '{preview}'")
         trusted_branch = _input(env, "trusted-branch") or None
         if trusted_branch is not None and not _BRANCH_RE.fullmatch(trusted_branch):
             raise ReconcileError(f"input 'trusted-branch' is not a branch name: "
@@ -100,7 +106,7 @@ class Inputs:
             apply_command=apply_command, storage=_input(env, "storage") or None,
             require_review=_truthy(_input(env, "require-review")),
             allow_pull_request_target=_truthy(_input(env, "allow-pull-request-target")),
-            trusted_branch=trusted_branch)
+            trusted_branch=trusted_branch, preview=preview)
 
 
 def _truthy(value: str) -> bool:

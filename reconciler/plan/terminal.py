@@ -45,6 +45,9 @@ def _or_unset(value: str | None) -> str:
 def preview_lines(preview: dict[str, Any]) -> list[dict[str, str]]:
     """One row per previewed view (`reconcile.preview`): counts as text, for the terminal
     and the pull-request comment alike."""
+    if preview.get("error"):
+        return [{"view": "", "kind": "", "rows": "", "added": "", "removed": "", "changed": "",
+                 "detail": f"no preview: {preview['error']}"}]
     rows = []
     for view, entry in preview["views"].items():
         if "unavailable" in entry:
