@@ -141,12 +141,13 @@ def _console() -> Console:
 @click.option("--json", "as_json", is_flag=True, help="Print the plan artifact as JSON.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when there are changes, 0 when there are none.")
-@click.option("--preview", is_flag=True, help="Also count on Spark what the apply would do "
-              "to each computed view's rows (read-only; starts Spark).")
+@click.option("--preview", type=click.Choice(["counts", "rows"]), is_flag=False,
+              flag_value="counts", help="Also count on Spark what the apply would do to each "
+              "computed view's rows (read-only; starts Spark); rows: with sample rows.")
 @backend_option
 @pass_cli
 def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path | None,
-         as_json: bool, detailed_exitcode: bool, preview: bool,
+         as_json: bool, detailed_exitcode: bool, preview: str | None,
          backend_url: str | None) -> None:
     """Show what apply would change: added, modified and removed tables, views, connectors."""
     document = compute_plan(obj.project_dir, pipeline, backend_url)
@@ -155,7 +156,7 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
 
         project, programs = load_programs(obj.project_dir, pipeline)
         preview_plan(document, project, programs, backend_url,
-                     _operations().Engine(project, debug=obj.debug))
+                     _operations().Engine(project, debug=obj.debug), preview)
     if out:
         out.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if markdown:

@@ -33,9 +33,10 @@ PREVIEW_FORMAT = 1
 
 
 def preview_plan(document: dict[str, Any], project: Project, programs: list[Program],
-                 backend_url: str | None, engine: Any) -> None:
+                 backend_url: str | None, engine: Any, mode: str = "counts") -> None:
     """Add `preview` to every pipeline of the plan `document` that computes a view
-    (`programs` and `project` as planned: the Action's carry its trusted settings)."""
+    (`programs` and `project` as planned: the Action's carry its trusted settings); with
+    `mode` rows, sample rows as reconcile.yaml's `preview` says (count, masked columns)."""
     backend = open_backend(project, backend_url)
     by_name = {entry["name"]: entry for entry in document["pipelines"]}
     for program in programs:
@@ -47,13 +48,17 @@ def preview_plan(document: dict[str, Any], project: Project, programs: list[Prog
             continue
         runtime = engine.runtime(program.pipeline, plan.diff.new,
                                  manifest.relations if manifest else {})
-        from reconciler.engine.preview import preview_views  # Spark: only with --preview
+        from reconciler.engine.preview import Samples, preview_views  # Spark: --preview
+
+        settings = project.settings.preview
+        samples = Samples(settings.samples if mode == "rows" else 0,
+                          frozenset(name.lower() for name in settings.mask))
 
         by_name[program.pipeline]["preview"] = {
             "format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
             "views": preview_views(runtime, views, {
                 view: output_key(plan.diff.new["views"][view]["sql"]) for view, _ in views},
-                _unavailable(project, plan))}
+                _unavailable(project, plan), samples)}
 
 
 def computed_views(plan: PipelinePlan) -> list[tuple[str, str]]:

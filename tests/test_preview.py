@@ -178,3 +178,31 @@ def test_the_action_posts_the_preview_only_for_pull_requests_of_the_repository(
     assert "Data preview" not in fork_body
     off = workspace.pull_request("synchronize", sha)
     assert off.exit_code == 0 and "Data preview" not in only_sticky(github)["body"]
+
+
+def test_rows_show_a_few_samples_with_masked_columns(spark: SparkSession,
+                                                     tmp_path: Path) -> None:
+    project = seeded(tmp_path)
+    settings = project / "reconcile.yaml"
+    settings.write_text(settings.read_text() + "preview:\n  samples: 2\n  mask: [CLASS_AVG]\n")
+    apply_seed_modification(project)
+    [pipeline] = json.loads(reconcile(project, "plan", "--preview", "rows",
+                                      "--json"))["pipelines"]
+    samples = pipeline["preview"]["views"]["avg_grade"]["samples"]
+    new_keys = {row[:2] for row in rows(project, NEW_AVERAGES)}
+    assert 1 <= len(samples["changed"]) <= 2 and len(samples["added"]) <= 2
+    for pair in samples["changed"]:
+        assert pair["before"]["class_avg"] == pair["after"]["class_avg"] == "***"
+        assert (int(pair["after"]["student_id"]), pair["after"]["class"]) in new_keys
+    assert all(row["class_avg"] == "***" for row in samples["added"] + samples["removed"])
+    new_view = pipeline["preview"]["views"]["avg_grade_all_courses"]["samples"]["added"]
+    assert len(new_view) == 2 and all(set(row) == {"student_id", "avg"} for row in new_view)
+
+    markdown = tmp_path / "plan.md"
+    reconcile(project, "plan", "--preview", "rows", "--markdown", str(markdown))
+    text = markdown.read_text()
+    assert ("Sample rows of `avg_grade`:\n\n| | student_id | class | class_avg |\n"
+            "|---|---|---|---|\n") in text, text
+    assert "| before | " in text and "| *** |" in text
+    assert "samples" not in json.loads(reconcile(project, "plan", "--preview", "--json")
+                                       )["pipelines"][0]["preview"]["views"]["avg_grade"]

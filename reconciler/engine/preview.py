@@ -10,16 +10,20 @@ is read as computed, not as stored), and is compared with what the view holds no
   over both sides, grouped by every column, with a +1/-1 weight per side);
 * a view with a key (its `GROUP BY` columns, all in its output): rows changed (a key
   both added and removed) and per other column how many of them change its value
-  (one more job, over the differing rows only).
+  (one more job, over the differing rows only);
+* with samples asked (`Samples`): up to N rows of each kind (added, removed, changed
+  before and after), masked columns as `***`.
 
 Nothing is written: every frame is a query over pinned Delta versions, temporary
-views live in the Spark session, and only counts reach the driver. A table the
+views live in the Spark session, and only counts (and the few sample rows asked for)
+reach the driver. A table the
 change adds reads as empty; a view reading a table the change modifies is not
 previewed (its rows after the apply depend on the evolution), and says so.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
@@ -32,9 +36,26 @@ WEIGHT = "__preview_weight"
 NET = "__preview_net"
 
 
+@dataclass(frozen=True)
+class Samples:
+    """Sample rows to show (`plan --preview rows`): up to `count` of each kind, columns
+    named in `mask` as `***`. Only these rows, never a view's contents, reach the driver."""
+
+    count: int = 0
+    mask: frozenset[str] = frozenset()
+
+    def shown(self, rows: list[Any], names: list[str]) -> list[dict[str, str]]:
+        return [{name: MASKED if name.lower() in self.mask else
+                 "NULL" if value is None else str(value)
+                 for name, value in zip(names, row, strict=True)} for row in rows]
+
+
+MASKED = "***"
+
+
 def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
-                  keys: dict[str, list[str] | None],
-                  unavailable: dict[str, str]) -> dict[str, dict[str, Any]]:
+                  keys: dict[str, list[str] | None], unavailable: dict[str, str],
+                  samples: Samples = Samples()) -> dict[str, dict[str, Any]]:
     """Each (view, kind) of `views` (kind: new, modified or downstream; dependency order)
     compared with its committed contents. `runtime.program` is the desired program,
     `runtime.relations` the committed state; `unavailable` names views that cannot be
@@ -54,8 +75,9 @@ def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
         after = runtime.spark.sql(view_query(definition["sql"]))
         computed[view] = after
         before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
-        results[view] = {"kind": kind, **(_new_view(after) if before is None
-                                          else _compared(before, after, keys.get(view)))}
+        results[view] = {"kind": kind, **(_new_view(after, samples) if before is None
+                                          else _compared(before, after, keys.get(view),
+                                                         samples))}
     return results
 
 
@@ -67,18 +89,23 @@ def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) 
     return runtime.spark.createDataFrame([], table_schema(runtime.program["tables"][name]))
 
 
-def _new_view(after: DataFrame) -> dict[str, Any]:
+def _new_view(after: DataFrame, samples: Samples) -> dict[str, Any]:
     """Rows and NULLs per column of a view that does not exist yet, in one job."""
     columns = after.columns
     row = after.agg(F.count(F.lit(1)).alias("rows"), *(
         F.sum(F.when(F.col(f"`{name}`").isNull(), 1).otherwise(0)).alias(f"n{i}")
         for i, name in enumerate(columns))).first()
     assert row is not None
-    return {"rows_before": None, "rows_after": row["rows"], "added": row["rows"], "removed": 0,
-            "nulls": {name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}}
+    result = {"rows_before": None, "rows_after": row["rows"], "added": row["rows"],
+              "removed": 0, "nulls": {name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}}
+    if samples.count:
+        result["samples"] = {"added": samples.shown(
+            after.limit(samples.count).collect(), columns)}
+    return result
 
 
-def _compared(before: DataFrame, after: DataFrame, key: list[str] | None) -> dict[str, Any]:
+def _compared(before: DataFrame, after: DataFrame, key: list[str] | None,
+              samples: Samples) -> dict[str, Any]:
     """Counts of the change from `before` to `after` (multisets)."""
     if [f.name.lower() for f in before.schema] != [f.name.lower() for f in after.schema]:
         # Other columns: no row survives as it was, so every row is removed and added.
@@ -101,11 +128,36 @@ def _compared(before: DataFrame, after: DataFrame, key: list[str] | None) -> dic
     result: dict[str, Any] = {"rows_before": totals["before"] or 0,
                               "rows_after": totals["after"] or 0,
                               "added": totals["added"] or 0, "removed": totals["removed"] or 0}
+    differing = per_row.where(F.col(NET) != 0)
     if key and (result["added"] or result["removed"]):
-        result.update(_changed_by_key(per_row.where(F.col(NET) != 0), after.columns, key))
+        result.update(_changed_by_key(differing, after.columns, key))
     elif key:
         result.update({"key": key, "changed": 0, "changed_values": {}})
+    if samples.count and (result["added"] or result["removed"]):
+        result["samples"] = _sampled(differing, after.columns, key, samples)
     return result
+
+
+def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
+             samples: Samples) -> dict[str, Any]:
+    """Up to `samples.count` rows added and removed, and with a key, changed rows as
+    before and after (one small job each)."""
+    columns = [F.col(f"`{name}`") for name in names]
+    shown = {side: samples.shown(differing.where(condition).select(*columns)
+                                 .limit(samples.count).collect(), names)
+             for side, condition in (("added", F.col(NET) > 0), ("removed", F.col(NET) < 0))}
+    if key:
+        new, old = (differing.where(condition).alias(alias) for condition, alias in
+                    ((F.col(NET) > 0, "new"), (F.col(NET) < 0, "old")))
+        on = reduce(lambda a, b: a & b, [F.col(f"new.`{k}`").eqNullSafe(F.col(f"old.`{k}`"))
+                                          for k in key])
+        pairs = new.join(old, on).select(
+            *(F.col(f"old.`{name}`") for name in names),
+            *(F.col(f"new.`{name}`") for name in names)).limit(samples.count).collect()
+        shown["changed"] = [{"before": samples.shown([pair[:len(names)]], names)[0],
+                             "after": samples.shown([pair[len(names):]], names)[0]}
+                            for pair in pairs]
+    return shown
 
 
 def _changed_by_key(differing: DataFrame, names: list[str], key: list[str]) -> dict[str, Any]:

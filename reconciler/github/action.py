@@ -123,11 +123,12 @@ def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, A
     trusted = trusted_project(project_dir, inputs.pipeline, inputs, tree, base_ref)
     document = trusted.plan()
     if inputs.preview != "off":
-        _preview(document, trusted, pull)
+        _preview(document, trusted, inputs, pull)
     return document
 
 
-def _preview(document: dict[str, Any], trusted: Trusted, pull: dict[str, Any]) -> None:
+def _preview(document: dict[str, Any], trusted: Trusted, inputs: Inputs,
+             pull: dict[str, Any]) -> None:
     """The data preview, under the trusted settings an apply would use, for a pull request
     from this repository: a fork's SQL never runs here with the workflow's access to state.
     A preview that fails is said in the comment; the plan stands."""
@@ -140,7 +141,8 @@ def _preview(document: dict[str, Any], trusted: Trusted, pull: dict[str, Any]) -
     from reconciler.preview import preview_plan
 
     try:
-        preview_plan(document, trusted.project, trusted.programs, None, Engine(trusted.project))
+        preview_plan(document, trusted.project, trusted.programs, None,
+                     Engine(trusted.project), inputs.preview)
     except Exception as error:  # the plan is still right; say why there are no counts
         failed = {"format": 1, "error": public_message(error), "views": {}}
         for pipeline in document["pipelines"]:

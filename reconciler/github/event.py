@@ -21,7 +21,7 @@ from reconciler.github.client import DEFAULT_API_URL, GitHubClient
 from reconciler.spec.project import NAME_PATTERN, POLICIES
 
 COMMANDS = ("auto", "plan", "apply")
-PREVIEWS = ("counts", "off")
+PREVIEWS = ("counts", "rows", "off")
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _BRANCH_RE = re.compile(r"^(?!.*\.\.)(?!/)[A-Za-z0-9_./-]{1,200}(?<!/)$")

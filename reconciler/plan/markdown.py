@@ -71,6 +71,7 @@ def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
         "options": options_block(actions),
         "preview": preview_lines(pipeline["preview"]) if pipeline.get("preview") else [],
         "preview_serial": (pipeline.get("preview") or {}).get("base_serial"),
+        "samples": sample_tables(pipeline.get("preview") or {}),
     }
 
 
@@ -122,3 +123,23 @@ def mermaid_graph(pipeline: dict[str, Any]) -> str:
 
 def _node_id(name: str) -> str:
     return "n_" + re.sub(r"\W", "_", name)
+
+
+def sample_tables(preview: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per previewed view with sample rows: its column names and rows, each marked added,
+    removed, or changed (before, then after)."""
+    tables = []
+    for view, entry in (preview.get("views") or {}).items():
+        samples = entry.get("samples")
+        if not samples:
+            continue
+        rows = [("added", row) for row in samples.get("added", [])]
+        rows += [("removed", row) for row in samples.get("removed", [])]
+        for pair in samples.get("changed", []):
+            rows += [("before", pair["before"]), ("after", pair["after"])]
+        if rows:
+            columns = list(rows[0][1])
+            tables.append({"view": view, "columns": columns,
+                           "rows": [(kind, [row.get(c, "") for c in columns])
+                                    for kind, row in rows]})
+    return tables

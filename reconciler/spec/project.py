@@ -120,6 +120,15 @@ class RetentionSettings(_Strict):
         return seconds
 
 
+class PreviewSettings(_Strict):
+    """A data preview's sample rows (`plan --preview rows`): how many of each kind, and the
+    columns shown as `***` (matched by name in every view). In the GitHub Action these
+    come from the trusted branch's reconcile.yaml, like every setting."""
+
+    samples: int = Field(default=5, ge=0, le=50)
+    mask: list[str] = Field(default_factory=list)
+
+
 class ProjectSettings(_Strict):
     """`reconcile.yaml`; every key is optional."""
 
@@ -131,6 +140,7 @@ class ProjectSettings(_Strict):
     # Connector options that make Spark delete or move the files it has read
     # (`cleanSource`, `sourceArchiveDir`) are refused unless this is true (spec.options).
     allow_file_cleanup: bool = False
+    preview: PreviewSettings = Field(default_factory=PreviewSettings)
 
 
 def settings_summary(settings: ProjectSettings) -> dict[str, str]:
@@ -149,7 +159,8 @@ def settings_summary(settings: ProjectSettings) -> dict[str, str]:
         elif value is not None:
             flat[prefix] = shown_value(prefix, value)
 
-    walk("", settings.model_dump(exclude={"pipelines"}))
+    # A preview's samples and masks change what a plan shows, not what an apply does.
+    walk("", settings.model_dump(exclude={"pipelines", "preview"}))
     return dict(sorted(flat.items()))
 
 
