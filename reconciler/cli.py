@@ -24,6 +24,7 @@ from reconciler.cli_options import (
     engine_options,
     lock_option,
 )
+from reconciler.cli_test import test_command
 from reconciler.errors import ReconcileError
 from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
@@ -152,11 +153,8 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
     """Show what apply would change: added, modified and removed tables, views, connectors."""
     document = compute_plan(obj.project_dir, pipeline, backend_url)
     if preview:
-        from reconciler.preview import preview_plan  # the engine layer: Spark
-
-        project, programs = load_programs(obj.project_dir, pipeline)
-        preview_plan(document, project, programs, backend_url,
-                     _operations().Engine(project, debug=obj.debug), preview)
+        from reconciler.preview import preview_checkout  # the engine layer: Spark
+        preview_checkout(document, obj.project_dir, pipeline, backend_url, preview, obj.debug)
     if out:
         out.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if markdown:
@@ -472,6 +470,9 @@ def github(obj: CliContext) -> None:
     from reconciler.github.action import run_action
 
     sys.exit(run_action(obj.project_dir, os.environ))
+
+
+cli.add_command(test_command)
 
 
 def main() -> None:

@@ -21,12 +21,14 @@ has `unavailable` and the reason.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.spec.output_key import output_key
 from reconciler.spec.program import Program
 from reconciler.spec.project import Project, settings_summary
+from reconciler.spec.workspace import load_programs
 from reconciler.state import open_backend, pipeline_layout, read_manifest
 
 PREVIEW_FORMAT = 1
@@ -59,6 +61,15 @@ def preview_plan(document: dict[str, Any], project: Project, programs: list[Prog
             "views": preview_views(runtime, views, {
                 view: output_key(plan.diff.new["views"][view]["sql"]) for view, _ in views},
                 _unavailable(project, plan), samples)}
+
+
+def preview_checkout(document: dict[str, Any], project_dir: Path, pipeline: str | None,
+                     backend_url: str | None, mode: str, debug: bool) -> None:
+    """`reconcile plan --preview`: the checkout's own project and settings."""
+    from reconciler.operations import Engine
+
+    project, programs = load_programs(project_dir, pipeline)
+    preview_plan(document, project, programs, backend_url, Engine(project, debug=debug), mode)
 
 
 def computed_views(plan: PipelinePlan) -> list[tuple[str, str]]:

@@ -1,0 +1,222 @@
+"""Running a view test (`spec/view_tests.py`) on Spark, with no state and no backend.
+
+1. **Computed:** the relations the view reads, up its lineage, are temporary views of
+   the test's rows (a table not given is empty; an upstream view not given is its query
+   over them), and the view's query runs over them; its rows must be `expect`.
+2. With a `change`, **recomputed:** the same after the change (the given rows less one
+   copy of each deleted row, plus the inserted ones) must be `expect_after`; and
+   **maintained:** the view's part of the pipeline is deployed into a scratch folder
+   (real Delta tables, the real bootstrap and step), the given rows are a first step,
+   the change a second, and the view as the step leaves it must be `expect_after`. A
+   rule of incremental maintenance that is wrong for the engineer's data fails here.
+
+Rows compare as multisets on the columns `expect` names; doubles to 9 decimals. The
+rows reaching the driver are the test's own and the differing ones (fixture-sized).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reconciler.engine.bootstrap import bootstrap
+from reconciler.engine.merge import apply_changes
+from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
+from reconciler.engine.step import run_step
+from reconciler.engine.storage import DeltaStorage
+from reconciler.errors import ReconcileError
+from reconciler.layout import Layout
+from reconciler.plan.diff import diff_programs
+from reconciler.spec.view_tests import Row, ViewTest
+
+SHOWN_ROWS = 20
+WEIGHT = "__test_weight"
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """A test's result: `failure` names the check that failed (computed, recomputed after
+    the change, maintained) and `diff` holds its lines; both empty when it passed."""
+
+    name: str
+    failure: str = ""
+    diff: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failure
+
+
+FIXTURE_CONF = {"spark.sql.shuffle.partitions": "1"}
+"""Fixture rows are a handful: one task per stage instead of Spark's 200."""
+
+
+def run_view_test(spark: SparkSession, document: dict[str, Any], test: ViewTest
+                  ) -> TestOutcome:
+    """One test: computed, and with a change, recomputed and maintained after it."""
+    for key, value in FIXTURE_CONF.items():
+        spark.conf.set(key, value)
+    program = lineage_of(document, test.view)
+    diff = _difference(_computed(spark, program, test.view, test.given), test.expect)
+    if diff:
+        return TestOutcome(test.name, "computed from the given rows", diff)
+    if test.expect_after is None:
+        return TestOutcome(test.name)
+    changed = {name: _changed(rows, test.inserts.get(name, []), test.deletes.get(name, []))
+               for name, rows in {**{n: [] for n in test.inserts}, **test.given}.items()}
+    diff = _difference(_computed(spark, program, test.view, changed), test.expect_after)
+    if diff:
+        return TestOutcome(test.name, "recomputed after the change", diff)
+    given_views = sorted(set(test.given) & set(program["views"]))
+    if given_views:
+        raise ReconcileError(f"test '{test.name}' gives rows of view(s) "
+                             f"{', '.join(given_views)}: a test with a change gives tables "
+                             "only, as a step changes tables", file=test.file, line=test.line)
+    diff = _difference(_maintained(spark, program, test), test.expect_after)
+    if diff:
+        return TestOutcome(test.name, "maintained through the change (the recomputed view "
+                                      "is right: an incremental rule is wrong here)", diff)
+    return TestOutcome(test.name)
+
+
+def lineage_of(document: dict[str, Any], view: str) -> dict[str, Any]:
+    """The program cut down to `view` and what it reads, transitively, without connectors."""
+    needed: set[str] = set()
+    pending = [view]
+    while pending:
+        name = pending.pop()
+        if name not in needed:
+            needed.add(name)
+            pending.extend(document["views"].get(name, {}).get("reads", []))
+    return {**document, "connectors": {},
+            "tables": {k: v for k, v in document["tables"].items() if k in needed},
+            "views": {k: v for k, v in document["views"].items() if k in needed},
+            "order": [name for name in document["order"] if name in needed]}
+
+
+def _computed(spark: SparkSession, program: dict[str, Any], view: str,
+              given: dict[str, list[Row]]) -> DataFrame:
+    """`view` over temporary views of the given rows, computing upstream views in order."""
+    frames: dict[str, DataFrame] = {}
+    for name in program["order"]:
+        if name in program["tables"]:
+            frames[name] = rows_frame(spark, given.get(name, []),
+                                      table_schema(program["tables"][name]))
+            continue
+        for read in program["views"][name]["reads"]:
+            frames[read].createOrReplaceTempView(read)
+        computed = spark.sql(view_query(program["views"][name]["sql"]))
+        frames[name] = (rows_frame(spark, given[name], computed.schema) if name in given
+                        else computed)
+    return frames[view]
+
+
+def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) -> DataFrame:
+    """The view bootstrapped over the given rows, then after a step of the change, in a
+    scratch pipeline of real Delta tables (removed when the process exits)."""
+    scratch = Path(tempfile.mkdtemp(prefix="reconcile-test-"))
+    # delta-rs commits fixture-sized writes from here, without a Spark job each: the
+    # maintenance rules under test are the same with either writer.
+    runtime = PipelineRuntime(spark, DeltaStorage(spark, writer="delta-rs"),
+                              Layout(str(scratch / "storage"), "test"), program, {})
+    tables_only = {**program, "views": {}, "order": list(program["tables"])}
+    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=scratch,
+              silent=True)
+    for name, rows in test.given.items():
+        schema = table_schema(program["tables"][name])
+        runtime.storage.append(runtime.relations[name]["path"], rows_frame(spark, rows, schema))
+        runtime.adopt_table_version(name, runtime.storage.latest_version(
+            runtime.relations[name]["path"]))
+    started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
+                        base_dir=scratch, silent=True)
+    for name in sorted({*test.inserts, *test.deletes}):
+        state, schema = runtime.relations[name], table_schema(program["tables"][name])
+        latest = runtime.storage.latest_version(state["path"])
+        deletes = test.deletes.get(name, [])
+        apply_changes(runtime.storage, state["path"], latest, schema,
+                      rows_frame(spark, test.inserts.get(name, []), schema),
+                      rows_frame(spark, deletes, schema) if deletes else None)
+    run_step(runtime, started.connectors, serial=3, base_dir=scratch, ingest_inputs=False)
+    return runtime.frame(test.view)
+
+
+def _changed(rows: list[Row], inserts: list[Row], deletes: list[Row]) -> list[Row]:
+    remaining = list(rows)
+    for row in deletes:
+        if row in remaining:
+            remaining.remove(row)
+    return remaining + list(inserts)
+
+
+def rows_frame(spark: SparkSession, rows: list[Row], schema: T.StructType) -> DataFrame:
+    """A test's rows as a DataFrame of `schema` (names case-insensitive; missing: NULL)."""
+    fields = {field.name.lower(): field for field in schema}
+    for row in rows:
+        unknown = [name for name in row if name.lower() not in fields]
+        if unknown:
+            raise ReconcileError(f"unknown column(s) {', '.join(unknown)}; the columns are "
+                                 f"{', '.join(schema.names)}")
+    values = [tuple(_value(next((v for k, v in row.items() if k.lower() == name), None),
+                           field.dataType) for name, field in fields.items()) for row in rows]
+    return spark.createDataFrame(values, schema)
+
+
+def _value(value: Any, data_type: T.DataType) -> Any:
+    """A YAML value as Spark's Python type for `data_type` (dates from ISO text, ...)."""
+    if value is None:
+        return None
+    if isinstance(data_type, T.DecimalType):
+        return Decimal(str(value))
+    if isinstance(data_type, T.DateType) and isinstance(value, str):
+        return dt.date.fromisoformat(value)
+    if isinstance(data_type, T.TimestampType) and isinstance(value, str):
+        return dt.datetime.fromisoformat(value)
+    if isinstance(data_type, (T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
+        return int(value)
+    if isinstance(data_type, (T.DoubleType, T.FloatType)):
+        return float(value)
+    if isinstance(data_type, T.StringType):
+        return str(value)
+    return value
+
+
+def _difference(actual: DataFrame, expected: list[Row]) -> tuple[str, ...]:
+    """Lines of a diff between the view's rows and the expected ones, on the columns the
+    expected rows name (empty when they agree as multisets)."""
+    names = list(dict.fromkeys(name for row in expected for name in row)) or actual.columns
+    by_name = {field.name.lower(): field for field in actual.schema}
+    missing = [name for name in names if name.lower() not in by_name]
+    if missing:
+        return (f"expected column(s) {', '.join(missing)} not in the view's "
+                f"({', '.join(actual.columns)})",)
+    chosen = T.StructType([by_name[name.lower()] for name in names])
+    columns = [F.col(f"`{field.name}`") for field in chosen]
+    wanted = _comparable(rows_frame(actual.sparkSession, expected, chosen))
+    got = _comparable(actual.select(*columns))
+    # One job: each distinct row with (actual copies - expected copies), kept when not 0.
+    differing = wanted.withColumn(WEIGHT, F.lit(-1)).union(got.withColumn(WEIGHT, F.lit(1))
+        ).groupBy(*columns).agg(F.sum(WEIGHT).alias(WEIGHT)).where(F.col(WEIGHT) != 0
+        ).limit(SHOWN_ROWS).collect()
+    return tuple(f"  {'+ extra  ' if row[WEIGHT] > 0 else '- missing'}  "
+                 f"{_shown(row, chosen.names)}" + (f" (x{abs(row[WEIGHT])})"
+                                                   if abs(row[WEIGHT]) > 1 else "")
+                 for row in sorted(differing, key=lambda r: r[WEIGHT]))
+
+
+def _comparable(frame: DataFrame) -> DataFrame:
+    return frame.select(*(F.round(F.col(f"`{f.name}`"), 9).alias(f.name)
+                          if isinstance(f.dataType, (T.DoubleType, T.FloatType))
+                          else F.col(f"`{f.name}`") for f in frame.schema))
+
+
+def _shown(row: Any, names: list[str]) -> str:
+    return "{" + ", ".join(f"{name}: {'NULL' if row[name] is None else row[name]}"
+                           for name in names) + "}"

@@ -1,0 +1,110 @@
+"""`reconcile test`: view tests on fixture rows, computed, recomputed and maintained.
+
+The grades example's tests pass; a wrong expectation fails with a diff of the rows
+missing and extra; a deliberately wrong maintenance rule (deletions dropped, injected
+here) is caught by a test with a change, in its maintained form only; a test of an
+unknown view is one line naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest.mock import patch
+
+from pyspark.sql import SparkSession
+
+from reconciler.engine.runtime import PipelineRuntime
+from tests.cli_helpers import reconcile
+from tests.projects import copy_example, write_files
+
+SQL = """
+create table orders (id bigint, customer string, amount int);
+create materialized view big_orders as select id, customer, amount from orders where amount > 10;
+create materialized view per_customer as
+  select customer, count(*) as n, sum(amount) as total from orders group by customer;
+"""
+CHANGE_TEST = """
+name: a_big_order_cancelled
+view: big_orders
+given:
+  orders:
+    - {id: 1, customer: ann, amount: 50}
+    - {id: 2, customer: bob, amount: 5}
+expect:
+  - {id: 1, customer: ann, amount: 50}
+change:
+  orders:
+    delete: [{id: 1, customer: ann, amount: 50}]
+    insert: [{id: 3, customer: bob, amount: 20}]
+expect_after:
+  - {id: 3, customer: bob, amount: 20}
+"""
+
+
+def shop(root: Path, tests: dict[str, str]) -> Path:
+    return write_files(root, {
+        "pipelines/shop/pipeline.yaml": "name: shop\n",
+        "pipelines/shop/program.sql": SQL,
+        **{f"pipelines/shop/tests/{name}": text for name, text in tests.items()}})
+
+
+def test_the_examples_tests_pass(spark: SparkSession, tmp_path: Path) -> None:
+    project = copy_example("grades", tmp_path)
+    output = reconcile(project, "test")
+    assert "averages.yaml::averages_per_student_and_class PASSED" in output
+    assert "averages.yaml::a_late_grade_and_a_correction PASSED" in output
+    assert output.strip().splitlines()[-1].startswith("2 passed, 0 failed in ")
+    assert not (project / ".reconcile").exists(), "a test run touched the project's state"
+    assert "1 passed" in reconcile(project, "test", "-k", "late")
+
+
+def test_a_wrong_expectation_fails_with_a_diff(spark: SparkSession, tmp_path: Path) -> None:
+    project = shop(tmp_path, {"totals.yaml": """
+view: per_customer
+given:
+  orders: [{id: 1, customer: ann, amount: 50}, {id: 2, customer: ann, amount: 5}]
+expect:
+  - {customer: ann, total: 50}
+"""})
+    output = reconcile(project, "test", expect=1)
+    lines = output.strip().splitlines()
+    assert lines[0].endswith("pipelines/shop/tests/totals.yaml::totals FAILED (computed "
+                             "from the given rows)"), output
+    assert lines[1:3] == ["  - missing  {customer: ann, total: 50}",
+                          "  + extra    {customer: ann, total: 55}"], output
+    assert lines[-1].startswith("error: 0 passed, 1 failed in ")
+
+
+def test_a_wrong_maintenance_rule_is_caught_in_the_maintained_form(
+        spark: SparkSession, tmp_path: Path) -> None:
+    project = shop(tmp_path, {"cancel.yaml": CHANGE_TEST})
+    assert "a_big_order_cancelled PASSED" in reconcile(project, "test")
+
+    applied = PipelineRuntime.apply_view_changes
+
+    def deletions_dropped(self: PipelineRuntime, view: str, inserts, deletes) -> None:
+        applied(self, view, inserts, None)
+
+    with patch.object(PipelineRuntime, "apply_view_changes", deletions_dropped):
+        output = reconcile(project, "test", expect=1)
+    assert "a_big_order_cancelled FAILED (maintained through the change" in output, output
+    assert "  + extra    {id: 1, customer: ann, amount: 50}" in output, output
+
+
+def test_a_test_of_an_unknown_view_is_one_line(spark: SparkSession, tmp_path: Path) -> None:
+    project = shop(tmp_path, {"bad.yaml": "tests:\n  - view: nope\n    expect: []\n"})
+    output = reconcile(project, "test", expect=1)
+    assert output.startswith("error: ") and output.count("\n") == 1, output
+    assert output.endswith("pipelines/shop/tests/bad.yaml:2: test of an unknown view "
+                           "'nope'\n"), output
+
+
+def test_tests_are_not_part_of_the_pipeline(tmp_path: Path) -> None:
+    """Adding or editing a test changes no fingerprint: nothing to apply."""
+    project = shop(tmp_path, {})
+    before = json.loads(reconcile(project, "plan", "--json"))["pipelines"][0]
+    (project / "pipelines/shop/tests").mkdir()
+    (project / "pipelines/shop/tests/cancel.yaml").write_text(CHANGE_TEST)
+    after = json.loads(reconcile(project, "plan", "--json"))["pipelines"][0]
+    assert after["desired_fingerprint"] == before["desired_fingerprint"]
