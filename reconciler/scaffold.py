@@ -1,7 +1,7 @@
 """`reconcile init`: a new project that passes `validate` and `apply` as it is.
 
-It writes `reconcile.yaml`, one pipeline with a table and a view, and the GitHub
-workflow (the same file as `examples/workflows/reconcile.yml`). Existing files
+It writes `reconcile.yaml`, one pipeline with a table, a view and a passing view
+test, and the GitHub workflow (the same file as `examples/workflows/reconcile.yml`). Existing files
 are never overwritten.
 """
 
@@ -47,6 +47,24 @@ from events
 where amount >= {{{{ min_amount }}}}
 group by kind;
 """
+TEST = """\
+# A view test: `reconcile test` runs the view on these rows (embedded Spark, no state),
+# then applies the change and checks the view both maintained and recomputed.
+name: totals_count_big_events
+view: totals_by_kind
+given:
+  events:
+    - {id: 1, kind: click, amount: 12.50}
+    - {id: 2, kind: click, amount: 3.00}   # under min_amount: left out
+expect:
+  - {kind: click, events: 1, amount: 12.50}
+change:
+  events:
+    insert: [{id: 3, kind: view, amount: 20.00}]
+    delete: [{id: 1, kind: click, amount: 12.50}]
+expect_after:
+  - {kind: view, events: 1, amount: 20.00}
+"""
 GITIGNORE = ".reconcile/\n"
 
 
@@ -59,6 +77,7 @@ def scaffold(directory: Path, pipeline: str) -> list[Path]:
         directory / "reconcile.yaml": PROJECT,
         directory / "pipelines" / pipeline / "pipeline.yaml": PIPELINE.format(name=pipeline),
         directory / "pipelines" / pipeline / "program.sql": PROGRAM.format(),
+        directory / "pipelines" / pipeline / "tests" / "totals.yaml": TEST,
         directory / ".github" / "workflows" / "reconcile.yml": workflow,
         directory / ".gitignore": GITIGNORE,
     }

@@ -16,6 +16,7 @@ def test_init_project_validates_applies_and_answers(spark: SparkSession, tmp_pat
     project = tmp_path / "new"
     assert "created" in reconcile(tmp_path, "init", str(project))
     reconcile(project, "validate")
+    assert "tests/totals.yaml::totals_count_big_events PASSED" in reconcile(project, "test")
     assert "deployed" in reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "events",
               "INSERT INTO events VALUES (1, 'click', 12.50), (2, 'click', 3), (3, 'buy', 40)")
