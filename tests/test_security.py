@@ -84,6 +84,14 @@ SQL_ATTACKS = {
     "env-substitution": (
         "create view v as select '${env:AWS_SECRET_ACCESS_KEY}' as s from t;",
         "'${...}' is not allowed"),
+    # The view's text is checked whatever its properties (it once checked the property).
+    "env-substitution-with-refresh-property": (
+        "create view v tblproperties ('refresh' = 'full') as "
+        "select '${env:AWS_SECRET_ACCESS_KEY}' as s from t;", "'${...}' is not allowed"),
+    "escaped-brace-with-refresh-property": (
+        "create view v tblproperties ('refresh' = 'incremental') as "
+        r"select '$\{env:AWS_SECRET_ACCESS_KEY}' as s from t;",
+        "the SQL sent to Spark would contain '${'"),
     "catalog-function": (
         "create view v as select system.builtin.reflect('a', 'b') as s from t;",
         "is not allowed"),

@@ -317,11 +317,11 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
             materialized = True
         elif isinstance(prop, exp.Property) and prop.name.lower() == "refresh":
             value = prop.args.get("value")
-            text = value.name.lower() if isinstance(value, exp.Literal) else ""
-            if text not in ("full", "incremental"):
+            mode = value.name.lower() if isinstance(value, exp.Literal) else ""
+            if mode not in ("full", "incremental"):
                 raise location.error(f"view '{name}': 'refresh' must be 'full' or "
-                                     f"'incremental', got {text or value.sql(DIALECT)!r}")
-            full_refresh = text == "full"
+                                     f"'incremental', got {mode or value.sql(DIALECT)!r}")
+            full_refresh = mode == "full"
         else:
             raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}' "
                                  "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ...))")
