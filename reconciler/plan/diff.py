@@ -20,6 +20,7 @@ import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from reconciler.plan.renames import apply_renames, find_renames
@@ -115,10 +116,11 @@ class ProgramDiff:
                    for name, change in self.connectors.items() if change == "unchanged"}
         return {name: keys for name, keys in changes.items() if keys}
 
-    @property
+    @cached_property
     def refresh_changes(self) -> dict[str, tuple[str, str]]:
         """Unchanged views whose refresh mode changes: (old, new). A manifest written before
-        modes were recorded recomputed every view, hence `full`."""
+        modes were recorded recomputed every view, hence `full`. Computed once: the plan's
+        actions ask it for every view."""
         return {name: (self.old["views"][name].get("refresh", "full"),
                        self.new["views"][name].get("refresh", "full"))
                 for name, change in self.views.items()

@@ -217,7 +217,7 @@ def build_program(source: PipelineSource) -> Program:
         else:
             read_columns = {read: columns[read] for read in statement.reads}
             check_bare_names(statement.tree, read_columns, name, statement.location.file,
-                             statement.location.line)
+                             statement.location.line, statement.lines)
             resolved[name] = check_view_resolution(
                 statement.tree, statement.query, {read: resolved[read] for read in statement.reads},
                 name, statement.location)

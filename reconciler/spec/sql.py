@@ -29,6 +29,8 @@ TABLE_PROPERTIES = {"materialized"}
 ONLY_CREATE = "only CREATE TABLE and CREATE [MATERIALIZED] VIEW are allowed"
 _NAME = re.compile(NAME_PATTERN)
 NAME_RULE = "letters, digits and underscores, not starting with a digit"
+_POSITIONS = frozenset({"line", "col", "start", "end"})  # what sqlglot's parser puts in meta
+_STRING_TOKENS = frozenset(kind for kind in TokenType if kind.name.endswith("STRING"))
 
 # sqlglot logs a warning whenever it falls back to an opaque Command; we refuse such
 # statements with our own one-line error, so the warning would only be a stray second line.
@@ -75,6 +77,7 @@ class ViewStatement:
     sql: str
     full_refresh: bool = False  # TBLPROPERTIES ('refresh' = 'full')
     tree: exp.Query = field(default_factory=exp.Select, compare=False, repr=False)  # parsed
+    lines: dict[int, int] = field(default_factory=dict, compare=False, repr=False)  # by id
 
 
 Statement = TableStatement | ViewStatement
@@ -83,6 +86,26 @@ Statement = TableStatement | ViewStatement
 def parse_file(source: SqlSource) -> list[Statement]:
     """Parse every statement of one rendered SQL file."""
     return [_parse_statement(tokens, source, location) for tokens, location in _split(source)]
+
+
+def drop_positions(tree: exp.Expression) -> dict[int, int]:
+    """Take from `tree` the source positions the parser keeps on each node (line, column
+    and offsets, in `meta`; anything else there stays), returning each node's line by
+    `id(node)`, for error messages.
+
+    Copying a tree, which maintenance analysis does and SQL generation does first,
+    copies each node's `meta` through `copy.deepcopy`: most of what a copy costs, and
+    only error messages read a position.
+    """
+    lines: dict[int, int] = {}
+    for node in tree.walk():
+        meta = node._meta
+        if meta:
+            if (line := meta.get("line")) is not None:
+                lines[id(node)] = line
+            node._meta = (None if meta.keys() <= _POSITIONS else
+                          {key: value for key, value in meta.items() if key not in _POSITIONS})
+    return lines
 
 
 def canonical_type(data_type: exp.DataType) -> str:
@@ -325,12 +348,13 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
         else:
             raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}' "
                                  "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ...))")
-    check_view_query(query, text, name, location.file, location.line)
+    lines = drop_positions(query)
+    check_view_query(query, text, name, location.file, location.line, lines)
     body = next(index for index, token in enumerate(tokens) if token.token_type == TokenType.ALIAS)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(query, name, location),
                          location=location, sql=text, full_refresh=full_refresh,
-                         tree=query)
+                         tree=query, lines=lines)
 
 
 def canonical_text(tokens: list[Token]) -> str:
@@ -349,7 +373,7 @@ def canonical_text(tokens: list[Token]) -> str:
             parts.append(token.text.lower())
         elif kind == TokenType.IDENTIFIER:
             parts.append(f"`{token.text.lower()}`")
-        elif kind.name.endswith("STRING"):
+        elif kind in _STRING_TOKENS:
             quoted = token.text.replace("\\", "\\\\").replace("'", "\\'")
             parts.append(("" if kind == TokenType.STRING else kind.name + ":") + f"'{quoted}'")
         elif kind == TokenType.NUMBER:
