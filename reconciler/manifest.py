@@ -60,6 +60,9 @@ class Manifest:
     pending: dict[str, Any] | None = None
     # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_summary).
     settings: dict[str, str] | None = None
+    # What analysing `program` found, under keys of everything each result depends on
+    # (`spec.memo`): a later plan reuses it for the views that did not change.
+    analysis: dict[str, Any] | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any], where: str) -> Manifest:
@@ -81,6 +84,8 @@ class Manifest:
                 last_step=document.get("last_step"),
                 pending=document.get("pending"),
                 settings=document.get("settings"),
+                analysis=analysis if isinstance(analysis := document.get("analysis"), dict)
+                else None,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ReconcileError(f"manifest is missing or has a bad field: {error}",
@@ -129,6 +134,8 @@ class Manifest:
             "last_step": self.last_step,
             "pending": self.pending,
             "settings": self.settings,
+            # Written only when there is one: documents without it stay as they were.
+            **({"analysis": self.analysis} if self.analysis is not None else {}),
         }
 
     def next(self, **changes: Any) -> Manifest:

@@ -142,7 +142,8 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
             if manifest.status != "Running":
                 # The specs are the committed program again (a change was reverted, or an
                 # interrupted bootstrap is abandoned): its committed state is valid as it is.
-                manifest = manifest.next(status="Running", status_details=None, pending=None)
+                manifest = manifest.next(status="Running", status_details=None, pending=None,
+                                         analysis=_memo(program))
                 _commit(project, backend, manifest, etag)
             return Outcome(name, "no-changes", f"{name}: no changes", manifest.serial)
         if policy == "reject" and plan.bootstrap_required:
@@ -216,6 +217,18 @@ def _check_saved_plan(saved: dict[str, Any], plan: PipelinePlan) -> None:
                              "since it was made; plan again")
 
 
+def first_manifest(program: Program, **fields: Any) -> Manifest:
+    """The manifest a first deployment commits: the program, the analysis memo, `fields`."""
+    return Manifest.first(program.pipeline, program.document(), analysis=_memo(program),
+                          **fields)
+
+
+def _memo(program: Program) -> dict[str, Any] | None:
+    """The analysis memo a committed manifest keeps for later plans (`spec.memo`): what
+    analysing `program` found here, every view analysed from its SQL (apply reads none)."""
+    return program.analysis.document() if program.analysis is not None else None
+
+
 def _deploy(project: Project, program: Program, backend: StateBackend, engine: Engine,
             git_sha: str | None, settings: dict[str, str]) -> Outcome:
     """First deployment: every table created empty, every view computed (empty)."""
@@ -224,7 +237,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     diff = diff_programs(None, document)
     # A new pipeline has empty views: there are no contents to send to its outputs yet.
     result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=True)
-    manifest = Manifest.first(program.pipeline, document, relations=result.relations,
+    manifest = first_manifest(program, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha, settings=settings)
     _commit(project, backend, manifest, None, engine)
     return Outcome(program.pipeline, "deployed",
@@ -257,7 +270,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                         relations=result.relations, connectors=result.connectors,
                         git_sha=git_sha or manifest.git_sha,
-                        settings=settings_summary(project.settings))
+                        settings=settings_summary(project.settings), analysis=_memo(program))
     _commit(project, backend, done, etag, engine)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, name)
@@ -300,8 +313,8 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                          relations=runtime.relations, connectors=step.connectors,
                          settings=settings_summary(project.settings),
-                         git_sha=git_sha or manifest.git_sha, last_step={
-                             "ingested": step.ingested, "refreshed": step.refreshed})
+                         git_sha=git_sha or manifest.git_sha, analysis=_memo(program),
+                         last_step={"ingested": step.ingested, "refreshed": step.refreshed})
     _commit(project, backend, done, etag, engine)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, program.pipeline)

@@ -27,6 +27,7 @@ from reconciler.plan.renames import apply_renames, find_renames
 from reconciler.redact import shown_value
 from reconciler.spec.evolution import Evolution, evolution
 from reconciler.spec.fingerprint import rederive
+from reconciler.spec.lineage import LineageOf, view_lineage
 
 _ARRAY_LIBRARIES = ("pandas", "numpy", "polars")
 
@@ -185,10 +186,13 @@ def _comparable(old: dict[str, Any],
     return keep(old, new), keep(new, old)
 
 
-def diff_programs(old: dict[str, Any] | None, new: dict[str, Any]) -> ProgramDiff:
-    """Classify a deepdiff of two program documents (`old` is None for a new pipeline)."""
+def diff_programs(old: dict[str, Any] | None, new: dict[str, Any],
+                  lineage_of: LineageOf = view_lineage) -> ProgramDiff:
+    """Classify a deepdiff of two program documents (`old` is None for a new pipeline).
+    `lineage_of` derives the old document's fingerprints: `view_lineage`, or the new
+    program's memo of it (`Program.analysis`), which its unchanged views share."""
     renamed = find_renames(old, new) if old else {}
-    old = rederive(apply_renames(old, renamed)) if old else EMPTY_PROGRAM
+    old = rederive(apply_renames(old, renamed), lineage_of) if old else EMPTY_PROGRAM
     deep = DeepDiff(*_comparable(old, new), verbose_level=1, threshold_to_diff_deeper=0)
     changed: dict[tuple[str, str], set[str]] = defaultdict(set)
     added: set[tuple[str, str]] = set()

@@ -19,6 +19,7 @@ from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.actions import Action, connector_actions, relation_actions
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.spec.fingerprint import stable_hash
+from reconciler.spec.lineage import view_lineage
 from reconciler.spec.program import Program
 
 PLAN_FORMAT = 1
@@ -148,7 +149,8 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
     last apply are named in a note. `extra_notes` are the caller's (the Action says
     where a setting came from when the pull request asks for another).
     """
-    diff = diff_programs(manifest.program if manifest else None, program.document())
+    diff = diff_programs(manifest.program if manifest else None, program.document(),
+                         program.analysis.lookup if program.analysis else view_lineage)
     base = (Base(manifest.lineage, manifest.serial, etag or "", manifest.status)
             if manifest else None)
     actions = (*relation_actions(diff, program), *connector_actions(diff))

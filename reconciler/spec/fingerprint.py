@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.spec.lineage import OutputLineage, view_lineage
+from reconciler.spec.lineage import LineageOf, OutputLineage, view_lineage
 
 TABLE_ROWS = "table rows"
 """A table's rows fingerprint: only a truncation changes its rows, and the diff sees that."""
@@ -55,10 +55,10 @@ def table_fingerprint(definition: Mapping[str, Any]) -> str:
 
 
 def derive(tables: Mapping[str, Mapping[str, Any]], views: Mapping[str, Mapping[str, Any]],
-           order: Sequence[str]) -> dict[str, Derived]:
+           order: Sequence[str], lineage_of: LineageOf = view_lineage) -> dict[str, Derived]:
     """Fingerprints of every relation, in dependency order, from their document entries
     (tables: `columns`, `primary_key`, `materialized`; views: `query`, `materialized`,
-    `reads`)."""
+    `reads`). `lineage_of` is `view_lineage`, or a memo of it (`spec.memo.Analysis`)."""
     derived: dict[str, Derived] = {}
     columns: dict[str, dict[str, str] | None] = {}  # relation -> column -> fingerprint
     rows: dict[str, str] = {}  # relation -> what decides which rows it has
@@ -73,7 +73,7 @@ def derive(tables: Mapping[str, Mapping[str, Any]], views: Mapping[str, Mapping[
             continue
         view = views[name]
         reads_of = view["reads"]
-        lineage = view_lineage(view["query"], {
+        lineage = lineage_of(view["query"], {
             read: tuple(columns[read]) if columns.get(read) is not None else None
             for read in reads_of})
         reads = {read: rows[read] for read in reads_of}
@@ -105,11 +105,12 @@ def _part(part: OutputLineage, reads_of: Sequence[str],
                                   for read, column in part.reads}})
 
 
-def rederive(document: dict[str, Any]) -> dict[str, Any]:
+def rederive(document: dict[str, Any],
+             lineage_of: LineageOf = view_lineage) -> dict[str, Any]:
     """A program document with its fingerprints recomputed by this code (see module doc)."""
     tables, views = document.get("tables", {}), document.get("views", {})
     order = document.get("order") or [*tables, *views]
-    derived = derive(tables, views, order)
+    derived = derive(tables, views, order, lineage_of)
     return {**document,
             "tables": {name: {**entry, "fingerprint": derived[name].fingerprint}
                        for name, entry in tables.items()},

@@ -24,7 +24,7 @@ view read every column of every relation it reads: conservative, never wrong.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -52,6 +52,10 @@ class Lineage:
     outputs: tuple[str, ...] | None  # None: unknown (a star over an unknown relation)
     per_output: tuple[tuple[str, OutputLineage], ...] | None = None
     context: OutputLineage | None = None  # with per_output: what decides which rows exist
+
+
+LineageOf = Callable[[str, Mapping[str, Sequence[str] | None]], Lineage]
+"""`view_lineage`, or a memo of it (`spec.memo.Analysis.lineage`)."""
 
 
 class _Unresolved(Exception):

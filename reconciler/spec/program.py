@@ -9,6 +9,7 @@ comments, whitespace and keyword or identifier case do not count.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
@@ -16,14 +17,15 @@ from typing import Any, Literal
 from reconciler.errors import ReconcileError
 from reconciler.spec.connector_options import location_option
 from reconciler.spec.fingerprint import derive, stable_hash
-from reconciler.spec.lineage import view_lineage
 from reconciler.spec.maintenance import Refresh, refresh_of
+from reconciler.spec.memo import Analysis, ViewFacts
 from reconciler.spec.project import ConnectorSpec, PipelineSource
 from reconciler.spec.resolution import check_view_resolution
 from reconciler.spec.safety import check_bare_names
 from reconciler.spec.sql import (
     ColumnDef,
     Location,
+    StatementFacts,
     TableStatement,
     ViewStatement,
     parse_file,
@@ -143,6 +145,9 @@ class Program:
     order: tuple[str, ...] = field(default=())
     bootstrap_policy: str = "await_approval"  # from pipeline.yaml; not part of the program
     renamed: dict[str, str] = field(default_factory=dict)  # pipeline.yaml: {old: new}
+    # What analysing it found (`spec.memo`): what an apply keeps in the manifest, and where
+    # a plan looks up the lineage of the committed program's views. Not part of the program.
+    analysis: Analysis | None = field(default=None, compare=False, repr=False)
 
     @property
     def fingerprint(self) -> str:
@@ -179,11 +184,22 @@ class Program:
                 "connectors": connectors, "order": list(self.order), **renamed}
 
 
-def build_program(source: PipelineSource) -> Program:
-    """Parse every SQL file, check names and the graph, and fingerprint each relation."""
+def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None) -> Program:
+    """Parse every SQL file, check names and the graph, and fingerprint each relation.
+
+    `memo` is a committed manifest's analysis memo (`Manifest.analysis`, `spec.memo`), or
+    None. A view whose statement and inputs are those of an entry there takes its parse
+    facts and analysis results (refresh, lineage, output columns) from it instead of being
+    parsed and analysed again: the results are those of the same deterministic functions
+    of the same inputs, so the program is the same. Only a caller that can trust the
+    memo's writer passes one (a plan, from a backend no pull request can write:
+    `plan.planner`); apply passes none and analyses every view. The program keeps what
+    was found (`Program.analysis`), for the manifest an apply commits.
+    """
+    analysis = Analysis(memo)
     statements: dict[str, TableStatement | ViewStatement] = {}
     for sql_file in source.sql_files:
-        for statement in parse_file(sql_file):
+        for statement in parse_file(sql_file, analysis.known_statement):
             previous = statements.get(statement.name)
             if previous is not None:
                 raise statement.location.error(
@@ -215,20 +231,16 @@ def build_program(source: PipelineSource) -> Program:
                                  materialized=statement.materialized,
                                  location=statement.location, sql=statement.sql, fingerprint="")
         else:
-            read_columns = {read: columns[read] for read in statement.reads}
-            check_bare_names(statement.tree, read_columns, name, statement.location.file,
-                             statement.location.line, statement.lines)
-            resolved[name] = check_view_resolution(
-                statement.tree, statement.query, {read: resolved[read] for read in statement.reads},
-                name, statement.location)
+            facts = _analysed(statement, source.spec.refresh, views, columns, resolved,
+                              analysis)
             views[name] = View(name=name, query=statement.query,
                                materialized=statement.materialized, reads=statement.reads,
                                location=statement.location, sql=statement.sql, fingerprint="",
-                               refresh=_refresh(statement, source.spec.refresh, views, columns))
-            columns[name] = view_lineage(statement.query, read_columns).outputs
+                               refresh=facts.refresh)
+            columns[name], resolved[name] = facts.columns, facts.resolved
     derived = derive({name: table.definition() for name, table in tables.items()},
                      {name: {**view.definition(), "reads": view.reads}
-                      for name, view in views.items()}, order)
+                      for name, view in views.items()}, order, analysis.lineage)
     tables = {name: replace(table, fingerprint=derived[name].fingerprint)
               for name, table in tables.items()}
     views = {name: replace(view, fingerprint=derived[name].fingerprint,
@@ -237,7 +249,35 @@ def build_program(source: PipelineSource) -> Program:
     return Program(pipeline=source.spec.name, tables=tables, views=views,
                    connectors=connectors, order=tuple(order),
                    bootstrap_policy=source.spec.bootstrap_policy,
-                   renamed=_renamed(source, statements))
+                   renamed=_renamed(source, statements), analysis=analysis)
+
+
+def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
+              columns: dict[str, tuple[str, ...] | None],
+              resolved: dict[str, tuple[str, ...] | None], analysis: Analysis) -> ViewFacts:
+    """A view's checks and analyses, in the order their errors are raised: bare names,
+    resolution, refresh; or their results from the memo, under the key of everything they
+    read (`spec.memo`)."""
+    name = statement.name
+    read_columns = {read: columns[read] for read in statement.reads}
+    read_resolved = {read: resolved[read] for read in statement.reads}
+    retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
+    key = analysis.view_key(statement.digest, read_columns, read_resolved, policy, retracts)
+    facts = analysis.known_view(key)
+    if facts is None:
+        analysis.analysed += 1
+        statement = statement.parsed()
+        assert statement.tree is not None  # parsed() parses
+        check_bare_names(statement.tree, read_columns, name, statement.location.file,
+                         statement.location.line, statement.lines)
+        own_resolved = check_view_resolution(statement.tree, statement.query, read_resolved,
+                                             name, statement.location)
+        refresh = _refresh(statement, policy, retracts, read_columns)
+        facts = ViewFacts(resolved=own_resolved, refresh=refresh,
+                          columns=analysis.lineage(statement.query, read_columns).outputs)
+    analysis.remember(statement.digest, StatementFacts(
+        name, statement.materialized, statement.reads, statement.full_refresh), key, facts)
+    return facts
 
 
 def _renamed(source: PipelineSource,
@@ -255,13 +295,12 @@ def _renamed(source: PipelineSource,
     return renamed
 
 
-def _refresh(statement: ViewStatement, policy: str, views: dict[str, View],
-             columns: dict[str, tuple[str, ...] | None]) -> Refresh:
+def _refresh(statement: ViewStatement, policy: str, retracts: bool,
+             read_columns: dict[str, tuple[str, ...] | None]) -> Refresh:
     """How a view is refreshed; with `refresh: incremental_strict` a recomputed view is an
     error, unless the view itself asks for it (TBLPROPERTIES ('refresh' = 'full'))."""
-    retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
-    refresh = refresh_of(statement.tree, {read: columns[read] for read in statement.reads},
-                         opted_out=statement.full_refresh,
+    assert statement.tree is not None
+    refresh = refresh_of(statement.tree, read_columns, opted_out=statement.full_refresh,
                          policy="full" if policy == "full" else "incremental",
                          input_retracts=retracts)
     if policy == "incremental_strict" and refresh.mode == "full" and not statement.full_refresh:

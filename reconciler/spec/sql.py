@@ -7,8 +7,11 @@ the file and the line of the statement, before any later layer sees it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -76,16 +79,80 @@ class ViewStatement:
     location: Location
     sql: str
     full_refresh: bool = False  # TBLPROPERTIES ('refresh' = 'full')
-    tree: exp.Query = field(default_factory=exp.Select, compare=False, repr=False)  # parsed
+    # The parsed query; None when the facts above came from a memo (`parse_file`'s `known`).
+    tree: exp.Query | None = field(default=None, compare=False, repr=False)
+    digest: str = field(default="", compare=False, repr=False)  # statement_digest()
     lines: dict[int, int] = field(default_factory=dict, compare=False, repr=False)  # by id
+    parse: Callable[[], Statement] | None = field(default=None, compare=False, repr=False)
+
+    def parsed(self) -> ViewStatement:
+        """This statement with its tree: parsed now (and checked, as any statement is) if
+        its facts came from a memo."""
+        if self.tree is not None or self.parse is None:
+            return self
+        statement = self.parse()
+        if not isinstance(statement, ViewStatement) or statement.name != self.name:
+            raise self.location.error(f"view '{self.name}': the analysis memo does not "
+                                      "match this statement")
+        return statement
+
+
+@dataclass(frozen=True)
+class StatementFacts:
+    """What parsing a view statement gives besides its tree, as a memo keeps it."""
+
+    name: str
+    materialized: bool
+    reads: tuple[str, ...]
+    full_refresh: bool
 
 
 Statement = TableStatement | ViewStatement
+Known = Callable[[str], StatementFacts | None]
+"""A memo of view statements: their facts by `statement_digest` (`spec.memo`)."""
 
 
-def parse_file(source: SqlSource) -> list[Statement]:
-    """Parse every statement of one rendered SQL file."""
-    return [_parse_statement(tokens, source, location) for tokens, location in _split(source)]
+def parse_file(source: SqlSource, known: Known | None = None) -> list[Statement]:
+    """Parse every statement of one rendered SQL file.
+
+    A view statement that `known` has facts for (by `statement_digest`) is not parsed:
+    its facts are taken from there and its tree is parsed only if asked for
+    (`ViewStatement.parsed`). Those facts are what parsing that text gives, and a parse
+    that failed or was refused is never memoised, so the statements returned and the
+    first error raised are the same either way.
+    """
+    statements: list[Statement] = []
+    for tokens, location in _split(source):
+        digest = statement_digest(source.text, tokens)
+        facts = known(digest) if known is not None else None
+        statement = _known_view(tokens, source, location, digest, facts) if facts else None
+        statements.append(statement or _parse_statement(tokens, source, location, digest))
+    return statements
+
+
+def statement_digest(source_text: str, tokens: list[Token]) -> str:
+    """SHA-256 of what a statement's parse depends on: its text, and the comments the
+    tokenizer attached to its first and last tokens (a comment before a statement goes to
+    its first token, one after its last token on the same line to the last): a comment's
+    text can reach the tree and the SQL generated from it."""
+    payload = json.dumps([source_text[tokens[0].start: tokens[-1].end + 1], tokens[0].comments,
+                          tokens[-1].comments], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _known_view(tokens: list[Token], source: SqlSource, location: Location, digest: str,
+                facts: StatementFacts) -> ViewStatement | None:
+    """A view statement from a memo's facts, or None when the text has no `AS` (then it
+    is parsed, as any other)."""
+    body = next((index for index, token in enumerate(tokens)
+                 if token.token_type == TokenType.ALIAS), None)
+    if body is None:
+        return None
+    return ViewStatement(
+        name=facts.name, query=canonical_text(tokens[body + 1:]),
+        materialized=facts.materialized, reads=facts.reads, location=location,
+        sql=source.text[tokens[0].start: tokens[-1].end + 1], full_refresh=facts.full_refresh,
+        digest=digest, parse=lambda: _parse_statement(tokens, source, location, digest))
 
 
 def drop_positions(tree: exp.Expression) -> dict[int, int]:
@@ -157,7 +224,8 @@ def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> 
                           line=text.count("\n", 0, offset) + 1)
 
 
-def _parse_statement(tokens: list[Token], source: SqlSource, location: Location) -> Statement:
+def _parse_statement(tokens: list[Token], source: SqlSource, location: Location,
+                     digest: str = "") -> Statement:
     text = source.text[tokens[0].start: tokens[-1].end + 1]
     try:
         [expression] = _DIALECT.parser().parse(tokens, source.text)
@@ -185,7 +253,7 @@ def _parse_statement(tokens: list[Token], source: SqlSource, location: Location)
     if kind == "TABLE":
         return _table(expression, location, text)
     if kind == "VIEW":
-        return _view(expression, tokens, location, text)
+        return _view(expression, tokens, location, text, digest)
     raise location.error(f"unsupported statement CREATE {kind}: {ONLY_CREATE}")
 
 
@@ -324,7 +392,7 @@ def _materialized_property(expression: exp.Create, table: str, location: Locatio
 
 
 def _view(expression: exp.Create, tokens: list[Token], location: Location,
-          text: str) -> ViewStatement:
+          text: str, digest: str) -> ViewStatement:
     name = _relation_name(expression, location)
     if isinstance(expression.this, exp.Schema):
         raise location.error(f"view '{name}': a column list is not supported; name the columns "
@@ -354,7 +422,7 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(query, name, location),
                          location=location, sql=text, full_refresh=full_refresh,
-                         tree=query, lines=lines)
+                         tree=query, digest=digest, lines=lines)
 
 
 def canonical_text(tokens: list[Token]) -> str:
