@@ -103,6 +103,7 @@ class Analysis:
         self.lineages: dict[str, Lineage] = {}
         self.reused = 0  # views whose results came from the committed memo
         self.analysed = 0  # views analysed here
+        self._keys: dict[object, str] = {}  # each key is asked for twice: hashed once
 
     # -- statements --------------------------------------------------------------------
     def known_statement(self, digest: str) -> StatementFacts | None:
@@ -110,7 +111,12 @@ class Analysis:
         if self.version is None:
             return None
         return _decoded(_statement, self._committed.get("statements", {}).get(
-            _key(self.version, "statement", digest)))
+            self._statement_key(digest)))
+
+    def _statement_key(self, digest: str) -> str:
+        if digest not in self._keys:
+            self._keys[digest] = _key(self.version or "", "statement", digest)
+        return self._keys[digest]
 
     # -- views -------------------------------------------------------------------------
     def view_key(self, digest: str, columns: Schemas, resolved: Schemas, policy: str,
@@ -132,7 +138,7 @@ class Analysis:
                  facts: ViewFacts) -> None:
         """Record a view's results (reused or computed) for the next manifest."""
         if self.version is not None:
-            self.statements[_key(self.version, "statement", digest)] = statement
+            self.statements[self._statement_key(digest)] = statement
             self.views[key] = facts
 
     # -- lineage -----------------------------------------------------------------------
@@ -147,7 +153,11 @@ class Analysis:
     def _lineage(self, query: str, schemas: Schemas, *, record: bool) -> Lineage:
         if self.version is None:
             return view_lineage(query, schemas)
-        key = _key(self.version, "lineage", query, _schemas(schemas))
+        asked = (query, tuple((name, None if columns is None else tuple(columns))
+                              for name, columns in sorted(schemas.items())))
+        if asked not in self._keys:
+            self._keys[asked] = _key(self.version, "lineage", query, _schemas(schemas))
+        key = self._keys[asked]
         found = self.lineages.get(key)
         if found is None:
             found = _decoded(_lineage, self._committed.get("lineage", {}).get(key))
