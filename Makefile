@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-preview bench-evolve bench-tpch clean check-java constraints
+.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-preview bench-evolve bench-tpch bench-breadth clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench-evolve: $(STAMP) check-java jars
 bench-tpch: $(STAMP) check-java jars
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/tpch_bench.py
+
+# The breadth corpus (bench/breadth: 160 analytic views over a small star schema): how many
+# are maintained, and every view equal to its query from scratch after a load and 2 steps.
+bench-breadth: $(STAMP) check-java jars
+	$(BIN)/python bench/breadth_bench.py
 
 # Ingest 12M and 48M rows against bare Spark, storage over 30 steps, Spark Connect RSS
 # (several minutes; see the script's docstring).
