@@ -51,7 +51,7 @@ bench-tpch: $(STAMP) check-java jars
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/tpch_bench.py
 
-# The breadth corpus (bench/breadth: 160 analytic views over a small star schema): how many
+# The breadth corpus (bench/breadth: 127 analytic views over a small star schema): how many
 # are maintained, and every view equal to its query from scratch after a load and 2 steps.
 bench-breadth: $(STAMP) check-java jars
 	$(BIN)/python bench/breadth_bench.py

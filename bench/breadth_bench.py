@@ -15,11 +15,13 @@ table through a `files` connector, and each table but `date_dim` also through a
 started once):
 
 * apply deploys the pipeline (tables and views, empty);
-* run 1, the initial load: every table's rows arrive;
-* run 2: new rows in the three sales channels, returns and inventory, and deletions of
-  old ones (`_op` = delete), inventory levels updated (a delete and an insert);
-* run 3: the dimensions change too (items, customers, a store, a warehouse, promotions
-  updated; new ones; a few deleted) with new and deleted facts.
+* the initial load (a run): every table's rows arrive;
+* step 1 (a run): new rows in the three sales channels, returns and inventory, and
+  deletions of old ones (`_op` = delete), inventory levels updated (a delete and an
+  insert of the same key);
+* step 2: the dimensions change too (items, customers, a store, a warehouse, promotions
+  updated; new ones; a few deleted), with new and deleted facts (`--steps` more: odd
+  steps change facts, even ones dimensions too).
 
 After each run every view's stored contents are compared, through Spark (EXCEPT ALL both
 ways), with its query run from scratch over the same committed versions of its inputs
@@ -448,7 +450,7 @@ def refresh_modes(root: Path) -> dict[str, str]:
 
 
 def reason_of(mode: str) -> str | None:
-    """The fallback reason of a recomputed view, in a form that counts (its first clause)."""
+    """Why a view is recomputed each step (None: it is maintained)."""
     prefix = "recomputed each step: "
     return mode[len(prefix):] if mode.startswith(prefix) else None
 
@@ -490,15 +492,6 @@ def compare(root: Path, spark: Any, views: list[str]) -> list[str]:
     return wrong
 
 
-@dataclass
-class Outcome:
-    label: str
-    seconds: float
-    compare_seconds: float
-    wrong: list[str]
-    rows: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-
 def describe_rows(rows: dict[str, tuple[int, int]]) -> str:
     return ", ".join(f"{table} +{inserted}" + (f"/-{deleted}" if deleted else "")
                      for table, (inserted, deleted) in sorted(rows.items()))
@@ -535,22 +528,23 @@ def main() -> None:
 
     clock = time.perf_counter()
     reconcile(root, "apply", "--auto-approve")
-    print(f"apply: {time.perf_counter() - clock:.0f} s", flush=True)
+    times = [f"apply {time.perf_counter() - clock:.0f} s"]
+    print(times[0], flush=True)
     spark = get_spark()
-    outcomes = []
+    differ: dict[str, list[str]] = {}  # after the load and each step: the views that differ
     for number, change in enumerate(changes):
         label = "load" if number == 0 else f"step {number}"
         write_change(root, change, f"{number:02d}-{'load' if number == 0 else 'step'}")
         clock = time.perf_counter()
         reconcile(root, "run")
         seconds = time.perf_counter() - clock
+        print(f"{label}: run {seconds:.0f} s ({describe_rows(change.rows())})", flush=True)
         clock = time.perf_counter()
-        wrong = compare(root, spark, views)
-        outcomes.append(Outcome(label, seconds, time.perf_counter() - clock, wrong,
-                                change.rows()))
-        print(f"{label}: run {seconds:.0f} s ({describe_rows(change.rows())}); compared in "
-              f"{outcomes[-1].compare_seconds:.0f} s: "
-              + (f"{len(wrong)} differ: {', '.join(wrong)}" if wrong
+        differ[label] = compare(root, spark, views)
+        compared = time.perf_counter() - clock
+        times.append(f"{label} {seconds:.0f} s + compare {compared:.0f} s")
+        print(f"{label}: compared in {compared:.0f} s: "
+              + (f"{len(differ[label])} differ: {', '.join(differ[label])}" if differ[label]
                  else f"all {len(views)} equal their queries"), flush=True)
 
     maintained = [view for view, mode in modes.items() if reason_of(mode) is None]
@@ -561,17 +555,14 @@ def main() -> None:
         print("recomputed each step, by reason:")
         for reason, count in reasons.most_common():
             print(f"  {count:4d}  {reason}")
-    wrong = sorted({view for outcome in outcomes for view in outcome.wrong})
-    steps = [outcome.label for outcome in outcomes[1:]]
-    if wrong:
-        for outcome in outcomes:
-            if outcome.wrong:
-                print(f"differ after {outcome.label}: {', '.join(outcome.wrong)}")
-    else:
+    for label, wrong in differ.items():
+        if wrong:
+            print(f"differ after {label}: {', '.join(wrong)}")
+    if not any(differ.values()):
         print(f"all {len(views)} equal their queries after the load and after "
-              f"{', '.join(steps) or 'no step'}")
-    print(f"total {time.perf_counter() - started:.0f} s")
-    if wrong:
+              f"{', '.join(list(differ)[1:]) or 'no step'}")
+    print(f"time: {'; '.join(times)}; total {time.perf_counter() - started:.0f} s")
+    if any(differ.values()):
         sys.exit(1)
 
 

@@ -39,28 +39,6 @@ FROM customer
 JOIN store_sales ON ss_customer_sk = c_customer_sk
 GROUP BY c_customer_sk, c_last_name, c_state;
 
-CREATE MATERIALIZED VIEW promotion_channel_effect AS
-SELECT p_channel_email, p_channel_tv, COUNT(*) AS lines,
-  SUM(ss_ext_sales_price) AS revenue, AVG(ss_sales_price) AS avg_price
-FROM store_sales
-JOIN promotion ON ss_promo_sk = p_promo_sk
-GROUP BY p_channel_email, p_channel_tv;
-
-CREATE MATERIALIZED VIEW weekday_profile AS
-SELECT d_dow, CASE WHEN d_dow IN (0, 6) THEN 'weekend' ELSE 'weekday' END AS day_kind,
-  SUM(ss_ext_sales_price) AS revenue, AVG(ss_net_profit) AS avg_profit, COUNT(*) AS lines
-FROM store_sales
-JOIN date_dim ON ss_sold_date_sk = d_date_sk
-GROUP BY d_dow;
-
-CREATE MATERIALIZED VIEW catalog_warehouse_quarter AS
-SELECT w_warehouse_name, d_year, d_qoy, SUM(cs_quantity) AS units,
-  SUM(cs_net_profit) AS profit
-FROM catalog_sales
-JOIN warehouse ON cs_warehouse_sk = w_warehouse_sk
-JOIN date_dim ON cs_sold_date_sk = d_date_sk
-GROUP BY w_warehouse_name, d_year, d_qoy;
-
 CREATE MATERIALIZED VIEW web_category_margin AS
 SELECT i_category, SUM(ws_ext_sales_price) AS revenue, SUM(ws_net_profit) AS profit,
   100 * SUM(ws_net_profit) / NULLIF(SUM(ws_ext_sales_price), 0) AS margin_pct
@@ -84,30 +62,6 @@ JOIN item ON ss_item_sk = i_item_sk
 GROUP BY i_category,
   CASE WHEN ss_sales_price < 25 THEN 'low' WHEN ss_sales_price < 100 THEN 'mid'
        ELSE 'high' END;
-
-CREATE MATERIALIZED VIEW web_orders_by_customer_state AS
-SELECT c_state, d_year, COUNT(DISTINCT ws_order_number) AS orders,
-  SUM(ws_ext_sales_price) AS revenue
-FROM web_sales
-JOIN customer ON ws_bill_customer_sk = c_customer_sk
-JOIN date_dim ON ws_sold_date_sk = d_date_sk
-GROUP BY c_state, d_year;
-
-CREATE MATERIALIZED VIEW store_market_floor_productivity AS
-SELECT s_market_id, SUM(ss_ext_sales_price) AS revenue, SUM(s_floor_space) AS floor_space_lines,
-  COUNT(*) AS lines
-FROM store_sales
-JOIN store ON ss_store_sk = s_store_sk
-WHERE ss_quantity BETWEEN 5 AND 80
-GROUP BY s_market_id;
-
-CREATE MATERIALIZED VIEW preferred_customer_catalog AS
-SELECT c_preferred_flag, i_category, SUM(cs_ext_sales_price) AS revenue, COUNT(*) AS lines
-FROM catalog_sales
-JOIN customer ON cs_bill_customer_sk = c_customer_sk
-JOIN item ON cs_item_sk = i_item_sk
-WHERE c_preferred_flag IS NOT NULL
-GROUP BY c_preferred_flag, i_category;
 
 CREATE MATERIALIZED VIEW large_store_lines AS
 SELECT ss_ticket_number, ss_item_sk, s_store_name, i_category, ss_quantity,
@@ -190,19 +144,6 @@ JOIN warehouse ON inv_warehouse_sk = w_warehouse_sk
 JOIN date_dim ON inv_date_sk = d_date_sk
 GROUP BY w_warehouse_name, d_year, d_moy;
 
-CREATE MATERIALIZED VIEW web_profit_dispersion AS
-SELECT i_class, COUNT(*) AS lines, AVG(ws_net_profit) AS avg_profit,
-  STDDEV_SAMP(ws_net_profit) AS profit_stddev, VAR_SAMP(ws_quantity) AS quantity_var
-FROM web_sales
-JOIN item ON ws_item_sk = i_item_sk
-GROUP BY i_class;
-
-CREATE MATERIALIZED VIEW catalog_min_max_by_warehouse AS
-SELECT cs_warehouse_sk, MIN(cs_sales_price) AS min_price, MAX(cs_sales_price) AS max_price,
-  MAX(cs_quantity) AS max_quantity, COUNT(DISTINCT cs_order_number) AS orders
-FROM catalog_sales
-GROUP BY cs_warehouse_sk;
-
 -- ---------------------------------------------------------------------------------------
 -- EXISTS, IN, correlated subqueries
 -- ---------------------------------------------------------------------------------------
@@ -248,12 +189,6 @@ FROM store_sales s1
 WHERE s1.ss_sales_price > (SELECT 1.3 * AVG(s2.ss_sales_price) FROM store_sales s2
                            WHERE s2.ss_item_sk = s1.ss_item_sk);
 
-CREATE MATERIALIZED VIEW warehouses_with_stockouts AS
-SELECT w_warehouse_sk, w_warehouse_name, w_state
-FROM warehouse w
-WHERE EXISTS (SELECT 1 FROM inventory
-              WHERE inv_warehouse_sk = w.w_warehouse_sk AND inv_quantity_on_hand < 10);
-
 CREATE MATERIALIZED VIEW catalog_items_missing_on_web_2023 AS
 SELECT i_category, COUNT(*) AS items
 FROM item
@@ -262,14 +197,6 @@ WHERE EXISTS (SELECT 1 FROM catalog_sales JOIN date_dim ON cs_sold_date_sk = d_d
   AND NOT EXISTS (SELECT 1 FROM web_sales JOIN date_dim ON ws_sold_date_sk = d_date_sk
                   WHERE ws_item_sk = i_item_sk AND d_year = 2023)
 GROUP BY i_category;
-
-CREATE MATERIALIZED VIEW returns_of_promoted_sales AS
-SELECT sr_reason, COUNT(*) AS returns, SUM(sr_return_amt) AS amount
-FROM store_returns
-WHERE EXISTS (SELECT 1 FROM store_sales
-              WHERE ss_item_sk = sr_item_sk AND ss_ticket_number = sr_ticket_number
-                AND ss_promo_sk IS NOT NULL)
-GROUP BY sr_reason;
 
 CREATE MATERIALIZED VIEW customers_above_store_average AS
 SELECT ss_customer_sk, ss_store_sk, SUM(ss_ext_sales_price) AS spent
@@ -328,13 +255,6 @@ RIGHT JOIN warehouse ON inv_warehouse_sk = w_warehouse_sk
 LEFT JOIN web_sales ON ws_warehouse_sk = inv_warehouse_sk AND ws_item_sk = inv_item_sk
   AND ws_sold_date_sk = inv_date_sk
 WHERE d_year = 2023 OR d_year IS NULL;
-
-CREATE MATERIALIZED VIEW customer_channel_full_outer AS
-SELECT COALESCE(ss_customer_sk, cs_bill_customer_sk) AS customer_sk,
-  ss_ticket_number, cs_order_number, ss_ext_sales_price, cs_ext_sales_price
-FROM store_sales
-FULL OUTER JOIN catalog_sales
-  ON ss_customer_sk = cs_bill_customer_sk AND ss_sold_date_sk = cs_sold_date_sk;
 
 -- ---------------------------------------------------------------------------------------
 -- Nested derived tables
@@ -427,15 +347,6 @@ FROM (SELECT item_sk, avg_qty,
             GROUP BY ss_item_sk) per_item) banded
 GROUP BY band;
 
-CREATE MATERIALIZED VIEW return_share_by_category_reason AS
-SELECT r.i_category, r.sr_reason, r.returned, s.sold, r.returned / NULLIF(s.sold, 0) AS ratio
-FROM (SELECT i_category, sr_reason, SUM(sr_return_amt) AS returned
-      FROM store_returns JOIN item ON sr_item_sk = i_item_sk
-      GROUP BY i_category, sr_reason) r
-JOIN (SELECT i_category, SUM(ss_ext_sales_price) AS sold
-      FROM store_sales JOIN item ON ss_item_sk = i_item_sk
-      GROUP BY i_category) s ON r.i_category = s.i_category;
-
 CREATE MATERIALIZED VIEW peak_day_per_month AS
 SELECT d_year, d_moy, MAX(daily) AS peak_day_revenue, AVG(daily) AS avg_day_revenue,
   COUNT(*) AS selling_days
@@ -475,13 +386,6 @@ FROM (SELECT s_state, d_year, s_store_name, revenue,
             JOIN date_dim ON ss_sold_date_sk = d_date_sk
             GROUP BY s_state, d_year, s_store_name) per_store) ranked
 WHERE rn <= 2;
-
-CREATE MATERIALIZED VIEW customer_dense_rank_in_state AS
-SELECT c_state, c_customer_sk, spent,
-  DENSE_RANK() OVER (PARTITION BY c_state ORDER BY spent DESC) AS state_rank
-FROM (SELECT c_state, c_customer_sk, SUM(ws_ext_sales_price) AS spent
-      FROM web_sales JOIN customer ON ws_bill_customer_sk = c_customer_sk
-      GROUP BY c_state, c_customer_sk) per_customer;
 
 CREATE MATERIALIZED VIEW running_monthly_revenue AS
 SELECT d_year, d_moy, revenue,
@@ -569,14 +473,6 @@ SELECT ss_store_sk, ss_ticket_number, ss_item_sk, ss_ext_sales_price,
   SUM(ss_ext_sales_price) OVER (PARTITION BY ss_store_sk) AS large_revenue_in_store
 FROM store_sales
 WHERE ss_ext_sales_price > 6000;
-
-CREATE MATERIALIZED VIEW web_line_lead_next_order AS
-SELECT ws_bill_customer_sk, ws_order_number, order_date,
-  LEAD(order_date) OVER (PARTITION BY ws_bill_customer_sk
-                         ORDER BY order_date, ws_order_number) AS next_order_date
-FROM (SELECT DISTINCT ws_bill_customer_sk, ws_order_number, d_date AS order_date
-      FROM web_sales JOIN date_dim ON ws_sold_date_sk = d_date_sk
-      WHERE ws_bill_customer_sk IS NOT NULL) orders;
 
 CREATE MATERIALIZED VIEW catalog_category_revenue_rank_all AS
 SELECT i_category, revenue, DENSE_RANK() OVER (ORDER BY revenue DESC) AS revenue_rank,
@@ -672,16 +568,6 @@ JOIN (SELECT ss_customer_sk AS customer_sk FROM store_sales
       SELECT ws_bill_customer_sk FROM web_sales) active ON customer_sk = c_customer_sk
 GROUP BY c_state;
 
-CREATE MATERIALIZED VIEW states_with_stores_and_customers AS
-SELECT s_state AS state FROM store
-INTERSECT
-SELECT c_state FROM customer;
-
-CREATE MATERIALIZED VIEW returned_items_not_on_web AS
-SELECT sr_item_sk AS item_sk, sr_reason AS reason FROM store_returns
-EXCEPT
-SELECT ws_item_sk, 'any' FROM web_sales WHERE ws_quantity > 90;
-
 -- ---------------------------------------------------------------------------------------
 -- ROLLUP, CUBE, GROUPING SETS
 -- ---------------------------------------------------------------------------------------
@@ -728,12 +614,6 @@ FROM inventory
 JOIN warehouse ON inv_warehouse_sk = w_warehouse_sk
 JOIN item ON inv_item_sk = i_item_sk
 GROUP BY CUBE (w_state, i_category);
-
-CREATE MATERIALIZED VIEW rollup_customer_state_tickets AS
-SELECT c_state, c_preferred_flag, COUNT(DISTINCT ss_ticket_number) AS tickets,
-  SUM(ss_quantity) AS units
-FROM store_sales JOIN customer ON ss_customer_sk = c_customer_sk
-GROUP BY ROLLUP (c_state, c_preferred_flag);
 
 CREATE MATERIALIZED VIEW grouping_sets_returns AS
 SELECT sr_reason, sr_store_sk, SUM(sr_return_amt) AS amount, COUNT(*) AS returns,
@@ -820,18 +700,6 @@ WITH recent AS (
 SELECT ss_store_sk, d_qoy, SUM(ss_ext_sales_price) AS revenue, COUNT(*) AS lines
 FROM recent
 GROUP BY ss_store_sk, d_qoy;
-
-CREATE MATERIALIZED VIEW cte_customer_deciles AS
-WITH customer_total AS (
-  SELECT ss_customer_sk, SUM(ss_ext_sales_price) AS total
-  FROM store_sales WHERE ss_customer_sk IS NOT NULL GROUP BY ss_customer_sk),
-deciles AS (
-  SELECT ss_customer_sk, total, NTILE(10) OVER (ORDER BY total, ss_customer_sk) AS decile
-  FROM customer_total)
-SELECT decile, COUNT(*) AS customers, MIN(total) AS min_total, MAX(total) AS max_total,
-  SUM(total) AS sum_total
-FROM deciles
-GROUP BY decile;
 
 CREATE MATERIALIZED VIEW cte_high_value_customers AS
 WITH totals AS (
@@ -1015,17 +883,6 @@ SELECT ctr_customer_sk, ctr_state, ctr_total_return
 FROM customer_total_return ctr1
 WHERE ctr_total_return > (SELECT AVG(ctr_total_return) * 1.5 FROM customer_total_return ctr2
                           WHERE ctr1.ctr_state = ctr2.ctr_state);
-
-CREATE MATERIALIZED VIEW cte_store_profit_after_returns AS
-WITH ss AS (
-  SELECT ss_store_sk, SUM(ss_ext_sales_price) AS sales, SUM(ss_net_profit) AS profit
-  FROM store_sales GROUP BY ss_store_sk),
-sr AS (
-  SELECT sr_store_sk, SUM(sr_return_amt) AS returns
-  FROM store_returns GROUP BY sr_store_sk)
-SELECT ss.ss_store_sk AS store_sk, sales, COALESCE(returns, 0) AS returns,
-  profit - COALESCE(returns, 0) AS profit_after_returns
-FROM ss LEFT JOIN sr ON ss.ss_store_sk = sr.sr_store_sk;
 
 CREATE MATERIALIZED VIEW cte_monthly_brand_deviation AS
 WITH v1 AS (
@@ -1244,65 +1101,6 @@ WHERE ss_item_sk IN (SELECT ss_item_sk FROM cross_items)
 GROUP BY i_brand, i_class, i_category
 HAVING SUM(ss_quantity * ss_sales_price) > (SELECT average_sales FROM avg_sales);
 
-CREATE MATERIALIZED VIEW cte_monthly_store_targets AS
-WITH monthly AS (
-  SELECT ss_store_sk, d_year, d_moy, SUM(ss_ext_sales_price) AS revenue
-  FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk
-  GROUP BY ss_store_sk, d_year, d_moy),
-target AS (
-  SELECT ss_store_sk AS store_sk, AVG(revenue) * 1.1 AS target_revenue
-  FROM monthly GROUP BY ss_store_sk)
-SELECT ss_store_sk, d_year, d_moy, revenue, target_revenue,
-  CASE WHEN revenue >= target_revenue THEN 'met' ELSE 'missed' END AS status
-FROM monthly JOIN target ON ss_store_sk = store_sk;
-
-CREATE MATERIALIZED VIEW cte_age_band_sales AS
-WITH cust AS (
-  SELECT c_customer_sk,
-    CASE WHEN c_birth_year < 1960 THEN 'before 1960' WHEN c_birth_year < 1980 THEN '1960-1979'
-         ELSE '1980 and later' END AS age_band
-  FROM customer)
-SELECT age_band, d_year, SUM(ss_ext_sales_price) AS revenue, COUNT(*) AS lines
-FROM store_sales
-JOIN cust ON ss_customer_sk = c_customer_sk
-JOIN date_dim ON ss_sold_date_sk = d_date_sk
-GROUP BY age_band, d_year;
-
-CREATE MATERIALIZED VIEW cte_weekend_ratio_by_category AS
-WITH split AS (
-  SELECT i_category,
-    SUM(CASE WHEN d_dow IN (0, 6) THEN ss_ext_sales_price ELSE 0 END) AS weekend,
-    SUM(CASE WHEN d_dow NOT IN (0, 6) THEN ss_ext_sales_price ELSE 0 END) AS weekday
-  FROM store_sales JOIN item ON ss_item_sk = i_item_sk
-  JOIN date_dim ON ss_sold_date_sk = d_date_sk
-  GROUP BY i_category)
-SELECT i_category, weekend, weekday, weekend / NULLIF(weekday, 0) AS weekend_to_weekday
-FROM split;
-
-CREATE MATERIALIZED VIEW cte_inventory_cover AS
-WITH inv AS (
-  SELECT inv_item_sk, AVG(inv_quantity_on_hand) AS avg_on_hand
-  FROM inventory GROUP BY inv_item_sk),
-sales AS (
-  SELECT cs_item_sk, SUM(cs_quantity) AS units
-  FROM catalog_sales GROUP BY cs_item_sk)
-SELECT i_item_id, avg_on_hand, units, avg_on_hand / NULLIF(units, 0) AS cover
-FROM inv JOIN sales ON inv_item_sk = cs_item_sk
-JOIN item ON inv_item_sk = i_item_sk;
-
-CREATE MATERIALIZED VIEW cte_best_day_per_month AS
-WITH daily AS (
-  SELECT d_date, d_year, d_moy, SUM(cs_ext_sales_price) AS revenue
-  FROM catalog_sales JOIN date_dim ON cs_sold_date_sk = d_date_sk
-  GROUP BY d_date, d_year, d_moy),
-ranked AS (
-  SELECT d_date, d_year, d_moy, revenue,
-    ROW_NUMBER() OVER (PARTITION BY d_year, d_moy ORDER BY revenue DESC, d_date) AS rn
-  FROM daily)
-SELECT d_year, d_moy, d_date AS best_day, revenue AS best_day_revenue
-FROM ranked
-WHERE rn = 1;
-
 CREATE MATERIALIZED VIEW cte_first_channel AS
 WITH purchases AS (
   SELECT ss_customer_sk AS cust, ss_sold_date_sk AS date_sk, 'store' AS channel
@@ -1321,15 +1119,6 @@ SELECT channel AS first_channel, COUNT(*) AS customers
 FROM ordered
 WHERE rn = 1
 GROUP BY channel;
-
-CREATE MATERIALIZED VIEW cte_promotion_roi AS
-WITH promo_sales AS (
-  SELECT p_promo_sk, p_promo_name, p_cost, SUM(cs_ext_sales_price) AS revenue
-  FROM catalog_sales JOIN promotion ON cs_promo_sk = p_promo_sk
-  GROUP BY p_promo_sk, p_promo_name, p_cost)
-SELECT p_promo_sk AS promo, p_promo_name, revenue, p_cost,
-  (revenue - p_cost) / NULLIF(p_cost, 0) AS roi
-FROM promo_sales;
 
 CREATE MATERIALIZED VIEW cte_state_channel_pivot AS
 WITH by_state AS (
@@ -1375,19 +1164,6 @@ SELECT cur.ss_item_sk AS item_sk, cur.d_year AS rank_year, cur.rk AS rank_now,
 FROM r cur
 JOIN r prev ON cur.ss_item_sk = prev.ss_item_sk AND cur.d_year = prev.d_year + 1;
 
-CREATE MATERIALIZED VIEW cte_days_to_return_buckets AS
-WITH rd AS (
-  SELECT s_store_name, sr_returned_date_sk - ss_sold_date_sk AS lag_days
-  FROM store_sales
-  JOIN store_returns ON ss_ticket_number = sr_ticket_number AND ss_item_sk = sr_item_sk
-  JOIN store ON ss_store_sk = s_store_sk)
-SELECT s_store_name,
-  SUM(CASE WHEN lag_days <= 7 THEN 1 ELSE 0 END) AS within_week,
-  SUM(CASE WHEN lag_days > 7 AND lag_days <= 30 THEN 1 ELSE 0 END) AS within_month,
-  SUM(CASE WHEN lag_days > 30 THEN 1 ELSE 0 END) AS later
-FROM rd
-GROUP BY s_store_name;
-
 CREATE MATERIALIZED VIEW cte_single_store_loyalists AS
 WITH loyal AS (
   SELECT ss_customer_sk AS cust FROM store_sales
@@ -1398,17 +1174,6 @@ SELECT c_state, COUNT(*) AS loyal_customers
 FROM customer
 WHERE EXISTS (SELECT 1 FROM loyal WHERE cust = c_customer_sk)
 GROUP BY c_state;
-
-CREATE MATERIALIZED VIEW cte_grouping_sets_report AS
-WITH base AS (
-  SELECT s_state, i_category, d_year, ss_ext_sales_price AS amount
-  FROM store_sales JOIN store ON ss_store_sk = s_store_sk
-  JOIN item ON ss_item_sk = i_item_sk
-  JOIN date_dim ON ss_sold_date_sk = d_date_sk)
-SELECT s_state, i_category, d_year, SUM(amount) AS revenue,
-  GROUPING(s_state) AS g_state, GROUPING(i_category) AS g_category
-FROM base
-GROUP BY GROUPING SETS ((s_state, d_year), (i_category, d_year), (d_year));
 
 CREATE MATERIALIZED VIEW cte_price_outliers AS
 WITH stats AS (
@@ -1463,20 +1228,6 @@ FROM yearly a
 LEFT JOIN yearly b ON a.cust = b.cust AND b.d_year = a.d_year + 1
 GROUP BY a.d_year;
 
-CREATE MATERIALIZED VIEW cte_stockout_items_with_sales AS
-WITH low_stock AS (
-  SELECT DISTINCT inv_item_sk, inv_warehouse_sk
-  FROM inventory WHERE inv_quantity_on_hand < 50),
-demand AS (
-  SELECT cs_item_sk, cs_warehouse_sk, SUM(cs_quantity) AS units
-  FROM catalog_sales GROUP BY cs_item_sk, cs_warehouse_sk)
-SELECT w_warehouse_name, i_category, SUM(units) AS units_at_risk, COUNT(*) AS item_count
-FROM low_stock
-JOIN demand ON inv_item_sk = cs_item_sk AND inv_warehouse_sk = cs_warehouse_sk
-JOIN warehouse ON inv_warehouse_sk = w_warehouse_sk
-JOIN item ON inv_item_sk = i_item_sk
-GROUP BY w_warehouse_name, i_category;
-
 CREATE MATERIALIZED VIEW cte_union_distinct_items_by_brand AS
 WITH sold_items AS (
   SELECT ss_item_sk AS item_sk FROM store_sales
@@ -1512,71 +1263,6 @@ SELECT i_category, i_item_sk, d_year, units,
   SUM(units) OVER (PARTITION BY i_category, d_year) AS category_units,
   AVG(units) OVER (PARTITION BY i_category, d_year) AS category_avg_units
 FROM item_year;
-
-CREATE MATERIALIZED VIEW cte_customer_lifetime_tiers AS
-WITH lifetime AS (
-  SELECT c_customer_sk, c_state, SUM(amount) AS value
-  FROM customer
-  JOIN (SELECT ss_customer_sk AS cust, ss_net_profit AS amount FROM store_sales
-        UNION ALL
-        SELECT ws_bill_customer_sk, ws_net_profit FROM web_sales
-        UNION ALL
-        SELECT cs_bill_customer_sk, cs_net_profit FROM catalog_sales) all_lines
-    ON cust = c_customer_sk
-  GROUP BY c_customer_sk, c_state),
-tiers AS (
-  SELECT c_state, c_customer_sk, value,
-    CASE WHEN value > 5000 THEN 'top' WHEN value > 0 THEN 'positive' ELSE 'negative' END AS tier
-  FROM lifetime)
-SELECT c_state, tier, COUNT(*) AS customers, SUM(value) AS total_value
-FROM tiers
-GROUP BY c_state, tier;
-
-CREATE MATERIALIZED VIEW cte_dense_rank_warehouse_items AS
-WITH wh_item AS (
-  SELECT cs_warehouse_sk, cs_item_sk, SUM(cs_net_profit) AS profit
-  FROM catalog_sales GROUP BY cs_warehouse_sk, cs_item_sk),
-ranked AS (
-  SELECT cs_warehouse_sk, cs_item_sk, profit,
-    DENSE_RANK() OVER (PARTITION BY cs_warehouse_sk ORDER BY profit DESC) AS dr
-  FROM wh_item)
-SELECT w_warehouse_name, cs_item_sk AS item_sk, profit, dr AS profit_rank
-FROM ranked JOIN warehouse ON cs_warehouse_sk = w_warehouse_sk
-WHERE dr <= 5;
-
-CREATE MATERIALIZED VIEW cte_quarterly_mix_with_grouping AS
-WITH q AS (
-  SELECT d_year, d_qoy, i_category, cs_ext_sales_price AS amount
-  FROM catalog_sales JOIN date_dim ON cs_sold_date_sk = d_date_sk
-  JOIN item ON cs_item_sk = i_item_sk)
-SELECT d_year, d_qoy, i_category, SUM(amount) AS revenue,
-  GROUPING(d_qoy) + GROUPING(i_category) AS level
-FROM q
-GROUP BY d_year, ROLLUP (d_qoy, i_category);
-
-CREATE MATERIALIZED VIEW cte_preferred_share_by_state AS
-WITH base AS (
-  SELECT c_state, c_preferred_flag, ss_ext_sales_price
-  FROM store_sales JOIN customer ON ss_customer_sk = c_customer_sk),
-state_totals AS (
-  SELECT c_state AS state, SUM(ss_ext_sales_price) AS state_revenue FROM base GROUP BY c_state),
-preferred AS (
-  SELECT c_state, SUM(ss_ext_sales_price) AS preferred_revenue
-  FROM base WHERE c_preferred_flag = 'Y' GROUP BY c_state)
-SELECT state, state_revenue, COALESCE(preferred_revenue, 0) AS preferred_revenue,
-  COALESCE(preferred_revenue, 0) / NULLIF(state_revenue, 0) AS preferred_share
-FROM state_totals LEFT JOIN preferred ON state = c_state;
-
-CREATE MATERIALIZED VIEW cte_variance_by_channel_year AS
-WITH lines AS (
-  SELECT 'store' AS channel, ss_sold_date_sk AS date_sk, ss_quantity AS quantity
-  FROM store_sales
-  UNION ALL
-  SELECT 'web', ws_sold_date_sk, ws_quantity FROM web_sales)
-SELECT channel, d_year, VAR_SAMP(quantity) AS quantity_variance,
-  STDDEV(quantity) AS quantity_stddev, COUNT(*) AS lines
-FROM lines JOIN date_dim ON date_sk = d_date_sk
-GROUP BY channel, d_year;
 
 CREATE MATERIALIZED VIEW cte_intersect_except_items AS
 WITH store_2022 AS (
