@@ -117,6 +117,7 @@ def _without_bad_files(bad: DataFrame, rows: DataFrame, bad_rows: int, batch_id:
     """`rows` without the files that hold malformed rows, which are set aside; without
     `set_aside`, BadInput naming them. Only file names and counts reach the driver, one
     row per bad file of the batch."""
+    # Small by construction: one (file name, count) per bad file of the batch, no row.
     per_file = {row[FILE_COLUMN]: row["count"]
                 for row in bad.groupBy(FILE_COLUMN).count().collect()}
     if set_aside is None:

@@ -98,7 +98,7 @@ def _new_view(after: DataFrame, samples: Samples) -> dict[str, Any]:
     assert row is not None
     result = {"rows_before": None, "rows_after": row["rows"], "added": row["rows"],
               "removed": 0, "nulls": {name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}}
-    if samples.count:
+    if samples.count:  # at most `samples.count` (<= 50) rows asked to be shown, no more
         result["samples"] = {"added": samples.shown(
             after.limit(samples.count).collect(), columns)}
     return result
@@ -143,6 +143,7 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
     """Up to `samples.count` rows added and removed, and with a key, changed rows as
     before and after (one small job each)."""
     columns = [F.col(f"`{name}`") for name in names]
+    # Each collect below is bounded by `samples.count` (<= 50): rows a person asked to see.
     shown = {side: samples.shown(differing.where(condition).select(*columns)
                                  .limit(samples.count).collect(), names)
              for side, condition in (("added", F.col(NET) > 0), ("removed", F.col(NET) < 0))}

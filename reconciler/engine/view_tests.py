@@ -201,7 +201,8 @@ def _difference(actual: DataFrame, expected: list[Row]) -> tuple[str, ...]:
     columns = [F.col(f"`{field.name}`") for field in chosen]
     wanted = _comparable(rows_frame(actual.sparkSession, expected, chosen))
     got = _comparable(actual.select(*columns))
-    # One job: each distinct row with (actual copies - expected copies), kept when not 0.
+    # One job: each distinct row with (actual copies - expected copies), kept when not 0;
+    # at most SHOWN_ROWS differing rows of a fixture-sized view reach the driver.
     differing = wanted.withColumn(WEIGHT, F.lit(-1)).union(got.withColumn(WEIGHT, F.lit(1))
         ).groupBy(*columns).agg(F.sum(WEIGHT).alias(WEIGHT)).where(F.col(WEIGHT) != 0
         ).limit(SHOWN_ROWS).collect()
