@@ -1,8 +1,9 @@
 """Render the CLI reference (Markdown) from the click commands themselves.
 
-The README's "CLI reference" section is this output between two markers; a test
-checks that they are equal, so the documentation cannot drift from the code.
-Run `python -m reconciler.cli_reference --write README.md` after changing a command.
+The documentation's CLI reference page (`docs/cli.md`) is this output between two
+markers; a test checks that they are equal, so the documentation cannot drift from the
+code. Run `python -m reconciler.cli_reference --write docs/cli.md` after changing a
+command.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def render() -> str:
         if record:
             lines.append(f"- `{record[0]}`: {record[1]}")
     for path, command in _commands(cli, "reconcile"):
-        lines += ["", f"### `{path}`", "", f"`{path} {_usage(path, command)}`", "",
+        lines += ["", f"## `{path}`", "", f"`{path} {_usage(path, command)}`", "",
                   (command.help or "").strip().splitlines()[0], ""]
         context = click.Context(command, info_name=path)
         for param in command.params:
@@ -55,9 +56,9 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def replace_section(readme: str) -> str:
-    """The README text with its CLI reference section regenerated."""
-    head, _, rest = readme.partition(START)
+def replace_section(page: str) -> str:
+    """The page's text with its CLI reference section regenerated."""
+    head, _, rest = page.partition(START)
     _, _, tail = rest.partition(END)
     return head + render() + tail
 
