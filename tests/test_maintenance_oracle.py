@@ -11,7 +11,8 @@ the keys a step touches: window functions partitioned by the key (ranking and
 aggregate windows, a top-N per key over a derived table), CTEs (a year-over-year
 style self-join of a grouped CTE, a CTE over a CTE), set operations (UNION,
 INTERSECT, EXCEPT ALL, aggregates inside UNION ALL), COUNT(DISTINCT) and STDDEV_SAMP
-per key, outer joins (LEFT, a LEFT JOIN
+per key (and STDDEV_POP and a SUM of doubles per key over a LEFT JOIN, whose retractions
+must find the stored rows by key, not by their last bits), outer joins (LEFT, a LEFT JOIN
 ... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS
 and NOT EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs
 in its subquery, a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an
@@ -152,6 +153,12 @@ create materialized view store_variety as
   select store, count(distinct product) as products, stddev_samp(qty) as spread,
          min(price) as low
   from sales group by store;
+create materialized view store_spread as
+  select st.id, st.region, stddev_pop(s.price) as spread, sum(cast(s.price as double) / 3) as thirds
+  from stores st left join sales s on s.store = st.id group by st.id, st.region;
+create materialized view region_spread as
+  select st.region, stddev_pop(s.qty) as spread from sales s join stores st on s.store = st.id
+  group by st.region;
 create materialized view active_regions as
   select st.region, count(*) as n from stores st
   where exists (select 1 from sales s where s.store = st.id and s.qty > 1) group by st.region;
@@ -162,8 +169,7 @@ SPEC = "name: shop\nconnectors:\n" + "".join(
     f"  - {{name: {view}_out, view: {view}, type: files, format: json, path: out/{view}}}\n"
     for view in OUTPUTS)
 RECOMPUTED = {"top_qty": "MAX over an input that can delete rows",
-              "store_variety": "STDDEV_SAMP: a floating-point result recomputed for a "
-                               "retraction can differ in its last bits from the stored one"}
+              "region_spread": "aggregate STDDEV_POP"}
 
 # Two steps in the suite: the first maintains from bootstrapped state, the second from
 # maintained state (each deleting from every table and adding a batch). Steps alternate

@@ -63,6 +63,7 @@ class Keyed:
 
     select: exp.Select
     keys: tuple[str | None, ...]
+    output_key: int | None = None  # the output column holding each row's key, if one does
 
 def named_columns(query: exp.Expression) -> set[str] | None:
     """Every name the query writes (lowercase), a superset of the columns it reads; None when
@@ -81,7 +82,8 @@ def keyed(select: exp.Select, columns: Columns,
           check: Callable[[exp.Select], None]) -> Keyed:
     """The `Keyed` shape of `select`, or `KeyFallback`. `check` refuses clauses no shape
     supports (ORDER BY, LIMIT, ...) in the select and each subquery."""
-    return Keyed(select, Partitioning(select, columns, check).keys())
+    partitioning = Partitioning(select, columns, check)
+    return Keyed(select, partitioning.keys(), partitioning.output_key())
 
 
 def equated_columns(select: exp.Select, columns: Columns) -> Equated:

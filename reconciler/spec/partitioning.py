@@ -81,9 +81,36 @@ class Partitioning(QueryGraph):
             except KeyFallback as problem:
                 first_problem = first_problem or problem
                 continue
+            self.key = set(members)
             return tuple(keys)
         assert first_problem is not None
         raise first_problem
+
+    def output_key(self) -> int | None:
+        """The position of an output column that holds each row's key (after `keys()`), so
+        the stored rows of the touched keys can be found by it; None when no column surely
+        does: none is a key column, a `*` hides positions, or an outer join can pad the
+        one there is with NULL (its row's key is then elsewhere)."""
+        scope = self.scopes[0]
+        padded: set[int] = set()
+        for position, member, side, _ in self.outer_ons:
+            if position == 0:
+                padded |= {member} if side == "LEFT" else (
+                    set(scope.own) - ({member} if side == "RIGHT" else set()))
+        for index, item in enumerate(self.select.expressions):
+            column = item.unalias()
+            if isinstance(column, exp.Star) or (isinstance(column, exp.Column)
+                                                and isinstance(column.this, exp.Star)):
+                return None
+            if not isinstance(column, exp.Column):
+                continue
+            slot = self._slot(column, scope)
+            if slot is None or slot not in self.key:
+                continue
+            direct = slot[0] in scope.own and slot[0] not in padded
+            if direct or (slot[0] not in scope.own and not self.outer_ons):
+                return index
+        return None
 
     # -- is the query partitioned by the chosen key? ----------------------------------
 

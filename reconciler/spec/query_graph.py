@@ -53,6 +53,7 @@ class QueryGraph:
         self.outer_ons: list[tuple[int, int, str, list[tuple[Slot, Slot]]]] = []
         self.set_operations: list[list[int]] = []  # each one's branch scope positions
         self.outputs: dict[int, list[tuple[str, Slot | None]]] = {}
+        self.key: set[Slot] = set()  # the key's class, once `Partitioning.keys` found it
 
     # -- walking the query ------------------------------------------------------------
 

@@ -20,15 +20,17 @@ from reconciler.spec.maintenance import Derived, Linear, Source
 from reconciler.spec.sql import DIALECT
 
 
-def change_of(frames: StepFrames, shape: Source) -> ZSet:
-    """This step's change of a stateless shape (columns by position, as its SQL names them)."""
+def change_of(frames: StepFrames, shape: Source, stored: DataFrame | None = None) -> ZSet:
+    """This step's change of a stateless shape (columns by position, as its SQL names them).
+    `stored`: the view's contents when `shape` is a whole view (a keyed view's deleted rows
+    are taken from them, `keyed_change`)."""
     if isinstance(shape, Linear):
         changes = [select_change(frames, branch, equated)
                    for branch, equated in zip(shape.branches, shape.equated, strict=True)]
         return ZSet(union_all(change.inserts for change in changes),
                     union_all(change.deletes for change in changes))
     if isinstance(shape, Keyed):
-        return keyed_change(frames, shape)
+        return keyed_change(frames, shape, stored)
     inner = change_of(frames, shape.inner)
     return ZSet(*(None if side is None else _over(frames, shape, side)
                   for side in (inner.inserts, inner.deletes)))

@@ -32,28 +32,58 @@ from reconciler.spec.keyed import Keyed, named_columns, occurrences
 KEY = "__key"
 
 
-def keyed_change(frames: StepFrames, shape: Keyed) -> ZSet:
+def keyed_change(frames: StepFrames, shape: Keyed, stored: DataFrame | None = None) -> ZSet:
     """The change of a `Keyed` query in this step, unconsolidated: the query over the touched
     keys after the step as inserted rows, before it as deleted ones (`ZSet.net` cancels the
     rows that stayed; an aggregate adds both with their signs). Lazy: its one reader computes
-    both sides in one job. Empty when no input of it changed."""
+    both sides in one job. Empty when no input of it changed.
+
+    `stored` is the view's contents, when the query is a whole view: its deleted rows are
+    then taken from them (all of them when a relation read whole changed; else the rows
+    whose key column, `shape.output_key`, is touched) rather than recomputed. A recomputed
+    double (a `STDDEV`, a `SUM` of doubles) can differ in its last bits from the stored one,
+    and a delete matches whole rows: it would find nothing and leave the old row beside the
+    new one."""
     relations = [table.name.lower() for table in occurrences(shape.select)]
     if not any(relation in frames.changes for relation in relations):
         return ZSet()
+    def query(views: list[str]) -> DataFrame:
+        return frames.spark.sql(rename_occurrences(shape.select, views))
     if any(key is None and relation in frames.changes
            for relation, key in zip(relations, shape.keys, strict=True)):
         # A relation read whole changed: no key bounds the change, compare the whole query.
-        versions = [[frames.name(relation, part) for relation in relations]
-                    for part in ("old", "new")]
-    else:
-        versions = _restricted_versions(frames, shape, relations)
-    before, after = (frames.spark.sql(rename_occurrences(shape.select, views))
-                     for views in versions)
-    return ZSet(inserts=after, deletes=before)
+        old, new = ([frames.name(relation, part) for relation in relations]
+                    for part in ("old", "new"))
+        return ZSet(inserts=query(new), deletes=query(old) if stored is None else stored)
+    touched = _touched_keys(frames, shape, relations)
+    old, new = _restricted_versions(frames, shape, relations, touched)
+    if stored is not None and shape.output_key is not None:
+        column = stored[stored.columns[shape.output_key]]
+        return ZSet(inserts=query(new),
+                    deletes=stored.join(touched, column.eqNullSafe(touched[KEY]), "left_semi"))
+    return ZSet(inserts=query(new), deletes=query(old))
 
 
-def _restricted_versions(frames: StepFrames, shape: Keyed,
-                         relations: list[str]) -> list[list[str]]:
+def _touched(frames: StepFrames, shape: Keyed, relations: list[str]
+             ) -> list[tuple[str, str, Side]]:
+    """Each keyed relation occurrence's change side this step: (relation, key, side)."""
+    return [(relation, key, side) for relation, key in zip(relations, shape.keys, strict=True)
+            if key is not None and relation in frames.changes
+            for side in ("inserts", "deletes")
+            if getattr(frames.changes[relation], side) is not None]
+
+
+def _touched_keys(frames: StepFrames, shape: Keyed, relations: list[str]) -> DataFrame:
+    """The key values of this step's changed rows, one column `KEY`, distinct. Lazy: each
+    reader reads the key columns of the change's sides again (computed once, and as small
+    as the change), rather than a job to keep the keys."""
+    return reduce(DataFrame.union, [getattr(frames.changes[relation], side).select(
+        F.col(key).alias(KEY)) for relation, key, side in _touched(frames, shape, relations)]
+        ).distinct()
+
+
+def _restricted_versions(frames: StepFrames, shape: Keyed, relations: list[str],
+                         keys: DataFrame) -> list[list[str]]:
     """Per part (old, new), the temporary view each relation occurrence reads: the rows
     of the touched keys, or the whole relation when it is read whole (and unchanged).
 
@@ -63,15 +93,7 @@ def _restricted_versions(frames: StepFrames, shape: Keyed,
     reads a big relation once, not once per version and occurrence (TPC-H's Q17 reads
     `lineitem` twice per version). Only the columns the query names are kept (Q20 reads 4
     of `lineitem`'s 16): a column it never names cannot change what a name resolves to."""
-    touched = [(relation, key, side) for relation, key in zip(relations, shape.keys, strict=True)
-               if key is not None and relation in frames.changes
-               for side in ("inserts", "deletes")
-               if getattr(frames.changes[relation], side) is not None]
-    # Lazy: each semi-join reads the key columns of the change's sides again (computed once,
-    # and as small as the change), rather than a job to keep the keys.
-    keys = reduce(DataFrame.union, [getattr(frames.changes[relation], side).select(
-        F.col(key).alias(KEY)) for relation, key, side in touched]).distinct()
-    bounds = _key_range(frames, touched)
+    bounds = _key_range(frames, _touched(frames, shape, relations))
     restricted: dict[tuple[str, str], tuple[str, str]] = {}
     named = named_columns(shape.select)  # only these columns are kept
 

@@ -39,6 +39,7 @@ from reconciler.engine.maintenance.zset import ZSet, positional
 from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
+from reconciler.spec.keyed import Keyed
 from reconciler.spec.maintenance import Aggregate, Fallback, Shape, analyse
 
 SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
@@ -72,7 +73,8 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
     shape = maintained_shape(runtime, view)
     schema = struct_from_json(runtime.relations[view]["schema"])
     if shape is not None and not isinstance(shape, Aggregate):
-        change = _positional(change_of(frames, shape), schema).net()
+        stored = runtime.frame(view) if isinstance(shape, Keyed) else None
+        change = _positional(change_of(frames, shape, stored), schema).net()
         if not change.is_empty:
             runtime.apply_view_changes(view, change.inserts, change.deletes)
         return change
