@@ -24,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reconciler.errors import ReconcileError
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.spec.output_key import output_key
 from reconciler.spec.program import Program
@@ -38,15 +39,25 @@ def preview_plan(document: dict[str, Any], project: Project, programs: list[Prog
                  backend_url: str | None, engine: Any, mode: str = "counts") -> None:
     """Add `preview` to every pipeline of the plan `document` that computes a view
     (`programs` and `project` as planned: the Action's carry its trusted settings); with
-    `mode` rows, sample rows as reconcile.yaml's `preview` says (count, masked columns)."""
+    `mode` rows, sample rows as reconcile.yaml's `preview` says (count, masked columns).
+
+    The manifest is read again (the plan is recomputed from it, without a JVM, for the
+    views and their kinds): it must be the one the plan was made against, or the preview
+    would describe another change than the plan shows."""
     backend = open_backend(project, backend_url)
     by_name = {entry["name"]: entry for entry in document["pipelines"]}
     for program in programs:
         manifest, etag = read_manifest(backend, program.pipeline,
                                        pipeline_layout(project, program.pipeline))
+        if program.pipeline not in by_name:
+            continue
+        planned = by_name[program.pipeline]["base"]
+        if (planned or {}).get("etag") != (etag if manifest else None):
+            raise ReconcileError(f"pipeline {program.pipeline}: its state moved on while it "
+                                 "was planned (a step or an apply committed); plan again")
         plan = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
         views = computed_views(plan)
-        if not views or program.pipeline not in by_name:
+        if not views:
             continue
         runtime = engine.runtime(program.pipeline, plan.diff.new,
                                  manifest.relations if manifest else {})
