@@ -37,7 +37,7 @@ from reconciler.scaffold import scaffold
 from reconciler.spec.project import display, duration_seconds, load_project
 from reconciler.spec.workspace import load_programs, select_pipelines
 from reconciler.state import open_backend, read_manifest
-from reconciler.status import print_status, status_reports
+from reconciler.status import history_expectations, print_status, status_reports
 from state_backends import StateBackendError
 
 
@@ -421,7 +421,8 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
     for serial in backend.list_history(pipeline):
         document = backend.read_history(pipeline, serial)
         click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
-                   f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}")
+                   f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}"
+                   f"{history_expectations(document)}")
 
 
 @state.command("gc")

@@ -424,7 +424,9 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                                   last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted,
-            "seconds": round(seconds, 3), "rows": rows})
+            "seconds": round(seconds, 3), "rows": rows,
+            **({"expectations": runtime.expectation_counts} if runtime.expectation_counts
+               else {})})
         _commit(project, backend, committed, etag, engine)
         collect_garbage(project, backend, name)
         return Outcome(name, "stepped",

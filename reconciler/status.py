@@ -41,6 +41,8 @@ def status_reports(project: Project, backend: StateBackend,
             "waiting_input": waiting_input(project, manifest) if manifest else {},
             "rows": {n: s.get("rows") for n, s in manifest.relations.items()} if manifest
             else {},
+            "expectations": {n: s["expectations"] for n, s in manifest.relations.items()
+                             if s.get("expectations")} if manifest else {},
             "connectors": manifest.connectors if manifest else {},
             "spark": manifest.engine.get("spark_target") if manifest else None,
             "lock": lock.to_dict() if lock else None,
@@ -90,6 +92,8 @@ def print_status(reports: list[dict[str, Any]]) -> None:
                 click.echo(f"  {key.replace('_', ' ')}: {', '.join(names)}")
         for relation, rows in sorted(report["rows"].items()):
             click.echo(f"  {relation}: {rows} rows")
+        for line in expectation_lines(step.get("expectations") or {}, report["expectations"]):
+            click.echo(f"  {line}")
         runner = report["runner"]
         if runner:
             click.echo(f"  runner: {runner_line(runner)}")
@@ -103,6 +107,35 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         if report["lock"]:
             lock = report["lock"]
             click.echo(f"  locked by {lock['who']} ({lock['operation']}, id {lock['id']})")
+
+
+def expectation_lines(step: dict[str, Any], totals: dict[str, Any]) -> list[str]:
+    """Each expectation's count in the last step, and since its relation was created (or
+    last recomputed): `expectation orders.positive (DROP ROW): 2 of 5 rows dropped in the
+    last step, 3 of 12 since`."""
+    lines = []
+    for relation in sorted({*step, *totals}):
+        for name in sorted({*step.get(relation, {}), *totals.get(relation, {})}):
+            last = step.get(relation, {}).get(name)
+            total = totals.get(relation, {}).get(name)
+            action = (last or total or {}).get("action", "keep")
+            verb = {"drop": "dropped", "fail": "failing"}.get(action, "violating")
+            words = {"drop": " (DROP ROW)", "fail": " (FAIL UPDATE)"}.get(action, "")
+            parts = [f"{c['violations']} of {c['rows']} rows {verb} {when}"
+                     for c, when in ((last, "in the last step"), (total, "in all"))
+                     if c is not None]
+            lines.append(f"expectation {relation}.{name}{words}: {', '.join(parts)}")
+    return lines
+
+
+def history_expectations(document: dict[str, Any]) -> str:
+    """One history entry's step counts, for `reconcile state history`: violations per
+    expectation (`  expectations: orders.positive 2/5`), or nothing."""
+    counts = (document.get("last_step") or {}).get("expectations") or {}
+    shown = [f"{relation}.{name} {count['violations']}/{count['rows']}"
+             for relation, by_name in sorted(counts.items())
+             for name, count in sorted(by_name.items())]
+    return f"  expectations: {', '.join(shown)}" if shown else ""
 
 
 def runner_line(runner: dict[str, Any], now: datetime | None = None) -> str:

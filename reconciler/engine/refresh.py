@@ -28,6 +28,7 @@ from graphlib import TopologicalSorter
 from pyspark.errors import PySparkException
 
 from reconciler.engine.connectors import outputs_by_relation
+from reconciler.engine.expectations import check_view
 from reconciler.engine.failures import engine_failure
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import refresh_view
@@ -55,7 +56,11 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     def refresh(view: str) -> None:
         runtime.report("refresh", view)
         try:
-            change = refresh_view(runtime, frames, view, change_read=view in consumed)
+            checked = bool(views[view].get("expectations"))  # counted on its change
+            change = refresh_view(runtime, frames, view,
+                                  change_read=view in consumed or checked)
+            if checked:
+                check_view(runtime, frames, view, change)
             if not change.is_empty:
                 frames.changes[view] = change
                 emit(view, change)

@@ -13,7 +13,6 @@ from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
-import sqlglot
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -24,13 +23,14 @@ from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.progress import Reporter, no_progress
-from reconciler.spec.sql import DIALECT
+from reconciler.spec.expectations import executable_view_query
 
 
 @cache
 def view_query(statement_sql: str) -> str:
-    """The executable query of a `CREATE [MATERIALIZED] VIEW v AS <query>` statement."""
-    return sqlglot.parse_one(statement_sql, dialect=DIALECT).expression.sql(dialect=DIALECT)
+    """The executable query of a `CREATE [MATERIALIZED] VIEW v AS <query>` statement: its
+    expectation clauses taken out, its DROP ROW ones filtering it (`spec.expectations`)."""
+    return executable_view_query(statement_sql)
 
 
 def table_schema(table: dict[str, Any]) -> StructType:
@@ -65,6 +65,8 @@ class PipelineRuntime:
     program: dict[str, Any]
     relations: dict[str, dict[str, Any]] = field(default_factory=dict)
     report: Reporter = no_progress
+    # This step's expectation counts by relation (`engine.expectations`).
+    expectation_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def frame(self, name: str) -> DataFrame:
         return self.frame_of(self.relations[name])

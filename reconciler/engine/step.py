@@ -8,7 +8,8 @@ view from its inputs' changes (`engine/maintenance`), any other by recomputing
 it. Each changed relation's change (a Z-set) goes to its output connectors as
 `_op` = insert/delete rows, and to the views that read it. When no table has a
 Delta version newer than the manifest's, nothing runs on Spark and nothing is
-committed.
+committed. Expectations are checked on each changed relation's inserted rows
+(`engine.expectations`): one with FAIL UPDATE raises before the caller commits.
 
 Table versions newer than the manifest's can also come from a step that crashed
 before its commit: they hold rows ingested exactly once (app transactions) that
@@ -28,6 +29,7 @@ from reconciler.engine.bad_input import BadInput
 from reconciler.engine.compaction import compact
 from reconciler.engine.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.delta_source import has_new_versions
+from reconciler.engine.expectations import check_table
 from reconciler.engine.input_files import has_new_files
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
@@ -155,6 +157,9 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
                                              rows, serial, base_dir, snapshot=False)
     try:
         for table in result.changed_tables:
+            frames.changes[table] = check_table(
+                runtime, table, frames.changes[table],
+                lambda table=table: table_change(runtime, before[table], runtime.relations[table]))
             emit_change(table, frames.changes[table])
         result.refreshed = refresh_views(runtime, frames, emit_change)
     finally:

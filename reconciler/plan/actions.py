@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from reconciler.plan.diff import ProgramDiff
 from reconciler.redact import redact_text, shown_value
+from reconciler.spec.expectations import drop_conditions, expectation_changes
 from reconciler.spec.program import Program
 
 ActionKind = Literal["create", "recompute", "evolve", "rename", "truncate", "drop", "reset",
@@ -81,7 +82,9 @@ def _change_actions(diff: ProgramDiff, program: Program) -> list[Action]:
             evolved = diff.evolutions[name]
             if evolved.possible:
                 actions.append(Action(kind, name, "evolve", (
-                    *evolved.describe(), "rows kept; input connectors keep their offsets")))
+                    *evolved.describe(), *expectation_changes(diff.old["tables"][name],
+                                                              diff.new["tables"][name]),
+                    "rows kept; input connectors keep their offsets")))
             else:
                 actions.append(Action(kind, name, "truncate", (
                     *_table_reasons(diff, name), f"cannot evolve in place: {evolved.reason}",
@@ -89,11 +92,14 @@ def _change_actions(diff: ProgramDiff, program: Program) -> list[Action]:
         elif change == "modified":
             actions.append(Action(kind, name, "recompute", tuple(_view_reasons(diff, name)),
                                   refresh))
-        elif name in diff.refresh_changes:
-            actions.append(Action(kind, name, "keep", (
-                "refresh changes: " + " -> ".join(_MODES[mode] for mode in
-                                                   diff.refresh_changes[name])
-                + "; nothing is recomputed now",), refresh))
+        elif name in diff.refresh_changes or name in diff.expectation_changes:
+            modes = diff.refresh_changes.get(name)
+            changes = diff.expectation_changes.get(name, [])
+            actions.append(Action(kind, name, "keep", (*(
+                ["refresh changes: " + " -> ".join(_MODES[mode] for mode in modes)
+                 + "; nothing is recomputed now"] if modes else []), *changes, *(
+                ["nothing is recomputed: expectations apply to each step's new rows from "
+                 "now on"] if changes else [])), refresh))
         else:
             actions.append(Action(kind, name, "keep", (), refresh))
     return actions
@@ -146,6 +152,10 @@ def _view_reasons(diff: ProgramDiff, name: str) -> list[str]:
         reasons.append("query changed")
     if "materialized" in fields:
         reasons.append("MATERIALIZED added" if new["materialized"] else "MATERIALIZED removed")
+    reasons += expectation_changes(old, new)
+    if drop_conditions(old.get("expectations", [])) != drop_conditions(
+            new.get("expectations", [])):
+        reasons.append("DROP ROW expectations changed: recomputed without the rows they drop")
     for read in new["reads"]:
         kind = "table" if read in diff.new["tables"] else "view"
         change = getattr(diff, f"{kind}s").get(read)

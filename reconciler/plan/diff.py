@@ -26,6 +26,7 @@ from typing import Any, Literal
 from reconciler.plan.renames import apply_renames, find_renames
 from reconciler.redact import shown_value
 from reconciler.spec.evolution import Evolution, evolution
+from reconciler.spec.expectations import drop_conditions, expectation_changes
 from reconciler.spec.fingerprint import rederive
 from reconciler.spec.lineage import LineageOf, view_lineage
 
@@ -105,9 +106,18 @@ class ProgramDiff:
     @property
     def has_changes(self) -> bool:
         return self.has_program_changes or bool(self.refresh_changes) or bool(
-            self.handling_changes) or any(
+            self.handling_changes) or bool(self.expectation_changes) or any(
             entry for key, entry in self.status_details().items()
             if key.endswith("_connectors"))
+
+    @cached_property
+    def expectation_changes(self) -> dict[str, list[str]]:
+        """Unchanged tables and views whose expectations changed (keep or fail: nothing is
+        recomputed; `spec.expectations`): name -> what changed."""
+        changes = {name: expectation_changes(self.old[section][name], self.new[section][name])
+                   for section in ("tables", "views")
+                   for name, change in getattr(self, section).items() if change == "unchanged"}
+        return {name: found for name, found in changes.items() if found}
 
     @property
     def handling_changes(self) -> dict[str, list[str]]:
@@ -215,6 +225,11 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any],
             kinds[name] = ("added" if key in added else "removed" if key in removed
                            else "modified" if key in changed else "unchanged")
         sections[section] = dict(sorted(kinds.items()))
+    for section in ("tables", "views"):  # counting or failing on a row recomputes nothing
+        for name, kind in sections[section].items():
+            if kind == "modified" and _only_expectations(old[section][name], new[section][name],
+                                                         changed[(section, name)]):
+                sections[section][name] = "unchanged"
     evolutions = {name: evolution(old["tables"][name], new["tables"][name])
                   for name, kind in sections["tables"].items() if kind == "modified"}
     reset = _rows_reset(new, evolutions)
@@ -228,6 +243,15 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any],
         raw=_shown_report(deep), rows_reset=frozenset(reset), renamed=renamed,
         evolutions=evolutions,
     )
+
+
+def _only_expectations(old: dict[str, Any], new: dict[str, Any], fields: set[str]) -> bool:
+    """Whether a relation changed only in expectations that keep or fail rows: its DROP ROW
+    ones, and what it reads (a view's lineage), are as they were."""
+    return (fields <= {"expectations", "fingerprint"} and "expectations" in fields
+            and drop_conditions(old.get("expectations", []))
+            == drop_conditions(new.get("expectations", []))
+            and old.get("lineage") == new.get("lineage"))
 
 
 def _shown_report(deep: Any) -> dict[str, Any]:

@@ -16,6 +16,9 @@ fingerprints differently never shows up as a modification.
   read, so a reader of `v.a` is not modified when `v` gains column `b`. A view
   whose outputs cannot be separated (`DISTINCT`, set operations, subqueries)
   gives every output column the view's fingerprint.
+- A relation's expectations (`spec.expectations`) are part of its fingerprint; only
+  DROP ROW ones, which decide a view's rows, reach its columns' and rows' fingerprints
+  (and so its readers): counting or failing on a row changes no reader's input.
 
 A table's rows change without its columns only when it is truncated; the diff
 propagates that along the graph (`plan.diff`), since whether a table can
@@ -30,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.spec.expectations import drop_conditions
 from reconciler.spec.lineage import LineageOf, OutputLineage, view_lineage
 
 TABLE_ROWS = "table rows"
@@ -62,11 +66,14 @@ def derive(tables: Mapping[str, Mapping[str, Any]], views: Mapping[str, Mapping[
     derived: dict[str, Derived] = {}
     columns: dict[str, dict[str, str] | None] = {}  # relation -> column -> fingerprint
     rows: dict[str, str] = {}  # relation -> what decides which rows it has
+    data: dict[str, str] = {}  # relation -> its fingerprint without keep or fail expectations
     for name in order:
         if name in tables:
             table = tables[name]
             definition = {key: table[key] for key in ("columns", "primary_key", "materialized")}
-            derived[name] = Derived(table_fingerprint(definition))
+            data[name] = table_fingerprint(definition)  # what a reader of `t.*` reads
+            derived[name] = Derived(table_fingerprint({**definition, "expectations": table[
+                "expectations"]}) if table.get("expectations") else data[name])
             columns[name] = {c["name"]: stable_hash({"type": c["type"], "nullable": c["nullable"]})
                              for c in table["columns"]}
             rows[name] = TABLE_ROWS
@@ -78,22 +85,33 @@ def derive(tables: Mapping[str, Mapping[str, Any]], views: Mapping[str, Mapping[
             for read in reads_of})
         reads = {read: rows[read] for read in reads_of}
         if lineage.reads is None:
-            reads.update({f"{read}.*": derived[read].fingerprint for read in reads_of})
+            reads.update({f"{read}.*": data[read] for read in reads_of})
         else:
             reads.update({f"{read}.{column}": columns[read][column]  # type: ignore[index]
                           for read, column in lineage.reads})
-        fingerprint = stable_hash({"kind": "view", "query": view["query"],
-                                   "materialized": view["materialized"], "reads": reads})
+        definition = {"kind": "view", "query": view["query"],
+                      "materialized": view["materialized"], "reads": reads}
+        drops = drop_conditions(view.get("expectations", ()))
+        if drops:  # they decide which rows the view has
+            definition["drops"] = drops
+        data[name] = stable_hash(definition)  # what its readers read: no keep or fail
+        fingerprint = (stable_hash({**definition, "expectations": view["expectations"]})
+                       if view.get("expectations") else data[name])
         if lineage.per_output is not None and lineage.context is not None:
-            columns[name] = {output: _part(part, reads_of, columns, rows)
+            columns[name] = {output: _dropped(_part(part, reads_of, columns, rows), drops)
                              for output, part in lineage.per_output}
-            rows[name] = _part(lineage.context, reads_of, columns, rows)
+            rows[name] = _dropped(_part(lineage.context, reads_of, columns, rows), drops)
         else:
             columns[name] = (None if lineage.outputs is None
-                             else dict.fromkeys(lineage.outputs, fingerprint))
-            rows[name] = fingerprint
+                             else dict.fromkeys(lineage.outputs, data[name]))
+            rows[name] = data[name]
         derived[name] = Derived(fingerprint, {"reads": reads, "columns": columns[name]})
     return derived
+
+
+def _dropped(fingerprint: str, drops: Sequence[str]) -> str:
+    """A column's (or the rows') fingerprint, with the DROP ROW conditions that filter them."""
+    return stable_hash([fingerprint, list(drops)]) if drops else fingerprint
 
 
 def _part(part: OutputLineage, reads_of: Sequence[str],

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from reconciler.errors import ReconcileError
 from reconciler.spec.connector_options import location_option
+from reconciler.spec.expectations import Expectation, check_columns, with_drops
 from reconciler.spec.fingerprint import derive, stable_hash
 from reconciler.spec.maintenance import Refresh, refresh_of
 from reconciler.spec.memo import Analysis, ViewFacts
@@ -59,15 +60,18 @@ class Table:
     location: Location
     sql: str
     fingerprint: str
+    expectations: tuple[Expectation, ...] = ()
 
     def definition(self) -> dict[str, Any]:
-        """What makes a table a different table: columns, key and materialization."""
+        """What makes a table a different table: columns, key and materialization; and its
+        expectations, when it has any (a document without them compares equal)."""
         return {
             "columns": [{"name": c.name, "type": c.type, "nullable": c.nullable,
                          **({"default": c.default} if c.default is not None else {})}
                         for c in self.columns],
             "primary_key": list(self.primary_key),
             "materialized": self.materialized,
+            **_expectations(self.expectations),
         }
 
 
@@ -82,11 +86,18 @@ class View:
     fingerprint: str
     refresh: Refresh = field(default_factory=lambda: Refresh("full", "not analysed"))
     lineage: dict[str, Any] | None = None  # column fingerprints read and given (derived)
+    expectations: tuple[Expectation, ...] = ()
 
     def definition(self) -> dict[str, Any]:
         """What makes a view a different view. Its refresh mode is not part of it: how a view
         is kept up to date does not change its contents."""
-        return {"query": self.query, "materialized": self.materialized}
+        return {"query": self.query, "materialized": self.materialized,
+                **_expectations(self.expectations)}
+
+
+def _expectations(expectations: tuple[Expectation, ...]) -> dict[str, Any]:
+    """A relation's expectations as its document holds them (`spec.expectations`)."""
+    return {"expectations": [e.document() for e in expectations]} if expectations else {}
 
 
 @dataclass(frozen=True)
@@ -226,17 +237,22 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
         statement = statements[name]
         if isinstance(statement, TableStatement):
             columns[name] = resolved[name] = tuple(column.name for column in statement.columns)
+            check_columns(statement.expectations, columns[name], f"table '{name}'",
+                          statement.location.file)
             tables[name] = Table(name=name, columns=statement.columns,
                                  primary_key=statement.primary_key,
                                  materialized=statement.materialized,
-                                 location=statement.location, sql=statement.sql, fingerprint="")
+                                 location=statement.location, sql=statement.sql, fingerprint="",
+                                 expectations=statement.expectations)
         else:
             facts = _analysed(statement, source.spec.refresh, views, columns, resolved,
                               analysis)
+            check_columns(statement.expectations, facts.columns, f"view '{name}'",
+                          statement.location.file)
             views[name] = View(name=name, query=statement.query,
                                materialized=statement.materialized, reads=statement.reads,
                                location=statement.location, sql=statement.sql, fingerprint="",
-                               refresh=facts.refresh)
+                               refresh=facts.refresh, expectations=statement.expectations)
             columns[name], resolved[name] = facts.columns, facts.resolved
     derived = derive({name: table.definition() for name, table in tables.items()},
                      {name: {**view.definition(), "reads": view.reads}
@@ -258,7 +274,7 @@ def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
     """A view's checks and analyses, in the order their errors are raised: bare names,
     resolution, refresh; or their results from the memo, under the key of everything they
     read (`spec.memo`)."""
-    name = statement.name
+    name, expectations = statement.name, statement.expectations
     read_columns = {read: columns[read] for read in statement.reads}
     read_resolved = {read: resolved[read] for read in statement.reads}
     retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
@@ -272,7 +288,7 @@ def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
                          statement.location.line, statement.lines)
         own_resolved = check_view_resolution(statement.tree, statement.query, read_resolved,
                                              name, statement.location)
-        refresh = _refresh(statement, policy, retracts, read_columns)
+        refresh = _refresh(statement, policy, retracts, read_columns, expectations)
         facts = ViewFacts(resolved=own_resolved, refresh=refresh,
                           columns=analysis.lineage(statement.query, read_columns).outputs)
     analysis.remember(statement.digest, StatementFacts(
@@ -296,11 +312,15 @@ def _renamed(source: PipelineSource,
 
 
 def _refresh(statement: ViewStatement, policy: str, retracts: bool,
-             read_columns: dict[str, tuple[str, ...] | None]) -> Refresh:
+             read_columns: dict[str, tuple[str, ...] | None],
+             expectations: tuple[Expectation, ...]) -> Refresh:
     """How a view is refreshed; with `refresh: incremental_strict` a recomputed view is an
-    error, unless the view itself asks for it (TBLPROPERTIES ('refresh' = 'full'))."""
+    error, unless the view itself asks for it (TBLPROPERTIES ('refresh' = 'full')). The
+    query analysed is the one steps run: filtered by its DROP ROW expectations."""
     assert statement.tree is not None
-    refresh = refresh_of(statement.tree, read_columns, opted_out=statement.full_refresh,
+    drops = [e.condition for e in expectations if e.action == "drop"]
+    refresh = refresh_of(with_drops(statement.tree, drops), read_columns,
+                         opted_out=statement.full_refresh,
                          policy="full" if policy == "full" else "incremental",
                          input_retracts=retracts)
     if policy == "incremental_strict" and refresh.mode == "full" and not statement.full_refresh:

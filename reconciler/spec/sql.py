@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlglot
 from sqlglot import exp
@@ -22,6 +22,7 @@ from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.errors import ReconcileError
+from reconciler.spec.expectations import Expectation, split_expectations
 from reconciler.spec.project import NAME_PATTERN, SqlSource
 from reconciler.spec.safety import check_substitution, check_view_query
 
@@ -68,6 +69,7 @@ class TableStatement:
     materialized: bool
     location: Location
     sql: str
+    expectations: tuple[Expectation, ...] = ()  # `spec.expectations`
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class ViewStatement:
     location: Location
     sql: str
     full_refresh: bool = False  # TBLPROPERTIES ('refresh' = 'full')
+    expectations: tuple[Expectation, ...] = ()
     # The parsed query; None when the facts above came from a memo (`parse_file`'s `known`).
     tree: exp.Query | None = field(default=None, compare=False, repr=False)
     digest: str = field(default="", compare=False, repr=False)  # statement_digest()
@@ -123,10 +126,13 @@ def parse_file(source: SqlSource, known: Known | None = None) -> list[Statement]
     """
     statements: list[Statement] = []
     for tokens, location in _split(source):
-        digest = statement_digest(source.text, tokens)
+        digest = statement_digest(source.text, tokens)  # of the text, expectations included
+        tokens, expectations = split_expectations(tokens, source.text, location.file)
         facts = known(digest) if known is not None else None
         statement = _known_view(tokens, source, location, digest, facts) if facts else None
-        statements.append(statement or _parse_statement(tokens, source, location, digest))
+        statement = statement or _parse_statement(tokens, source, location, digest)
+        statements.append(replace(statement, expectations=expectations) if expectations
+                          else statement)
     return statements
 
 

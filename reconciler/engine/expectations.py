@@ -1,0 +1,173 @@
+"""Expectations checked on each step's change: counted, dropped, or failing the step.
+
+A relation's expectations (`spec.expectations`) are checked on the rows a step
+adds to it, never by rescanning it: a table's inserted rows (ingested or
+`execute`d), a view's inserted rows (its change's insert side). All of a
+relation's counts come from one aggregate job over those rows, and a step with no
+change runs none (a relation without a change is not looked at).
+
+- keep (no action): the violating rows stay; they are counted.
+- DROP ROW: a view's query is filtered (`spec.expectations.with_drops`, folded into
+  the query every refresh runs, so maintenance keeps it like a WHERE clause); the
+  count is of the rows the unfiltered query's change would have added (a view
+  recomputed each step: of its whole recomputed result). A table's violating
+  inserted rows are deleted again before the step commits, so no committed version
+  holds them.
+- FAIL UPDATE: the step raises before the manifest is written, naming the
+  expectation, the relation and a few violating rows (their keys): the committed
+  state stays in force. Writes the step made stay uncommitted (as after a crash);
+  the rows ingested stay in the table's uncommitted versions, so the next step meets
+  them again until the expectation or the rows change (`reconcile execute "DELETE
+  FROM t WHERE ..."` removes them).
+
+Counts go to the step's `last_step.expectations` (so every history entry keeps its
+step's) and, summed since the relation was created or recomputed, to its state
+entry in the manifest (`relations.<name>.expectations`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlglot
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from reconciler.engine.maintenance.change import change_of
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.view import maintained_shape
+from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.merge import apply_changes
+from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.schema import struct_from_json
+from reconciler.errors import ReconcileError
+from reconciler.spec.expectations import DROP_ALIAS, executable_view_query, violated
+from reconciler.spec.keyed import from_of
+from reconciler.spec.maintenance import Derived
+
+SAMPLE = 5
+"""Violating rows a FAIL UPDATE error shows."""
+
+
+def definition_of(runtime: PipelineRuntime, relation: str) -> dict[str, Any]:
+    program = runtime.program
+    return program["tables"].get(relation) or program["views"][relation]
+
+
+def expectations_of(runtime: PipelineRuntime, relation: str) -> list[dict[str, str]]:
+    return list(definition_of(runtime, relation).get("expectations") or [])
+
+
+def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
+                recompute: Callable[[], ZSet]) -> ZSet:
+    """Check a table's inserted rows; returns its change, without the rows a DROP ROW
+    expectation deleted (`recompute()` reads the change again after that delete)."""
+    expectations = expectations_of(runtime, table)
+    if not expectations or change.inserts is None:
+        return change
+    counts = _count(change.inserts, expectations)
+    _record(runtime, table, counts)
+    _fail(runtime, "table", table, change.inserts, expectations, counts)
+    drops = [e["condition"] for e in expectations
+             if e["action"] == "drop" and counts[e["name"]]["violations"]]
+    if not drops:
+        return change
+    rejected = change.inserts.filter(" OR ".join(violated(c) for c in drops))
+    state = runtime.relations[table]
+    schema = struct_from_json(state["schema"])
+    version = apply_changes(runtime.storage, state["path"], state["version"], schema, None,
+                            rejected.localCheckpoint(eager=True),
+                            distinct=bool(runtime.program["tables"][table]["primary_key"]))
+    runtime.adopt_table_version(table, version)
+    return recompute()
+
+
+def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: ZSet) -> None:
+    """Count (or fail on) a refreshed view's inserted rows, and count what its DROP ROW
+    expectations held back."""
+    expectations = expectations_of(runtime, view)
+    if not expectations:
+        return
+    kept = [e for e in expectations if e["action"] != "drop"]
+    counts = _count(change.inserts, kept) if kept and change.inserts is not None else {
+        e["name"]: {"action": e["action"], "rows": 0, "violations": 0} for e in kept}
+    drops = [e for e in expectations if e["action"] == "drop"]
+    if drops:
+        unfiltered = _unfiltered_inserts(runtime, frames, view)
+        counts.update(_count(unfiltered, drops) if unfiltered is not None else {
+            e["name"]: {"action": "drop", "rows": 0, "violations": 0} for e in drops})
+    _record(runtime, view, counts)
+    if change.inserts is not None:
+        _fail(runtime, "view", view, change.inserts, kept, counts)
+
+
+def _unfiltered_inserts(runtime: PipelineRuntime, frames: StepFrames,
+                        view: str) -> DataFrame | None:
+    """The rows the view's query, before its DROP ROW filter, adds this step: its inner
+    change when maintained (the filter makes it a select over a derived table), else
+    its whole result (a recomputed view is computed whole anyway)."""
+    shape = maintained_shape(runtime, view)
+    if isinstance(shape, Derived) and getattr(from_of(shape.select), "alias_or_name",
+                                              None) == DROP_ALIAS:
+        return change_of(frames, shape.inner).net().inserts
+    sql = executable_view_query(runtime.program["views"][view]["sql"])
+    inner = from_of(sqlglot.parse_one(sql, dialect="spark"))
+    for read in runtime.program["views"][view]["reads"]:
+        runtime.frame(read).createOrReplaceTempView(read)
+    return runtime.spark.sql(inner.this.sql(dialect="spark"))  # type: ignore[union-attr]
+
+
+def _count(rows: DataFrame, expectations: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+    """Rows checked and each expectation's violations, in one aggregate job."""
+    sums = [F.sum(F.when(F.expr(violated(e["condition"])), 1).otherwise(0)).alias(f"v{i}")
+            for i, e in enumerate(expectations)]
+    # One row of counts: an aggregate without GROUP BY.
+    [result] = rows.agg(F.count(F.lit(1)).alias("rows"), *sums).collect()
+    return {e["name"]: {"action": e["action"], "rows": int(result["rows"]),
+                        "violations": int(result[f"v{i}"] or 0)}
+            for i, e in enumerate(expectations)}
+
+
+def _record(runtime: PipelineRuntime, relation: str, counts: dict[str, dict[str, Any]]) -> None:
+    """This step's counts, and the relation's running totals in its state entry."""
+    runtime.expectation_counts[relation] = counts
+    state = runtime.relations[relation]
+    totals = dict(state.get("expectations") or {})
+    for name, count in counts.items():
+        before = totals.get(name) or {"rows": 0, "violations": 0}
+        totals[name] = {"action": count["action"], "rows": before["rows"] + count["rows"],
+                        "violations": before["violations"] + count["violations"]}
+    runtime.relations[relation] = {**state, "expectations": totals}
+
+
+def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
+          expectations: list[dict[str, str]], counts: dict[str, dict[str, Any]]) -> None:
+    for expectation in expectations:
+        count = counts[expectation["name"]]
+        if expectation["action"] != "fail" or not count["violations"]:
+            continue
+        keys = _key_columns(runtime, kind, relation, expectation["condition"], rows.columns)
+        # Bounded: SAMPLE rows of the key columns, for the error message.
+        sample = rows.filter(violated(expectation["condition"])).select(*keys).limit(
+            SAMPLE).collect()
+        shown = "; ".join(", ".join(f"{key}={row[key]!r}" for key in keys) for row in sample)
+        raise ReconcileError(
+            f"{kind} '{relation}': expectation '{expectation['name']}' (EXPECT "
+            f"({expectation['condition']}) ON VIOLATION FAIL UPDATE) failed on "
+            f"{count['violations']} of {count['rows']} new row(s), e.g. {shown}; the step "
+            "stopped and nothing was committed")
+
+
+def _key_columns(runtime: PipelineRuntime, kind: str, relation: str, condition: str,
+                 columns: list[str]) -> list[str]:
+    """What names a violating row: a table's primary key, else its first column and the
+    columns the condition reads."""
+    key = list(runtime.program["tables"][relation]["primary_key"]) if kind == "table" else []
+    if key:
+        return key
+    read = {column.name.lower()
+            for column in sqlglot.parse_one(condition, dialect="spark").find_all(exp.Column)}
+    return [column for index, column in enumerate(columns)
+            if index == 0 or column.lower() in read]
