@@ -13,13 +13,17 @@ point one way only (``tests/test_layering.py`` keeps it so):
   connectors, a step, a bootstrap). The only package that imports pyspark.
 * ``github/``: the GitHub Action (``reconcile github``) and its REST client.
 * At the top: ``cli`` (flags in, calls out; ``cli_options`` the options commands
-  share), ``operations`` (what each command does to one pipeline, under its lock),
-  ``runner`` (``run --continuous`` as a service) with its ``metrics``, ``status``
-  (``reconcile status``, without Spark), the ``manifest`` and ``state`` (the
-  commit point and where it is stored), ``errors`` and small shared helpers
-  (``layout``, ``progress``, ``faults``, ``redact``; ``git`` and ``child_process``,
-  which run helper programs without obeying a pull request's files or passing on
-  secrets), and ``scaffold`` (``reconcile init``).
+  share, ``cli_test`` for ``reconcile test``, ``cli_reference`` generating
+  ``docs/cli.md``), ``operations`` (what each command does to one pipeline, under
+  its lock) and ``preview`` (``plan --preview``), ``statements`` (``execute`` and
+  ``query``) with ``query_output``, ``runner`` (``run --continuous`` as a service)
+  with its ``metrics``, ``status`` (``reconcile status``, without Spark), the
+  ``manifest`` and ``state`` (the commit point and where it is stored), ``errors``
+  and small shared helpers (``layout``, ``progress``, ``faults``, ``redact``;
+  ``git`` and ``child_process``, which run helper programs without obeying a pull
+  request's files or passing on secrets), and ``scaffold`` (``reconcile init``).
+
+ARCHITECTURE.md at the top of the repository is the longer map.
 """
 
 __version__ = "0.1.0"

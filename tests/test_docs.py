@@ -15,6 +15,7 @@ block that appears in both, as docs/index.md includes the README's, runs once):
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -175,6 +176,22 @@ def test_quoted_commands_are_accepted(words: list[str]) -> None:
         found, subcommand, args = command.resolve_command(context, rest)
         assert subcommand is not None, words
         name, command, parent = found or "", subcommand, context
+
+
+@pytest.mark.parametrize("package", ["spec", "plan", "engine", "engine/maintenance", "github",
+                                     "."])
+def test_package_docstrings_and_architecture_name_every_module(package: str) -> None:
+    """The code map cannot fall behind the code: each package's docstring ("Owns ...")
+    and ARCHITECTURE.md name every module the package has."""
+    folder = ROOT / "reconciler" / package
+    docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    architecture = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    for module in sorted(folder.glob("*.py")):
+        if module.stem.startswith("__"):
+            continue
+        named = re.compile(rf"`{module.stem}(\.py)?`")
+        assert named.search(docstring), f"reconciler/{package}/__init__.py: {module.stem}?"
+        assert named.search(architecture), f"ARCHITECTURE.md: {package}/{module.name}?"
 
 
 def test_cli_reference_page_matches_click() -> None:

@@ -2,11 +2,13 @@
 
 Split by job so each can be read alone: the event and its inputs (``event``),
 the runner's log, outputs and summary (``runner``), the sticky plan comment
-(``comment``), the settings a pull request cannot choose (``trusted``: backend,
-storage, Spark and bootstrap policy from the default branch or the inputs), the plan
-run on a pull request (``action``, the entry point), the approval guard
-(``guard``: permission, fork, review, head SHA, plan id) and the apply run on a
-comment (``apply``) with its ``replies``, and the REST client (``client``).
+(``comment``, fitted to GitHub's limits by ``truncation``), the settings a pull
+request cannot choose (``trusted``: backend, storage, Spark and bootstrap policy
+from the default branch or the inputs), the plan run on a pull request
+(``action``, the entry point), the approval guard (``guard``: permission, fork,
+review, head SHA, plan id) and the apply run on a comment (``apply``) with its
+``replies``, the view tests of a pull request's pipelines, run apart from the
+workflow (``view_tests``), and the REST client (``client``).
 
 May import: ``operations``, ``plan``, ``spec``, the ``manifest`` and ``state``
 modules, ``errors`` and the shared helpers. Never ``engine`` directly: Spark is

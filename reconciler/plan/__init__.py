@@ -1,9 +1,10 @@
 """From a desired program and a committed manifest to a plan a person can approve.
 
-Owns the diff (``diff``: Feldera's shape, classified from deepdiff), the plan
-document and its id (``document``), planning a whole project against its backend
-(``planner``), and the renderings (``terminal``, ``markdown`` with its Jinja2
-template). The plan is plain data that crosses from planning to doing.
+Owns the diff (``diff``: Feldera's shape, classified from deepdiff), renamed
+relations (``renames``), one action per object with its reasons (``actions``), the
+plan document and its id (``document``), planning a whole project against its
+backend (``planner``), and the renderings (``terminal``, ``markdown`` with its
+Jinja2 template). The plan is plain data that crosses from planning to doing.
 
 May import: ``spec``, the ``manifest`` and ``state`` modules, ``errors`` and the
 shared helpers. Never ``engine`` or pyspark: ``reconcile plan`` starts no JVM.
