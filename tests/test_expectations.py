@@ -273,3 +273,13 @@ def test_plan_shows_expectation_changes_and_apply_lands_them(
     reconcile(project, "apply", "--auto-approve")
     assert [r["id"] for r in query(project, "p", "SELECT id FROM positive ORDER BY id")] == [1]
     assert query(project, "p", "SELECT * FROM totals") == [{"n": 1, "total": 10}]
+    # Counted over the bootstrap's change (every row), from zero: the view was recomputed.
+    assert manifest(project, "p")["relations"]["positive"]["expectations"] == {
+        "above_zero": {"action": "drop", "rows": 2, "violations": 1},
+        "small": {"action": "keep", "rows": 1, "violations": 0}}
+    # A new view whose FAIL UPDATE expectation the existing rows violate fails the apply.
+    sql.write_text(sql.read_text() + "CREATE MATERIALIZED VIEW strict (CONSTRAINT noted "
+                   "EXPECT (note = 'a') ON VIOLATION FAIL UPDATE) AS SELECT id, note FROM "
+                   "orders;\n")
+    output = reconcile(project, "apply", "--auto-approve", expect=1)
+    assert "view 'strict': expectation 'noted'" in output and "id=2, note='b'" in output

@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.evolve import evolve_table
+from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import start_state
 from reconciler.engine.maintenance.zset import ZSet
@@ -126,6 +127,9 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
             try:
                 runtime.write_view(name, runtime.evaluate(name))
                 start_state(runtime, frames, name)
+                if diff.new["views"][name].get("expectations"):  # its change: every row
+                    check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)),
+                               whole=True)
             except ReconcileError:
                 raise
             except Exception as error:  # Spark's: keep which view, and its class apart

@@ -252,7 +252,8 @@ def executable_view_query(statement_sql: str) -> str:
     tokenizer = Dialect.get_or_raise("spark").tokenizer()
     tokens, expectations = split_expectations(tokenizer.tokenize(statement_sql),
                                               statement_sql, "")
-    [create] = Dialect.get_or_raise("spark").parser().parse(tokens, statement_sql)
+    [create] = [statement for statement in Dialect.get_or_raise("spark").parser().parse(
+        tokens, statement_sql) if statement is not None]
     assert isinstance(create, exp.Create) and isinstance(create.expression, exp.Query)
     drops = [e.condition for e in expectations if e.action == "drop"]
     return with_drops(create.expression, drops).sql(dialect="spark")
