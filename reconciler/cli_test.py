@@ -2,10 +2,16 @@
 
 Kept apart from `cli.py` (which registers it): it needs the engine, so it imports
 PySpark only when it runs, like every command that starts Spark.
+
+Tests run on embedded Spark (`local[2]`) whatever `reconcile.yaml` says about where
+Spark runs: they need no state and no backend, and their maintained check writes a
+scratch pipeline into a local folder no cluster could read. `--json` prints one
+document (`TESTS_FORMAT`) that the GitHub Action reads from a child process.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -20,8 +26,10 @@ from reconciler.spec.workspace import load_programs
 @click.command("test")
 @click.option("--pipeline", "-p", help="Only this pipeline's tests.")
 @click.option("-k", "keyword", help="Only tests whose name contains this text.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the results as one JSON document (exit 1 when a test fails).")
 @click.pass_obj
-def test_command(obj: Any, pipeline: str | None, keyword: str | None) -> None:
+def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: bool) -> None:
     """Run the view tests (pipelines/*/tests/*.yaml) on embedded Spark, with no state: each
     view on its fixture rows, and with a change, maintained and recomputed."""
     project, programs = load_programs(obj.project_dir, pipeline)
@@ -32,23 +40,41 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None) -> None:
             if keyword is None or keyword in test.name:
                 selected.append((program, test))
     if not selected:
-        click.echo("no view tests found (pipelines/<name>/tests/*.yaml)")
+        if as_json:
+            click.echo(json.dumps({"format": TESTS_FORMAT, "tests": []}))
+        else:
+            click.echo("no view tests found (pipelines/<name>/tests/*.yaml)")
         return
     from reconciler.engine.session import get_spark  # the engine: Spark
     from reconciler.engine.view_tests import run_view_test
 
     started = time.monotonic()
-    spark = get_spark(project.settings.spark, log_level="WARN" if obj.debug else "ERROR")
-    failed = 0
+    local = project.settings.spark.model_copy(update={"master": None, "remote": None})
+    spark = get_spark(local, master="local[2]", log_level="WARN" if obj.debug else "ERROR")
+    results = []
     for program, test in selected:
         outcome = run_view_test(spark, program.document(), test)
-        click.echo(f"{test.file}::{test.name} {'PASSED' if outcome.passed else 'FAILED'}"
-                   + ("" if outcome.passed else f" ({outcome.failure})"))
-        for line in outcome.diff:
-            click.echo(line)
-        failed += not outcome.passed
+        results.append({"pipeline": program.pipeline, "file": test.file, "name": test.name,
+                        "passed": outcome.passed, "failure": outcome.failure,
+                        "diff": list(outcome.diff)})
+        if not as_json:
+            click.echo(f"{test.file}::{test.name} {'PASSED' if outcome.passed else 'FAILED'}"
+                       + ("" if outcome.passed else f" ({outcome.failure})"))
+            for line in outcome.diff:
+                click.echo(line)
+    failed = sum(not result["passed"] for result in results)
     summary = f"{len(selected) - failed} passed, {failed} failed in " \
               f"{time.monotonic() - started:.1f}s"
+    if as_json:
+        click.echo(json.dumps({"format": TESTS_FORMAT, "tests": results}))
+        if failed:
+            raise SystemExit(1)
+        return
     if failed:
         raise ReconcileError(summary)
     click.echo(summary)
+
+
+TESTS_FORMAT = 1
+"""`reconcile test --json`: {"format": 1, "tests": [{"pipeline", "file", "name", "passed",
+"failure", "diff": [lines]}]}."""

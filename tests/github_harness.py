@@ -36,7 +36,7 @@ INPUT_NAMES = ("command", "project-dir", "pipeline", "backend", "spark-master", 
                "bootstrap-policy", "approvers", "allow-fork-prs", "apply-command",
                "github-token", "storage", "require-review", "allow-pull-request-target",
                "aws-access-key-id", "aws-secret-access-key", "aws-session-token", "aws-region",
-               "trusted-branch", "preview")
+               "trusted-branch", "preview", "tests")
 # The default branch's commit: what GITHUB_SHA is on issue_comment events, never the PR head.
 DEFAULT_BRANCH_SHA = "f" * 40
 
@@ -118,6 +118,7 @@ class Workspace:
             "GITHUB_OUTPUT": str(folder / "output"), "GITHUB_WORKSPACE": str(self.root),
             "GITHUB_SHA": DEFAULT_BRANCH_SHA, "RUNNER_TEMP": str(folder / "temp"),
         }
+        inputs.setdefault("tests", "off")  # a child JVM per plan: on in the tests of tests
         for name in INPUT_NAMES:  # nothing leaks in from a CI runner's own environment
             env[f"INPUT_{name.upper()}"] = None
             env[f"INPUT_{name.upper().replace('-', '_')}"] = inputs.get(name.replace("-", "_"))
@@ -187,6 +188,7 @@ def workspace(tmp_path: Path, s3_endpoint: str, github: FakeGitHub,
     backend_url = f"s3://{bucket}/state"
     settings = yaml.safe_load((project / "reconcile.yaml").read_text())
     settings["backend"] = backend_url
+    settings["tests"] = {"required": False}  # on in test_view_tests's Action test only
     (project / "reconcile.yaml").write_text(yaml.safe_dump(settings))
     (root / ".gitignore").write_text(".reconcile/\n")
     git(root, "init", "-q", "-b", "main")

@@ -12,10 +12,13 @@ import json
 from pathlib import Path
 from unittest.mock import patch
 
+import yaml
 from pyspark.sql import SparkSession
 
 from reconciler.engine.runtime import PipelineRuntime
 from tests.cli_helpers import reconcile
+from tests.fake_github import FakeGitHub
+from tests.github_harness import Workspace, approve, only_sticky
 from tests.projects import copy_example, write_files
 
 SQL = """
@@ -108,3 +111,38 @@ def test_tests_are_not_part_of_the_pipeline(tmp_path: Path) -> None:
     (project / "pipelines/shop/tests/cancel.yaml").write_text(CHANGE_TEST)
     after = json.loads(reconcile(project, "plan", "--json"))["pipelines"][0]
     assert after["desired_fingerprint"] == before["desired_fingerprint"]
+
+
+def test_the_action_shows_view_tests_and_an_apply_waits_for_them(
+        workspace: Workspace, github: FakeGitHub) -> None:
+    """In the pull request: the plan comment lists each test of the changed pipeline, and
+    `/reconcile apply` is refused while one fails (the trusted branch requires them); fixed,
+    the same flow applies."""
+    settings_file = workspace.project / "reconcile.yaml"
+    settings = yaml.safe_load(settings_file.read_text())
+    settings["tests"] = {"required": True}
+    settings_file.write_text(yaml.safe_dump(settings))
+    workspace.base_sha = workspace.commit("require view tests")
+    tests_file = workspace.project / "pipelines/grades/tests/averages.yaml"
+    right = tests_file.read_text()
+    tests_file.write_text(right.replace("class_avg: 85", "class_avg: 86"))
+    run = workspace.pull_request("opened", workspace.commit("a wrong expectation"), tests="on")
+    assert run.exit_code == 0, run.log
+    body = only_sticky(github)["body"]
+    assert "View tests of <code>grades</code>: 1 passed, 1 failed" in body
+    assert "<code>averages_per_student_and_class</code> | <code>pipelines/grades/tests/" \
+           "averages.yaml</code> | **failed**: computed from the given rows" in body
+
+    refused, _ = approve(workspace, "alice")
+    assert refused.exit_code == 1
+    assert refused.outputs["result"] == "refused"
+    assert refused.outputs["failure-reason"].startswith(
+        "view tests fail: grades: averages_per_student_and_class")
+    assert workspace.manifest() is None  # nothing applied
+
+    tests_file.write_text(right)  # the plan without tests this time: the apply runs them
+    workspace.pull_request("synchronize", workspace.commit("the right average"))
+    assert "View tests of" not in only_sticky(github)["body"]
+    applied, _ = approve(workspace, "alice")
+    assert applied.outputs["result"] == "applied", applied.log
+    assert workspace.manifest() is not None

@@ -31,6 +31,7 @@ from reconciler.github.runner import (
     write_summary,
 )
 from reconciler.github.trusted import Trusted, TrustedTree, trusted_branch, trusted_project
+from reconciler.github.view_tests import add_view_tests
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -96,6 +97,8 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
         git = git_info(project_dir)
         head_sha = head_sha or str((git or {}).get("sha") or "")
         document = _plan(project_dir, context, inputs, pull)
+        if inputs.tests:
+            add_view_tests(document, project_dir)
     except (ReconcileError, StateBackendError) as error:
         return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
     view = PlanView(key, document, render_markdown(document), head_sha, inputs.apply_command,

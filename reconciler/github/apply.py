@@ -53,6 +53,7 @@ from reconciler.github.trusted import (
     trusted_branch,
     trusted_project,
 )
+from reconciler.github.view_tests import add_view_tests, failing_tests
 from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
 from reconciler.state import open_backend
@@ -186,6 +187,12 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
                       "current plan: review it and comment again")
     selected = select_changed(document, request.pipeline)
     check_policies(document, selected)
+    if trusted.project.settings.tests.required:
+        add_view_tests(document, project_dir, only=selected)
+        failing = failing_tests(document, selected)
+        if failing:
+            raise Refused("view tests fail: " + "; ".join(failing) + " (fix them, or set "
+                          "`tests: {required: false}` in the trusted branch's reconcile.yaml)")
     log(f"@{run.login} may apply ({how}); applying {', '.join(selected) or 'nothing'} "
         f"of plan {document['plan_id'][:12]} at {head_sha}")
     try:

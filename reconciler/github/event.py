@@ -74,6 +74,7 @@ class Inputs:
     allow_pull_request_target: bool = False
     trusted_branch: str | None = None  # default: the repository's default branch
     preview: str = "off"  # counts: a data preview in the plan comment (same-repo PRs only)
+    tests: bool = True  # the plan runs the changed pipelines' view tests
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Inputs:
@@ -92,6 +93,9 @@ class Inputs:
         if preview not in PREVIEWS:
             raise ReconcileError(f"input 'preview' must be one of {', '.join(PREVIEWS)}, "
                                  f"not '{preview}'")
+        tests = _input(env, "tests") or "on"
+        if tests not in ("on", "off"):
+            raise ReconcileError(f"input 'tests' must be on or off, not '{tests}'")
         trusted_branch = _input(env, "trusted-branch") or None
         if trusted_branch is not None and not _BRANCH_RE.fullmatch(trusted_branch):
             raise ReconcileError(f"input 'trusted-branch' is not a branch name: "
@@ -106,7 +110,7 @@ class Inputs:
             apply_command=apply_command, storage=_input(env, "storage") or None,
             require_review=_truthy(_input(env, "require-review")),
             allow_pull_request_target=_truthy(_input(env, "allow-pull-request-target")),
-            trusted_branch=trusted_branch, preview=preview)
+            trusted_branch=trusted_branch, preview=preview, tests=tests == "on")
 
 
 def _truthy(value: str) -> bool:

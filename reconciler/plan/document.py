@@ -94,7 +94,7 @@ class PipelinePlan:
 
 # Derived or bulky parts of a pipeline's plan that do not define it: left out of plan_id
 # (a data preview describes the data at the base serial, not what the plan would do).
-_NOT_HASHED = ("deepdiff", "sql_changes", "graph", "preview")
+_NOT_HASHED = ("deepdiff", "sql_changes", "graph", "preview", "tests")
 
 
 def plan_body_hash(pipelines: list[dict[str, Any]]) -> str:

@@ -72,6 +72,7 @@ def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
         "preview": preview_lines(pipeline["preview"]) if pipeline.get("preview") else [],
         "preview_serial": (pipeline.get("preview") or {}).get("base_serial"),
         "samples": sample_tables(pipeline.get("preview") or {}),
+        "tests": pipeline.get("tests"),
     }
 
 

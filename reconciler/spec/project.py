@@ -129,6 +129,14 @@ class PreviewSettings(_Strict):
     mask: list[str] = Field(default_factory=list)
 
 
+class TestSettings(_Strict):
+    """View tests in the GitHub Action: with `required`, `/reconcile apply` refuses while a
+    test of a pipeline it would apply fails (or cannot run). Read from the trusted branch's
+    reconcile.yaml there, so a pull request cannot turn it off for itself."""
+
+    required: bool = True
+
+
 class ProjectSettings(_Strict):
     """`reconcile.yaml`; every key is optional."""
 
@@ -141,6 +149,7 @@ class ProjectSettings(_Strict):
     # (`cleanSource`, `sourceArchiveDir`) are refused unless this is true (spec.options).
     allow_file_cleanup: bool = False
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
+    tests: TestSettings = Field(default_factory=TestSettings)
 
 
 def settings_summary(settings: ProjectSettings) -> dict[str, str]:
@@ -159,8 +168,9 @@ def settings_summary(settings: ProjectSettings) -> dict[str, str]:
         elif value is not None:
             flat[prefix] = shown_value(prefix, value)
 
-    # A preview's samples and masks change what a plan shows, not what an apply does.
-    walk("", settings.model_dump(exclude={"pipelines", "preview"}))
+    # A preview's samples and masks, and whether tests gate the Action's apply, change what
+    # a plan shows or who may apply, not what an apply does.
+    walk("", settings.model_dump(exclude={"pipelines", "preview", "tests"}))
     return dict(sorted(flat.items()))
 
 

@@ -1,0 +1,79 @@
+"""The view tests of a pull request's changed pipelines, run apart from the workflow.
+
+`reconcile test --json` runs in a child process with `helper_environment()`: a
+test runs the pull request's SQL on fixture rows, and that JVM gets none of the
+workflow's secrets (no AWS keys, no GitHub token) and no state to read. Its
+result goes into the plan (`pipelines[].tests`, left out of `plan_id`: it
+describes the checkout, not what an apply does) and the sticky comment; an apply
+refuses while a test of a pipeline it applies fails, unless the trusted
+`reconcile.yaml` says `tests: {required: false}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from reconciler.child_process import run_helper
+from reconciler.github.runner import log
+
+TESTS_TIMEOUT = 1800.0
+"""Seconds the view tests of one pipeline may take (a JVM start, then fixture-sized jobs)."""
+
+PASSED_ON = ("RECONCILE_JARS",)
+"""Variables beyond the helper environment the child needs: where the jars were cached."""
+
+
+def run_view_tests(project_dir: Path, pipeline: str) -> dict[str, Any]:
+    """`{"passed": n, "failed": n, "results": [...]}` for one pipeline's tests, or `{"error":
+    why}` when they could not run (a test file that does not load, a JVM that failed)."""
+    argv = [sys.executable, "-m", "reconciler", "-C", str(project_dir), "test", "-p", pipeline,
+            "--json"]
+    extra = {name: os.environ[name] for name in PASSED_ON if name in os.environ}
+    try:
+        done = run_helper(argv, cwd=project_dir, timeout=TESTS_TIMEOUT, extra_environment=extra)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the view tests took over {TESTS_TIMEOUT:.0f} s"}
+    except OSError as error:
+        return {"error": f"cannot start the view tests: {error.strerror}"}
+    try:
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        return {"error": lines[-1].strip()[:300] if lines else f"exit code {done.returncode}"}
+    results = [{key: test[key] for key in ("name", "file", "passed", "failure")}
+               for test in report["tests"]]
+    failed = sum(not test["passed"] for test in results)
+    log(f"view tests of {pipeline}: {len(results) - failed} passed, {failed} failed")
+    return {"format": report["format"], "passed": len(results) - failed, "failed": failed,
+            "results": results}
+
+
+def add_view_tests(document: dict[str, Any], project_dir: Path,
+                   only: list[str] | None = None) -> None:
+    """Run the tests of every pipeline the plan changes (of `only` these, when given) and
+    attach them to the plan. A pull request that changes only a test file changes no
+    pipeline: its tests run with the next change that does, and with `reconcile test`."""
+    for pipeline in document["pipelines"]:
+        if pipeline["has_changes"] and (only is None or pipeline["name"] in only):
+            pipeline["tests"] = run_view_tests(project_dir, pipeline["name"])
+
+
+def failing_tests(document: dict[str, Any], selected: list[str]) -> list[str]:
+    """`pipeline: test` for each test of the `selected` pipelines that failed or did not run."""
+    found = []
+    for pipeline in document["pipelines"]:
+        tests = pipeline.get("tests")
+        if pipeline["name"] not in selected or not tests:
+            continue
+        if tests.get("error"):  # its text may quote the pull request's files: logged only
+            log(f"view tests of {pipeline['name']} could not run: {tests['error']}")
+            found.append(f"{pipeline['name']}: the tests could not run")
+            continue
+        found.extend(f"{pipeline['name']}: {test['name']}" for test in tests["results"]
+                     if not test["passed"])
+    return found
