@@ -4,7 +4,7 @@ Both work on a pipeline's committed state: `execute` changes a table and runs on
 step (through `operations.run_pipeline`, under the pipeline's lock) so every view
 reflects it; `query` reads materialized tables and views at the versions the
 manifest pins. They are an operator's commands, not held to the pull request's
-allow-lists (see the README's *Security model*).
+allow-lists (see docs/security.md).
 """
 
 from __future__ import annotations

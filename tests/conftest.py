@@ -30,7 +30,7 @@ pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtur
 # Action) and run on the fast delta-rs writer, here and in the CLIs they start; the
 # `delta_spark` fixture, the storage contract (both writers) and the end-to-end runs on
 # embedded Spark, S3 and the standalone cluster run Delta's own writer. Why not all of
-# them: README, "Delta writers".
+# them: docs/clusters.md, "Which writer the tests run".
 os.environ.setdefault("RECONCILE_DELTA_WRITER", "delta-rs")
 
 DUMMY_AWS_ENV = {

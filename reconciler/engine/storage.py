@@ -74,7 +74,7 @@ COMMIT_TAG = "reconciler.commit"
 
 DELTA_SPARK_CONF = {
     # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
-    # column is declared as written and its nested NOT NULL stays unchecked (README).
+    # column is declared as written and its nested NOT NULL stays unchecked (docs/limitations.md).
     "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
 }
 
