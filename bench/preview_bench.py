@@ -80,7 +80,7 @@ def tpch(scale: float, work: Path) -> list[float]:
         (root / "reconcile.yaml").write_text(
             "spark:\n  master: local[2]\n  conf: {spark.driver.memory: 6g}\n")
         for table in TABLES:
-            sources = ([slice_file(data, table, part) for part in range(10)]
+            sources = ([slice_file(data, table, part) for part in range(1, 11)]
                        if table in SLICED else [data / f"{table}.parquet"])
             for source in sources:
                 os.link(source, root / "input" / table / source.name)

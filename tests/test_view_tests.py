@@ -60,6 +60,8 @@ def test_the_examples_tests_pass(spark: SparkSession, tmp_path: Path) -> None:
     assert output.strip().splitlines()[-1].startswith("2 passed, 0 failed in ")
     assert not (project / ".reconcile").exists(), "a test run touched the project's state"
     assert "1 passed" in reconcile(project, "test", "-k", "late")
+    orders = copy_example("orders", tmp_path)
+    assert "revenue.yaml::revenue_per_country PASSED" in reconcile(orders, "test")
 
 
 def test_a_wrong_expectation_fails_with_a_diff(spark: SparkSession, tmp_path: Path) -> None:
