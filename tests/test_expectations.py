@@ -134,6 +134,8 @@ CREATE MATERIALIZED VIEW positive (
   CONSTRAINT small EXPECT (amount < 100)
 ) AS SELECT id, amount FROM orders;
 CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n, sum(amount) AS total FROM positive;
+CREATE MATERIALIZED VIEW big (CONSTRAINT under_600 EXPECT (amount < 600))
+  TBLPROPERTIES ('refresh' = 'full') AS SELECT id, amount FROM orders WHERE amount > 100;
 """
 
 
@@ -171,33 +173,39 @@ def test_each_action_on_a_stream_of_steps(spark: SparkSession, tmp_path: Path) -
         "orders": {"has_note": {"action": "keep", "rows": 5, "violations": 1},
                    "not_huge": {"action": "drop", "rows": 5, "violations": 1}},
         "positive": {"above_zero": {"action": "drop", "rows": 4, "violations": 1},
-                     "small": {"action": "keep", "rows": 3, "violations": 1}}}
+                     "small": {"action": "keep", "rows": 3, "violations": 1}},
+        "big": {"under_600": {"action": "keep", "rows": 1, "violations": 0}}}
     assert [r["id"] for r in query(project, "p", "SELECT id FROM orders ORDER BY id")] == [
         1, 3, 4, 5]
     assert [r["id"] for r in query(project, "p", "SELECT id FROM positive ORDER BY id")] == [
         1, 3, 5]
     assert query(project, "p", "SELECT * FROM totals") == [{"n": 3, "total": 530}]
-    # Step 2: 3 rows, two violating the table's keep expectation, one the view's drop.
-    add_orders(project, "2", [(6, 1, None), (7, 0, None), (8, 2, "h")])
+    # Step 2: 4 rows, two violating the table's keep expectation, one the view's drop,
+    # one (700) both views' keep expectations; the recomputed view counts its change only.
+    add_orders(project, "2", [(6, 1, None), (7, 0, None), (8, 2, "h"), (9, 700, "i")])
     assert "step committed" in reconcile(project, "run")
     assert step_counts(project) == {
-        "orders": {"has_note": {"action": "keep", "rows": 3, "violations": 2},
-                   "not_huge": {"action": "drop", "rows": 3, "violations": 0}},
-        "positive": {"above_zero": {"action": "drop", "rows": 3, "violations": 1},
-                     "small": {"action": "keep", "rows": 2, "violations": 0}}}
-    assert query(project, "p", "SELECT * FROM totals") == [{"n": 5, "total": 533}]
+        "orders": {"has_note": {"action": "keep", "rows": 4, "violations": 2},
+                   "not_huge": {"action": "drop", "rows": 4, "violations": 0}},
+        "positive": {"above_zero": {"action": "drop", "rows": 4, "violations": 1},
+                     "small": {"action": "keep", "rows": 3, "violations": 1}},
+        "big": {"under_600": {"action": "keep", "rows": 1, "violations": 1}}}
+    assert query(project, "p", "SELECT * FROM totals") == [{"n": 6, "total": 1233}]
     totals = manifest(project, "p")["relations"]
     assert totals["orders"]["expectations"]["has_note"] == {
-        "action": "keep", "rows": 8, "violations": 3}
+        "action": "keep", "rows": 9, "violations": 3}
     assert totals["positive"]["expectations"]["above_zero"] == {
-        "action": "drop", "rows": 7, "violations": 2}
+        "action": "drop", "rows": 8, "violations": 2}
+    assert totals["big"]["expectations"]["under_600"] == {
+        "action": "keep", "rows": 2, "violations": 1}
     status = reconcile(project, "status")
-    assert ("expectation orders.has_note: 2 of 3 rows violating in the last step, 3 of 8 "
+    assert ("expectation orders.has_note: 2 of 4 rows violating in the last step, 3 of 9 "
             "rows violating in all") in status
-    assert "expectation positive.above_zero (DROP ROW): 1 of 3 rows dropped" in status
+    assert "expectation positive.above_zero (DROP ROW): 1 of 4 rows dropped" in status
     history = reconcile(project, "state", "history", "-p", "p").splitlines()
-    assert "expectations: orders.has_note 1/5, orders.not_huge 1/5" in history[-2]
-    assert "orders.has_note 2/3" in history[-1]
+    assert "expectations: big.under_600 0/1, orders.has_note 1/5, orders.not_huge 1/5" \
+        in history[-2]
+    assert "orders.has_note 2/4" in history[-1]
     # No new input: no step, no job.
     assert "no new input" in reconcile(project, "run")
 

@@ -85,9 +85,11 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
 
 
 def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: ZSet, *,
-               whole: bool = False) -> None:
+               whole: bool = False, totals: dict[str, Any] | None = None) -> None:
     """Count (or fail on) a refreshed view's inserted rows, and count what its DROP ROW
-    expectations held back (`whole`: the view was computed whole, by a bootstrap)."""
+    expectations held back (`whole`: the view was computed whole, by a bootstrap).
+    `totals`: the running totals before the refresh (a recompute writes a new state
+    entry, without them)."""
     expectations = expectations_of(runtime, view)
     if not expectations:
         return
@@ -99,7 +101,7 @@ def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: 
         unfiltered = _unfiltered_inserts(runtime, frames, view, whole)
         counts.update(_count(unfiltered, drops) if unfiltered is not None else {
             e["name"]: {"action": "drop", "rows": 0, "violations": 0} for e in drops})
-    _record(runtime, view, counts)
+    _record(runtime, view, counts, totals)
     if change.inserts is not None:
         _fail(runtime, "view", view, change.inserts, kept, counts)
 
@@ -131,11 +133,13 @@ def _count(rows: DataFrame, expectations: list[dict[str, str]]) -> dict[str, dic
             for i, e in enumerate(expectations)}
 
 
-def _record(runtime: PipelineRuntime, relation: str, counts: dict[str, dict[str, Any]]) -> None:
-    """This step's counts, and the relation's running totals in its state entry."""
+def _record(runtime: PipelineRuntime, relation: str, counts: dict[str, dict[str, Any]],
+            before: dict[str, Any] | None = None) -> None:
+    """This step's counts, and the relation's running totals in its state entry (added to
+    `before`, else to those the entry holds)."""
     runtime.expectation_counts[relation] = counts
     state = runtime.relations[relation]
-    totals = dict(state.get("expectations") or {})
+    totals = dict(before if before is not None else state.get("expectations") or {})
     for name, count in counts.items():
         before = totals.get(name) or {"rows": 0, "violations": 0}
         totals[name] = {"action": count["action"], "rows": before["rows"] + count["rows"],

@@ -57,10 +57,11 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
         runtime.report("refresh", view)
         try:
             checked = bool(views[view].get("expectations"))  # counted on its change
+            totals = runtime.relations[view].get("expectations") or {}
             change = refresh_view(runtime, frames, view,
                                   change_read=view in consumed or checked)
             if checked:
-                check_view(runtime, frames, view, change)
+                check_view(runtime, frames, view, change, totals=totals)
             if not change.is_empty:
                 frames.changes[view] = change
                 emit(view, change)
