@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-preview bench-evolve bench-tpch bench-breadth clean check-java constraints
+.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ bench-step: $(STAMP) check-java jars
 # A data preview against the bootstrap it previews, on the seed story with 2M grades.
 bench-preview: $(STAMP) check-java jars
 	$(BIN)/python bench/preview_bench.py
+
+# reconcile test on the examples against the embedded session's start (fresh processes).
+bench-view-tests: $(STAMP) check-java jars
+	$(BIN)/python bench/view_tests_bench.py
 
 # A table change on 1M and 8M rows: evolved in place or renamed, against a rebuild.
 bench-evolve: $(STAMP) check-java jars
