@@ -339,7 +339,7 @@ def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
         figures[table] = {"apply": apply_time, "change": change_time, "deleted": deleted,
                           "written": sum(new.values()), "new_files": len(new),
                           "merge": (_merge_metrics(path, after)
-                                    if storage.writer == "delta-spark" else {})}
+                                    if storage.writer.name == "delta-spark" else {})}
     return figures
 
 

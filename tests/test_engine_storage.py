@@ -170,9 +170,9 @@ def test_embedded_session_has_delta_and_the_writer_can_be_chosen(
     assert has_delta_extension(spark)
     assert spark.conf.get("spark.sql.catalog.spark_catalog").endswith("DeltaCatalog")
     monkeypatch.setenv("RECONCILE_DELTA_WRITER", "auto")
-    assert DeltaStorage(spark).writer == "delta-spark"
+    assert DeltaStorage(spark).writer.name == "delta-spark"
     monkeypatch.setenv("RECONCILE_DELTA_WRITER", "delta-rs")
-    assert DeltaStorage(spark).writer == "delta-rs"
+    assert DeltaStorage(spark).writer.name == "delta-rs"
     monkeypatch.setenv("RECONCILE_DELTA_WRITER", "parquet")
     with pytest.raises(ReconcileError, match="RECONCILE_DELTA_WRITER='parquet'"):
         DeltaStorage(spark)

@@ -3,11 +3,12 @@
 Owns the Java check (``java``), the jars an embedded session needs (``jars``), the
 Spark session (``session``) and Spark dying under a command (``failures``), column
 types (``schema``), Delta storage (``delta_log``, ``deletion_vectors`` and
-``column_mapping`` for what delta-rs does not read, ``files``, ``storage``,
-``writer``, ``merge`` for row-level changes, ``compaction``, ``retention``), a
-pipeline's relations as DataFrames (``runtime``), input and output connectors
-(``connectors``, ``input_batch``, ``input_files``, ``listed_ingest``,
-``delta_source``, ``bad_input``), incremental view maintenance (``maintenance/``),
+``column_mapping`` for what delta-rs does not read, ``files``, ``storage`` with
+``delta_writers`` (one class per writer), ``writer``, ``merge`` for row-level
+changes, ``compaction``, ``retention``), a pipeline's relations as DataFrames
+(``runtime``), input and output connectors (``connectors``, ``input_batch``,
+``input_files``, ``listed_ingest``, ``delta_source``, ``bad_input``),
+incremental view maintenance (``maintenance/``),
 a step (``step``, ``refresh``, ``expectations``), a bootstrap (``bootstrap``,
 ``evolve``, ``rename``), the data preview (``preview``) and view tests on Spark
 (``view_tests``).

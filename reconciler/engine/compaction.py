@@ -39,7 +39,7 @@ def compact(storage: DeltaStorage, path: PathLike) -> int | None:
     Returns the new version, or None when there was nothing to do (or delta-spark
     writes this table: Delta's own OPTIMIZE is the tool there).
     """
-    if storage.writer == "delta-spark":
+    if not storage.writer.compacts:
         return None
     uri = table_uri(path)
     table = storage.require(uri)

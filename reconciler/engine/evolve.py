@@ -94,7 +94,7 @@ def _rows_after(runtime: PipelineRuntime, state: dict[str, Any],
 def in_the_log(storage: DeltaStorage, evolved: Evolution) -> bool:
     """Whether Delta's writer makes this evolution in the log alone: columns dropped, NOT NULL
     dropped, nullable columns added; no value of a row changes."""
-    return (storage.writer == "delta-spark" and not evolved.widened
+    return (storage.writer.evolves_in_the_log and not evolved.widened
             and all(column.get("default") is None for column in evolved.added))
 
 
@@ -108,7 +108,7 @@ def alter_columns(storage: DeltaStorage, path: str, schema: T.StructType,
     table = storage.require(uri)
     before = table.version()
     known = {field.name for field in table.schema().fields}
-    if storage.writer != "delta-spark":
+    if not storage.writer.evolves_in_the_log:
         return add_columns(storage, table, schema, known) if evolved.added else before
     table_sql = f"ALTER TABLE delta.{quoted(uri)}"
     statements = [f"{table_sql} ALTER COLUMN {quoted(name)} DROP NOT NULL"

@@ -76,7 +76,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         done = storage.transaction_version(uri, app_transaction[0])
         if done is not None and done >= app_transaction[1]:
             return version
-    if storage.writer == "delta-spark":
+    if storage.writer.marks_rows:
         return _merge(storage, uri, version, schema, inserts, deletes, app_transaction,
                       unique_by, distinct)
     table = storage.require(uri)

@@ -34,7 +34,6 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping
-from typing import Literal
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -61,28 +60,10 @@ from reconciler.engine.delta_log import (
     spark_local_path,
     table_uri,
 )
+from reconciler.engine.delta_writers import COMMIT_TAG, WRITERS, DeltaWriter, Writer
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
-from reconciler.engine.writer import PARQUET_CONF, commit_files, write_errors, write_files
 from reconciler.errors import ReconcileError
-from reconciler.faults import crash_point
-
-Writer = Literal["delta-spark", "delta-rs"]
-
-COMMIT_TAG = "reconciler.commit"
-"""Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
-
-DELTA_SPARK_CONF = {
-    # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
-    # column is declared as written and its nested NOT NULL stays unchecked (docs/limitations.md).
-    "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
-}
-
-DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
-"""Deletes and retractions mark rows in a deletion vector instead of rewriting files."""
-CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
-"""A table's deleted rows are kept for Delta's change data feed: how a step reads a
-table's change when a delete left its files in place (`read_change_feed`)."""
 
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
@@ -104,6 +85,9 @@ def chosen_writer(spark: SparkSession) -> Writer:
     return "delta-spark" if has_delta_extension(spark) else "delta-rs"
 
 
+__all__ = ["COMMIT_TAG", "DeltaStorage", "Writer", "chosen_writer"]
+
+
 class DeltaStorage:
     """Create, write, read (pinned) and delete the Delta tables of a pipeline.
 
@@ -122,10 +106,9 @@ class DeltaStorage:
         storage_options: Mapping[str, str] | None = None,
     ):
         self.spark = spark
-        self.writer: Writer = writer or chosen_writer(spark)
+        self.writer: DeltaWriter = WRITERS[writer or chosen_writer(spark)]
         self._storage_options = dict(storage_options) if storage_options is not None else None
-        conf = {**(PARQUET_CONF if self.writer == "delta-rs" else DELTA_SPARK_CONF),
-                **s3a_settings()}
+        conf = {**self.writer.session_conf, **s3a_settings()}
         for key, value in conf.items():
             spark.conf.set(key, value)
 
@@ -137,12 +120,12 @@ class DeltaStorage:
         """Options for delta-rs for this location (explicit ones win over the environment)."""
         return default_storage_options(uri) | (self._storage_options or {})
 
-    def _delta_rs(self, uri: str, version: int | None = None) -> DeltaTable | None:
+    def open(self, uri: str, version: int | None = None) -> DeltaTable | None:
         """The delta-rs handle of a table (at ``version``), or None when there is no table."""
         return open_delta_rs(uri, version, self._storage_options)
 
     def require(self, uri: str, version: int | None = None) -> DeltaTable:
-        table = self._delta_rs(uri, version)
+        table = self.open(uri, version)
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there")
         return table
@@ -158,13 +141,13 @@ class DeltaStorage:
     # -- public API -------------------------------------------------------------------
     def latest_version(self, path: PathLike) -> int | None:
         """The newest committed version, or None when there is no Delta table at ``path``."""
-        table = self._delta_rs(table_uri(path))
+        table = self.open(table_uri(path))
         return None if table is None else table.version()
 
     def table_schema(self, path: PathLike) -> T.StructType | None:
         """The table's current schema as recorded in its log, or None when there is no table."""
         uri = table_uri(path)
-        table = self._delta_rs(uri)
+        table = self.open(uri)
         return None if table is None else struct_from_json(table.schema().to_json())
 
     def create(self, path: PathLike, schema: T.StructType, *, change_feed: bool = False,
@@ -192,10 +175,8 @@ class DeltaStorage:
                 )
             return current
         check_delta_rs_location(uri)
-        configuration = {}
-        if self.writer == "delta-spark":
-            configuration = ((DELETION_VECTORS if deletion_vectors else {}) |
-                             (CHANGE_FEED if change_feed else {}))
+        configuration = self.writer.table_configuration(change_feed=change_feed,
+                                                        deletion_vectors=deletion_vectors)
         created = DeltaTable.create(
             uri,
             schema=arrow_schema(schema),
@@ -222,27 +203,7 @@ class DeltaStorage:
         """
         uri = table_uri(path)
         data = conform(df, schema, where=uri)
-        tag = uuid.uuid4().hex
-        if self.writer == "delta-spark":
-            writer = (data.write.format("delta").mode("overwrite")
-                      .option("overwriteSchema", "true").option("userMetadata", tag))
-            if app_transaction is not None:
-                writer = writer.option("txnAppId", app_transaction[0]).option(
-                    "txnVersion", str(app_transaction[1]))
-            before = self.latest_version(uri)
-            if before is None:  # created as `create` does: with deletion vectors
-                before = self.create(uri, schema)
-            with write_errors(uri):
-                writer.save(uri)
-            return self.rs_commit_version(uri, tag, before)
-        check_delta_rs_location(uri)
-        table = self._delta_rs(uri)
-        before = None if table is None else table.version()
-        files = write_files(self.spark, data, uri, schema)
-        commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=self.storage_options(uri),
-                     app_transaction=app_transaction)
-        return self.rs_commit_version(uri, tag, before)
+        return self.writer.overwrite(self, uri, data, schema, uuid.uuid4().hex, app_transaction)
 
     def append(
         self,
@@ -265,7 +226,7 @@ class DeltaStorage:
             raise ValueError("app_id and txn_version go together")
         uri = table_uri(path)
         tag = uuid.uuid4().hex
-        table = self._delta_rs(uri)
+        table = self.open(uri)
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there to append to")
         transaction = None
@@ -275,27 +236,11 @@ class DeltaStorage:
                 return table.version()
             transaction = (app_id, txn_version)
         schema = struct_from_json(table.schema().to_json())
-        before = table.version()
-        if self.writer == "delta-spark":
-            # Delta records (txnAppId, txnVersion) atomically with the commit, and skips
-            # the write if a concurrent one recorded it first.
-            writer = (conform(df, schema, where=uri).write.format("delta").mode("append")
-                      .option("userMetadata", tag))
-            if transaction is not None:
-                writer = writer.option("txnAppId", app_id).option("txnVersion", str(txn_version))
-            with write_errors(uri):
-                writer.save(uri)
-            return self.rs_commit_version(uri, tag, before)
-        files = write_files(self.spark, df, uri, schema)
-        crash_point("storage-before-commit")  # the files exist, no log names them yet
-        commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=self.storage_options(uri),
-                     app_transaction=transaction)
-        return self.rs_commit_version(uri, tag, before)
+        return self.writer.append(self, uri, df, schema, tag, table, transaction)
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
         """The last app-transaction version recorded for ``app_id``; None if none (or no table)."""
-        table = self._delta_rs(table_uri(path))
+        table = self.open(table_uri(path))
         return None if table is None else table.transaction_version(app_id)
 
     def restore(self, path: PathLike, version: int) -> int:
@@ -304,16 +249,7 @@ class DeltaStorage:
         Used to discard a write that no manifest committed (an `execute` that crashed);
         app-transaction versions are not rolled back, which is what callers rely on.
         """
-        uri = table_uri(path)
-        if self.writer == "delta-spark":
-            self.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
-            latest = self.latest_version(uri)
-            if latest is None:
-                raise ReconcileError(f"{uri}: no Delta table there to restore")
-            return latest
-        table = self.require(uri)
-        table.restore(version)
-        return table.version()
+        return self.writer.restore(self, table_uri(path), version)
 
     def read(self, path: PathLike, version: int, schema: T.StructType) -> DataFrame:
         """A DataFrame of the table exactly as of ``version`` (later writes are invisible).
@@ -333,11 +269,7 @@ class DeltaStorage:
             if not is_column_mapped(table):
                 return self.scan(table.file_uris(), schema)
             return self._scan_physical(table, schema)
-        if self.writer == "delta-spark":
-            df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
-            return conform(df, schema, where=uri)
-        raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
-                             "need Delta's Spark reader (delta-spark on the cluster)")
+        return self.writer.read_marked(self, uri, version, schema)
 
     @staticmethod
     def _marks_rows(uri: str, table: DeltaTable, version: int) -> bool:
@@ -354,9 +286,9 @@ class DeltaStorage:
     def has_change_feed(self, path: PathLike) -> bool:
         """Whether the table's change between versions is read from Delta's change data feed
         (`read_change_feed`) rather than from the data files that differ (`changed_files`)."""
-        if self.writer != "delta-spark":  # Delta's reader reads the feed
+        if not self.writer.reads_change_feed:
             return False
-        table = self._delta_rs(table_uri(path))
+        table = self.open(table_uri(path))
         return table is not None and has_change_feed(table)
 
     def read_change_feed(self, path: PathLike, since: int, latest: int,

@@ -1,0 +1,194 @@
+"""The two ways a pipeline's Delta tables are written, one class each.
+
+`DeltaStorage` (`engine/storage.py`) holds one of these, chosen once from the
+session (`storage.chosen_writer`), and asks it for what differs between them;
+everything else (creating tables, versions, pinned reads, row counts) is
+shared. Callers outside storage read a writer's capabilities (`marks_rows`,
+`compacts`, `evolves_in_the_log`, `reads_change_feed`), never its name.
+
+* `DeltaSparkWriter`: Spark writes `format("delta")` with Delta Lake's jars, the
+  writer users run on a cluster; Delta's own app transactions, MERGE with
+  deletion vectors, RESTORE, its change data feed and log-only schema changes.
+* `DeltaRsWriter`: Spark's executors write Parquet files and delta-rs commits them
+  (`engine/writer.py`), where the session has no Delta jars; deletes rewrite the
+  files that hold them, and the table's change is read from the files that differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from reconciler.engine.delta_log import check_delta_rs_location
+from reconciler.engine.schema import conform
+from reconciler.engine.writer import PARQUET_CONF, commit_files, write_errors, write_files
+from reconciler.errors import ReconcileError
+from reconciler.faults import crash_point
+
+if TYPE_CHECKING:  # storage holds a writer; a writer is handed its storage
+    from reconciler.engine.storage import DeltaStorage
+
+Writer = Literal["delta-spark", "delta-rs"]
+
+COMMIT_TAG = "reconciler.commit"
+"""Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
+
+DELTA_SPARK_CONF = {
+    # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
+    # column is declared as written and its nested NOT NULL stays unchecked (docs/limitations.md).
+    "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
+}
+
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+"""Deletes and retractions mark rows in a deletion vector instead of rewriting files."""
+CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
+"""A table's deleted rows are kept for Delta's change data feed: how a step reads a
+table's change when a delete left its files in place (`read_change_feed`)."""
+
+
+class DeltaWriter:
+    """What differs between the writers. `storage` is the `DeltaStorage` that holds this."""
+
+    name: Writer
+    session_conf: Mapping[str, str]
+    marks_rows: bool
+    """Deletes mark rows in deletion vectors (Delta's MERGE) rather than rewrite files."""
+    compacts: bool
+    """Small files are compacted by the reconciler (`engine/compaction.py`); Delta's own
+    OPTIMIZE is the tool where Delta writes."""
+    evolves_in_the_log: bool
+    """Dropped columns, a dropped NOT NULL and added columns are commits without data."""
+    reads_change_feed: bool
+    """A table's change between versions can come from Delta's change data feed."""
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def table_configuration(self, *, change_feed: bool, deletion_vectors: bool
+                            ) -> dict[str, str]:
+        """Table properties a new table of this writer gets."""
+        raise NotImplementedError
+
+    def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
+                  schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
+                  ) -> int:
+        """Replace the table's contents with `data` (conformed) in one tagged commit."""
+        raise NotImplementedError
+
+    def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
+               tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
+        """Add `df`'s rows in one tagged commit recording `transaction`, if any."""
+        raise NotImplementedError
+
+    def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
+        """Make the table's contents those of `version` again, in a new version."""
+        raise NotImplementedError
+
+    def read_marked(self, storage: DeltaStorage, uri: str, version: int,
+                    schema: T.StructType) -> DataFrame:
+        """A version whose files are not its rows (marked rows, column mapping, partitions)."""
+        raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
+                             "need Delta's Spark reader (delta-spark on the cluster)")
+
+
+class DeltaSparkWriter(DeltaWriter):
+    name: Writer = "delta-spark"
+    session_conf = DELTA_SPARK_CONF
+    marks_rows = True
+    compacts = False
+    evolves_in_the_log = True
+    reads_change_feed = True
+
+    def table_configuration(self, *, change_feed: bool, deletion_vectors: bool
+                            ) -> dict[str, str]:
+        return ((DELETION_VECTORS if deletion_vectors else {}) |
+                (CHANGE_FEED if change_feed else {}))
+
+    def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
+                  schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
+                  ) -> int:
+        writer = (data.write.format("delta").mode("overwrite")
+                  .option("overwriteSchema", "true").option("userMetadata", tag))
+        if app_transaction is not None:
+            writer = writer.option("txnAppId", app_transaction[0]).option(
+                "txnVersion", str(app_transaction[1]))
+        before = storage.latest_version(uri)
+        if before is None:  # created as `create` does: with deletion vectors
+            before = storage.create(uri, schema)
+        with write_errors(uri):
+            writer.save(uri)
+        return storage.rs_commit_version(uri, tag, before)
+
+    def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
+               tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
+        # Delta records (txnAppId, txnVersion) atomically with the commit, and skips the
+        # write if a concurrent one recorded it first.
+        before = table.version()
+        writer = (conform(df, schema, where=uri).write.format("delta").mode("append")
+                  .option("userMetadata", tag))
+        if transaction is not None:
+            writer = writer.option("txnAppId", transaction[0]).option(
+                "txnVersion", str(transaction[1]))
+        with write_errors(uri):
+            writer.save(uri)
+        return storage.rs_commit_version(uri, tag, before)
+
+    def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
+        storage.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
+        latest = storage.latest_version(uri)
+        if latest is None:
+            raise ReconcileError(f"{uri}: no Delta table there to restore")
+        return latest
+
+    def read_marked(self, storage: DeltaStorage, uri: str, version: int,
+                    schema: T.StructType) -> DataFrame:
+        df = storage.spark.read.format("delta").option("versionAsOf", version).load(uri)
+        return conform(df, schema, where=uri)
+
+
+class DeltaRsWriter(DeltaWriter):
+    name: Writer = "delta-rs"
+    session_conf = PARQUET_CONF
+    marks_rows = False
+    compacts = True
+    evolves_in_the_log = False
+    reads_change_feed = False
+
+    def table_configuration(self, *, change_feed: bool, deletion_vectors: bool
+                            ) -> dict[str, str]:
+        return {}
+
+    def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
+                  schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
+                  ) -> int:
+        check_delta_rs_location(uri)
+        table = storage.open(uri)
+        before = None if table is None else table.version()
+        files = write_files(storage.spark, data, uri, schema)
+        commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
+                     table=table, storage_options=storage.storage_options(uri),
+                     app_transaction=app_transaction)
+        return storage.rs_commit_version(uri, tag, before)
+
+    def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
+               tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
+        before = table.version()
+        files = write_files(storage.spark, df, uri, schema)
+        crash_point("storage-before-commit")  # the files exist, no log names them yet
+        commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
+                     table=table, storage_options=storage.storage_options(uri),
+                     app_transaction=transaction)
+        return storage.rs_commit_version(uri, tag, before)
+
+    def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
+        table = storage.require(uri)
+        table.restore(version)
+        return table.version()
+
+
+WRITERS: dict[Writer, DeltaWriter] = {"delta-spark": DeltaSparkWriter(),
+                                      "delta-rs": DeltaRsWriter()}
