@@ -457,9 +457,9 @@ def reason_of(mode: str) -> str | None:
 
 def committed_runtime(root: Path, spark: Any) -> Any:
     """The pipeline's runtime at its committed manifest (what `reconcile query` reads)."""
+    from reconciler.desired.project import load_project
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.storage import DeltaStorage
-    from reconciler.spec.project import load_project
     from reconciler.state import open_backend, pipeline_layout, read_manifest
 
     settings = load_project(root)

@@ -225,9 +225,9 @@ def _load_average() -> str:
 
 def tpch_schemas() -> dict[str, T.StructType]:
     """orders' and lineitem's columns, as `bench/tpch/tables.sql` declares them."""
+    from reconciler.desired.project import SqlSource
+    from reconciler.desired.sql import TableStatement, parse_file
     from reconciler.engine.schema import spark_schema
-    from reconciler.spec.project import SqlSource
-    from reconciler.spec.sql import TableStatement, parse_file
 
     text = (ROOT / "bench" / "tpch" / "tables.sql").read_text()
     return {statement.name: spark_schema(statement.columns)
@@ -444,8 +444,8 @@ def main() -> None:
         parser.error("--rows: at least 1000 (0.1% of them are deleted)")
     if args.tpch is not None and args.unique_by:
         parser.error("--unique-by: not with --tpch (its tables have no id column)")
+    from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
-    from reconciler.spec.project import SparkSettings
 
     memory = args.driver_memory or ("8g" if args.tpch is not None else None)
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": memory} if memory else {}))

@@ -130,8 +130,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 8_000_000])
     args = parser.parse_args()
+    from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
-    from reconciler.spec.project import SparkSettings
 
     spark = get_spark(SparkSettings())
     for rows in args.rows:

@@ -10,7 +10,7 @@ target of issue 33:
 * one view modified, as a user's second plan: the manifest a first deployment commits
   (`operations.first_manifest`: the program and its analysis memo) kept where a
   deployment keeps state, outside the project (S3, or a folder outside the checkout),
-  then one mid-layer view edited: only what changed is analysed (`spec/memo.py`);
+  then one mid-layer view edited: only what changed is analysed (`desired/memo.py`);
 * the same with the state in the project's own `.reconcile/state`, where a pull
   request could have committed the manifest: the memo is not trusted there
   (`plan.planner.trusted_memo`) and every view is analysed.
@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from reconciler.desired.program import Program
+from reconciler.desired.project import settings_summary
+from reconciler.desired.workspace import load_programs
 from reconciler.operations import first_manifest
 from reconciler.plan import planner
-from reconciler.spec.program import Program
-from reconciler.spec.project import settings_summary
-from reconciler.spec.workspace import load_programs
 from reconciler.state import open_backend, pipeline_layout
 
 TABLES = 20

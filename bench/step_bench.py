@@ -132,8 +132,8 @@ def main() -> None:
     parser.add_argument("--writers", nargs="+", default=["delta-spark", "delta-rs"],
                         choices=["delta-spark", "delta-rs"])
     args = parser.parse_args()
+    from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
-    from reconciler.spec.project import SparkSettings
 
     spark = get_spark(SparkSettings())
     results: dict[tuple[str, str, int], dict[str, float]] = {}

@@ -291,8 +291,8 @@ def main() -> None:
     parser.add_argument("--no-check", action="store_true",
                         help="skip comparing every view with its query after each step")
     args = parser.parse_args()
+    from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
-    from reconciler.spec.project import SparkSettings
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)

@@ -240,8 +240,8 @@ def main() -> None:
     parser.add_argument("--jobs", nargs="*", default=[], metavar="VIEW",
                         help="list each job of these views (seconds, call site)")
     args = parser.parse_args()
+    from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
-    from reconciler.spec.project import SparkSettings
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)

@@ -41,9 +41,9 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     import reconciler.engine.storage as storage_module
+    from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
     from reconciler.engine.storage import DeltaStorage
-    from reconciler.spec.project import SparkSettings
 
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": "8g"}))
     storage = DeltaStorage(spark)

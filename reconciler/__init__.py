@@ -5,7 +5,7 @@ point one way only (``tests/test_layering.py`` keeps it so):
 
     cli, github  ->  operations  ->  engine, plan  ->  spec  ->  errors
 
-* ``spec/``: reading a project (YAML with line numbers, settings, pipeline specs,
+* ``desired/``: reading a project (YAML with line numbers, settings, pipeline specs,
   SQL, the program with fingerprints, choosing pipelines). No Spark.
 * ``plan/``: diffing a program against the manifest, the plan document, and
   rendering it for a terminal or a pull request. No Spark.

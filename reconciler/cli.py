@@ -25,6 +25,8 @@ from reconciler.cli_options import (
     lock_option,
 )
 from reconciler.cli_test import test_command
+from reconciler.desired.project import display, duration_seconds, load_project
+from reconciler.desired.workspace import load_programs, select_pipelines
 from reconciler.errors import ReconcileError
 from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
@@ -34,8 +36,6 @@ from reconciler.progress import Reporter, terminal_progress
 from reconciler.query_output import print_rows
 from reconciler.runner import MAX_FAILURES, RunnerReports, run_continuously
 from reconciler.scaffold import scaffold
-from reconciler.spec.project import display, duration_seconds, load_project
-from reconciler.spec.workspace import load_programs, select_pipelines
 from reconciler.state import open_backend, read_manifest
 from reconciler.status import history_expectations, print_status, status_reports
 from state_backends import StateBackendError

@@ -17,10 +17,10 @@ from typing import Any
 
 import click
 
+from reconciler.desired.project import display
+from reconciler.desired.view_test_files import load_view_tests
+from reconciler.desired.workspace import load_programs
 from reconciler.errors import ReconcileError
-from reconciler.spec.project import display
-from reconciler.spec.view_tests import load_view_tests
-from reconciler.spec.workspace import load_programs
 
 
 @click.command("test")

@@ -61,7 +61,7 @@ class Manifest:
     # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_summary).
     settings: dict[str, str] | None = None
     # What analysing `program` found, under keys of everything each result depends on
-    # (`spec.memo`): a later plan reuses it for the views that did not change.
+    # (`desired.memo`): a later plan reuses it for the views that did not change.
     analysis: dict[str, Any] | None = None
 
     @classmethod

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from reconciler.desired.connector_options import check_committed_options, check_file_cleanup
+from reconciler.desired.program import Program
+from reconciler.desired.project import Project, settings_summary
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.step import StepResult, has_pending_input, run_step
 from reconciler.errors import PipelinePaused, ReconcileError, public_message
@@ -25,9 +28,6 @@ from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
 from reconciler.redact import redact_url
-from reconciler.spec.connector_options import check_committed_options, check_file_cleanup
-from reconciler.spec.program import Program
-from reconciler.spec.project import Project, settings_summary
 from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
 
@@ -224,7 +224,7 @@ def first_manifest(program: Program, **fields: Any) -> Manifest:
 
 
 def _memo(program: Program) -> dict[str, Any] | None:
-    """The analysis memo a committed manifest keeps for later plans (`spec.memo`): what
+    """The analysis memo a committed manifest keeps for later plans (`desired.memo`): what
     analysing `program` found here, every view analysed from its SQL (apply reads none)."""
     return program.analysis.document() if program.analysis is not None else None
 

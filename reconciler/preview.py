@@ -3,7 +3,7 @@
 The plan says which views an apply computes (new ones, modified ones, and the ones
 downstream that it recomputes); the preview runs those queries on Spark over the
 committed state at the manifest's versions and counts the difference with what
-each view holds now (`engine/preview.py`). It is read-only by construction: no lock
+each view holds now (`engine/preview_counts.py`). It is read-only by construction: no lock
 is taken, nothing is written under storage, no Delta version moves, and a step
 committed meanwhile does not change it (the versions are the manifest's).
 
@@ -24,12 +24,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reconciler.desired.output_key import output_key
+from reconciler.desired.program import Program
+from reconciler.desired.project import Project, settings_summary
+from reconciler.desired.workspace import load_programs
 from reconciler.errors import ReconcileError
 from reconciler.plan.document import PipelinePlan, plan_pipeline
-from reconciler.spec.output_key import output_key
-from reconciler.spec.program import Program
-from reconciler.spec.project import Project, settings_summary
-from reconciler.spec.workspace import load_programs
 from reconciler.state import open_backend, pipeline_layout, read_manifest
 
 PREVIEW_FORMAT = 1
@@ -61,7 +61,7 @@ def preview_plan(document: dict[str, Any], project: Project, programs: list[Prog
             continue
         runtime = engine.runtime(program.pipeline, plan.diff.new,
                                  manifest.relations if manifest else {})
-        from reconciler.engine.preview import Samples, preview_views  # Spark: --preview
+        from reconciler.engine.preview_counts import Samples, preview_views  # Spark: --preview
 
         settings = project.settings.preview
         samples = Samples(settings.samples if mode == "rows" else 0,

@@ -11,8 +11,8 @@ import re
 from importlib.resources import files
 from pathlib import Path
 
+from reconciler.desired.project import NAME_PATTERN, display
 from reconciler.errors import ReconcileError
-from reconciler.spec.project import NAME_PATTERN, display
 
 PROJECT = """\
 # pipeline-reconciler settings; every key is optional (these are the defaults).

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from reconciler.desired.project import Project
 from reconciler.layout import Layout
 from reconciler.manifest import Manifest
-from reconciler.spec.project import Project
 from state_backends import StateBackend, backend_from_url
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.desired.project import Project
 from reconciler.engine.step import StepResult, insert_app_id
 from reconciler.errors import ReconcileError
 from reconciler.operations import Engine, Outcome, run_pipeline
-from reconciler.spec.project import Project
 from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
 
@@ -23,7 +23,7 @@ def _parse_single(sql: str, expected: type | tuple[type, ...], what: str) -> Any
     import sqlglot
     from sqlglot.errors import ParseError
 
-    from reconciler.spec.sql import DIALECT
+    from reconciler.desired.sql import DIALECT
 
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
@@ -56,7 +56,7 @@ def _execute_insert(project: Project, backend: StateBackend, engine: Engine, nam
                     insert: Any) -> tuple[Outcome, StepResult]:
     from sqlglot import exp
 
-    from reconciler.spec.sql import DIALECT
+    from reconciler.desired.sql import DIALECT
 
     target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
     table = target.name.lower()
@@ -81,7 +81,7 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
 
     Unlike an INSERT, a DELETE whose commit never happened is not undone: running it again
     deletes nothing more, so the next step simply takes it as the table's change."""
-    from reconciler.spec.sql import DIALECT
+    from reconciler.desired.sql import DIALECT
 
     table = delete.this.name.lower()
     where = delete.args.get("where")

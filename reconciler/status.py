@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
+from reconciler.desired.project import Project
 from reconciler.layout import resolve_path
 from reconciler.manifest import Manifest
 from reconciler.runner import HEARTBEAT
-from reconciler.spec.project import Project
 from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
 from state_backends.base import format_age

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from reconciler.desired.project import SparkSettings
 from reconciler.engine.session import get_spark
-from reconciler.spec.project import SparkSettings
 
 try:
     from tests.connect_server import connect_server

@@ -7,8 +7,8 @@ import textwrap
 from pathlib import Path
 from uuid import uuid4
 
-from reconciler.spec.program import Program
-from reconciler.spec.workspace import load_programs
+from reconciler.desired.program import Program
+from reconciler.desired.workspace import load_programs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -1,4 +1,4 @@
-"""The analysis memo (`spec/memo.py`): a plan takes each unchanged view's analysis from the
+"""The analysis memo (`desired/memo.py`): a plan takes each unchanged view's analysis from the
 committed manifest, analyses only what changed, and plans exactly what it plans without
 the memo; a memo it cannot trust (one a pull request could have written, one written by
 other code, entries that do not match) changes nothing."""
@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from reconciler.desired.lineage import view_lineage
+from reconciler.desired.memo import Analysis, _lineage, _lineage_document
+from reconciler.desired.program import Program, build_program
+from reconciler.desired.project import load_project, settings_summary
+from reconciler.desired.workspace import load_programs, load_source
 from reconciler.errors import ReconcileError
 from reconciler.manifest import Manifest
 from reconciler.plan import planner
 from reconciler.plan.planner import compute_plan, plan_project
-from reconciler.spec.lineage import view_lineage
-from reconciler.spec.memo import Analysis, _lineage, _lineage_document
-from reconciler.spec.program import Program, build_program
-from reconciler.spec.project import load_project, settings_summary
-from reconciler.spec.workspace import load_programs, load_source
 from state_backends import LocalBackend
 from tests.projects import write_files
 

@@ -26,8 +26,8 @@ from moto.server import ThreadedMotoServer
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
+from reconciler.desired.project import load_project
 from reconciler.runner import RunnerReports
-from reconciler.spec.project import load_project
 from reconciler.state import open_backend
 from state_backends.base import LockHeldError
 from tests.cli_helpers import manifest, query, reconcile

@@ -178,7 +178,7 @@ def test_quoted_commands_are_accepted(words: list[str]) -> None:
         name, command, parent = found or "", subcommand, context
 
 
-@pytest.mark.parametrize("package", ["spec", "plan", "engine", "engine/maintenance", "github",
+@pytest.mark.parametrize("package", ["desired", "plan", "engine", "engine/maintenance", "github",
                                      "."])
 def test_package_docstrings_and_architecture_name_every_module(package: str) -> None:
     """The code map cannot fall behind the code: each package's docstring ("Owns ...")

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.desired.sql import ColumnDef
 from reconciler.engine.delta_log import table_uri
 from reconciler.engine.failures import engine_failure
 from reconciler.engine.schema import (
@@ -39,7 +40,6 @@ from reconciler.engine.schema import (
 from reconciler.engine.session import get_spark, has_delta_extension, spark_conf
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
-from reconciler.spec.sql import ColumnDef
 
 SIMPLE = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)])
 RICH = spark_schema(

@@ -23,14 +23,14 @@ STATE = {"reconciler.manifest", "reconciler.state"}
 
 ALLOWED: dict[str, set[str]] = {
     "shared": {"shared"},
-    "spec": {"shared", "spec"},
-    "state": {"shared", "spec", "state"},
-    "plan": {"shared", "spec", "state", "plan"},
+    "desired": {"shared", "desired"},
+    "state": {"shared", "desired", "state"},
+    "plan": {"shared", "desired", "state", "plan"},
     # A bootstrap carries out the plan's diff, so the engine may read the plan's data types.
-    "engine": {"shared", "spec", "state", "plan", "engine"},
-    "operations": {"shared", "spec", "state", "plan", "engine", "operations"},
-    "github": {"shared", "spec", "state", "plan", "operations", "github"},
-    "top": {"shared", "spec", "state", "plan", "engine", "operations", "github", "top"},
+    "engine": {"shared", "desired", "state", "plan", "engine"},
+    "operations": {"shared", "desired", "state", "plan", "engine", "operations"},
+    "github": {"shared", "desired", "state", "plan", "operations", "github"},
+    "top": {"shared", "desired", "state", "plan", "engine", "operations", "github", "top"},
 }
 
 
@@ -42,7 +42,7 @@ def layer(module: str) -> str:
     if module in ("reconciler.operations", "reconciler.preview"):  # they run the engine
         return "operations"
     parts = module.split(".")
-    if len(parts) > 2 and parts[1] in ("spec", "plan", "engine", "github"):
+    if len(parts) > 2 and parts[1] in ("desired", "plan", "engine", "github"):
         return parts[1]
     return "top"  # cli, cli_reference, scaffold, __main__
 
@@ -88,7 +88,7 @@ def test_only_the_engine_imports_pyspark(path: Path) -> None:
 
 
 def test_every_sub_package_says_what_it_owns_and_may_import() -> None:
-    for package in ("spec", "plan", "engine", "github"):
+    for package in ("desired", "plan", "engine", "github"):
         doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text()))
         assert doc and "May import" in doc, package
 
@@ -101,7 +101,7 @@ def test_no_module_is_longer_than_about_450_lines() -> None:
 
 def test_importing_spec_and_plan_loads_no_spark() -> None:
     """Checked in a fresh interpreter: `reconcile plan` and `validate` need no JVM or pyspark."""
-    names = [module_name(p) for p in MODULES if layer(module_name(p)) in ("spec", "plan")]
+    names = [module_name(p) for p in MODULES if layer(module_name(p)) in ("desired", "plan")]
     script = ("import importlib, sys\n"
               f"for name in {names!r}:\n    importlib.import_module(name)\n"
               "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -287,10 +287,10 @@ def test_a_join_term_reads_only_the_changes_key_range(spark: SparkSession, tmp_p
     """In `Δorders ⋈ lineitem` lineitem is read within the new orders' key range (a filter
     Spark pushes to the Parquet scan, which skips the files and row groups outside it),
     and the term's rows are the join's."""
+    from reconciler.desired.shapes import Linear, analyse
     from reconciler.engine.maintenance.frames import StepFrames
     from reconciler.engine.maintenance.linear import select_change
     from reconciler.engine.maintenance.zset import ZSet
-    from reconciler.spec.maintenance import Linear, analyse
 
     lineitem = spark.range(1, 1001).select(F.col("id").alias("l_orderkey"),
                                            (F.col("id") % 7).alias("l_quantity"))
@@ -367,7 +367,7 @@ def test_a_keyed_query_keeps_every_column_it_can_read(query: str, named: set[str
     all of them when a star or a NATURAL join reads columns it does not name."""
     import sqlglot
 
-    from reconciler.spec.keyed import named_columns
-    from reconciler.spec.sql import DIALECT
+    from reconciler.desired.keyed import named_columns
+    from reconciler.desired.sql import DIALECT
 
     assert named_columns(sqlglot.parse_one(query, dialect=DIALECT)) == named

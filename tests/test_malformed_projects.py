@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.desired.workspace import load_programs
 from reconciler.errors import ReconcileError
-from reconciler.spec.workspace import load_programs
 
 PIPELINE_YAML = """\
 name: p
@@ -518,5 +518,5 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     assert isinstance(result.exception, ReconcileError), result.output
     assert "error: " not in result.output
     shown = "".join(traceback.format_exception(*result.exc_info))
-    assert "spec/sql.py" in shown
+    assert "desired/sql.py" in shown
     assert "program.sql:14: unsupported statement DROP" in shown.splitlines()[-1]

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.desired.program import Program
+from reconciler.desired.project import load_project, settings_summary
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_pipeline
-from reconciler.spec.program import Program
-from reconciler.spec.project import load_project, settings_summary
 from state_backends import LocalBackend
 from tests.projects import (
     apply_seed_modification,

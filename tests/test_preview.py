@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from reconciler.spec.project import load_project
+from reconciler.desired.project import load_project
 from reconciler.state import open_backend
 from tests.cli_helpers import query, reconcile, versions
 from tests.fake_github import FakeGitHub

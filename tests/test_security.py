@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.desired.safety import ALLOWED_FUNCTIONS
 from reconciler.engine.session import get_spark
-from reconciler.spec.safety import ALLOWED_FUNCTIONS
 
 try:
     from tests.cli_helpers import reconcile

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from reconciler.desired.project import load_project
 from reconciler.engine.delta_log import table_uri
 from reconciler.layout import resolve_path
-from reconciler.spec.project import load_project
 from reconciler.state import pipeline_layout
 from state_backends import LocalBackend, StateBackendError, backend_from_url
 from tests.cli_helpers import query, reconcile

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.desired.documents import MAX_YAML_BYTES, parse_yaml
 from reconciler.errors import ReconcileError
-from reconciler.spec.documents import MAX_YAML_BYTES, parse_yaml
 
 try:
     from tests.projects import write_files

@@ -10,7 +10,7 @@ changes, ``compaction``, ``retention``), a pipeline's relations as DataFrames
 ``input_files``, ``listed_ingest``, ``delta_source``, ``bad_input``),
 incremental view maintenance (``maintenance/``),
 a step (``step``, ``refresh``, ``expectations``), a bootstrap (``bootstrap``,
-``evolve``, ``rename``), the data preview (``preview``) and view tests on Spark
+``evolve``, ``state_moves``), the data preview's counts (``preview_counts``) and view tests on Spark
 (``view_tests``).
 
 May import: ``spec`` (a program's definitions), the plan's data types (a

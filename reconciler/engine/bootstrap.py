@@ -2,7 +2,7 @@
 
 Follows Feldera's semantics on Spark + Delta, then goes further: state of removed
 relations is discarded; a renamed relation keeps its state under its new name; a
-modified table evolves in place when `spec.evolution` allows it (rows and
+modified table evolves in place when `desired.table_evolution` allows it (rows and
 connector offsets kept), otherwise it is truncated and its input connectors
 reset; new tables are created empty; new and modified views are computed, in
 dependency order, from the existing state of unchanged relations (a maintained
@@ -36,9 +36,9 @@ from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import start_state
 from reconciler.engine.maintenance.zset import ZSet
-from reconciler.engine.rename import move_relation
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.schema import struct_from_json
+from reconciler.engine.state_moves import move_relation
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
 from reconciler.plan.diff import ProgramDiff

@@ -1,4 +1,5 @@
-"""Carry a table's rows to its new columns in place (`spec.evolution` says whether and how).
+"""Carry a table's rows to its new columns in place (`desired.table_evolution` says
+whether and how).
 
 A nullable column added at the end is one metadata-only Delta commit (existing
 rows read NULL: no data file is read or written). On Delta's writer, dropped
@@ -26,13 +27,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.desired.table_evolution import Evolution
 from reconciler.engine.delta_log import is_column_mapped
 from reconciler.engine.merge import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.schema import arrow_schema, struct_from_json
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage, table_uri
-from reconciler.spec.evolution import Evolution
 
 
 def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> dict[str, Any]:

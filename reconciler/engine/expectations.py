@@ -1,13 +1,13 @@
 """Expectations checked on each step's change: counted, dropped, or failing the step.
 
-A relation's expectations (`spec.expectations`) are checked on the rows a step
+A relation's expectations (`desired.expectation_clauses`) are checked on the rows a step
 adds to it, never by rescanning it: a table's inserted rows (ingested or
 `execute`d), a view's inserted rows (its change's insert side). All of a
 relation's counts come from one aggregate job over those rows, and a step with no
 change runs none (a relation without a change is not looked at).
 
 - keep (no action): the violating rows stay; they are counted.
-- DROP ROW: a view's query is filtered (`spec.expectations.with_drops`, folded into
+- DROP ROW: a view's query is filtered (`desired.expectation_clauses.with_drops`, folded into
   the query every refresh runs, so maintenance keeps it like a WHERE clause); the
   count is of the rows the unfiltered query's change would have added (a view
   recomputed each step: of its whole recomputed result). A table's violating
@@ -35,6 +35,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from reconciler.desired.expectation_clauses import DROP_ALIAS, executable_view_query, violated
+from reconciler.desired.keyed import from_of
+from reconciler.desired.shapes import Derived
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import maintained_shape
@@ -43,9 +46,6 @@ from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.schema import struct_from_json
 from reconciler.errors import ReconcileError
-from reconciler.spec.expectations import DROP_ALIAS, executable_view_query, violated
-from reconciler.spec.keyed import from_of
-from reconciler.spec.maintenance import Derived
 
 SAMPLE = 5
 """Violating rows a FAIL UPDATE error shows."""

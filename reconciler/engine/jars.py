@@ -22,7 +22,7 @@ way, in `~/.m2/settings.xml`. Nothing is downloaded when a session starts.
 
 `python -m reconciler.engine.jars --spark-defaults` prints the lines a cluster
 operator puts in `spark-defaults.conf` to give a standalone cluster the same
-jars (the cluster's set-up, never the project's: see `spec/project.py`).
+jars (the cluster's set-up, never the project's: see `desired/project.py`).
 """
 
 from __future__ import annotations

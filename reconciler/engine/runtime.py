@@ -17,19 +17,20 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.schema import spark_schema, struct_from_json
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.progress import Reporter, no_progress
-from reconciler.spec.expectations import executable_view_query
 
 
 @cache
 def view_query(statement_sql: str) -> str:
     """The executable query of a `CREATE [MATERIALIZED] VIEW v AS <query>` statement: its
-    expectation clauses taken out, its DROP ROW ones filtering it (`spec.expectations`)."""
+    expectation clauses taken out, its DROP ROW ones filtering it
+    (`desired.expectation_clauses`)."""
     return executable_view_query(statement_sql)
 
 

@@ -51,11 +51,11 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from reconciler.desired.project import SparkSettings
 from reconciler.engine.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars, s3a_jars
 from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError, error_class
 from reconciler.redact import redact_text, redact_url
-from reconciler.spec.project import SparkSettings
 
 MAX_LOCAL_CORES = 4
 """Upper bound on ``local[N]``: more threads only add scheduling overhead for small state."""

@@ -1,4 +1,4 @@
-"""Running a view test (`spec/view_tests.py`) on Spark, with no state and no backend.
+"""Running a view test (`desired/view_test_files.py`) on Spark, with no state and no backend.
 
 1. **Computed:** the relations the view reads, up its lineage, are temporary views of
    the test's rows (a table not given is empty; an upstream view not given is its query
@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
@@ -35,7 +36,6 @@ from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.plan.diff import diff_programs
-from reconciler.spec.view_tests import Row, ViewTest
 
 SHOWN_ROWS = 20
 WEIGHT = "__test_weight"

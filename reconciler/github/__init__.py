@@ -8,7 +8,7 @@ from the default branch or the inputs), the plan run on a pull request
 (``action``, the entry point), the approval guard (``guard``: permission, fork,
 review, head SHA, plan id) and the apply run on a comment (``apply``) with its
 ``replies``, the view tests of a pull request's pipelines, run apart from the
-workflow (``view_tests``), and the REST client (``client``).
+workflow (``view_test_gate``), and the REST client (``client``).
 
 May import: ``operations``, ``plan``, ``spec``, the ``manifest`` and ``state``
 modules, ``errors`` and the shared helpers. Never ``engine`` directly: Spark is

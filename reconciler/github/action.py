@@ -31,7 +31,7 @@ from reconciler.github.runner import (
     write_summary,
 )
 from reconciler.github.trusted import Trusted, TrustedTree, trusted_branch, trusted_project
-from reconciler.github.view_tests import add_view_tests
+from reconciler.github.view_test_gate import add_view_tests
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan

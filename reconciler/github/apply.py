@@ -53,7 +53,7 @@ from reconciler.github.trusted import (
     trusted_branch,
     trusted_project,
 )
-from reconciler.github.view_tests import add_view_tests, failing_tests
+from reconciler.github.view_test_gate import add_view_tests, failing_tests
 from reconciler.operations import Engine, Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
 from reconciler.state import open_backend

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.desired.project import NAME_PATTERN, POLICIES
 from reconciler.errors import ReconcileError
 from reconciler.github.client import DEFAULT_API_URL, GitHubClient
-from reconciler.spec.project import NAME_PATTERN, POLICIES
 
 COMMANDS = ("auto", "plan", "apply")
 PREVIEWS = ("counts", "rows", "off")

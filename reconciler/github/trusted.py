@@ -24,15 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import ReconcileError
-from reconciler.git import repository_prefix
-from reconciler.github.client import GitHubClient
-from reconciler.github.event import Inputs
-from reconciler.github.guard import SHA_RE
-from reconciler.plan.planner import plan_project
-from reconciler.spec.documents import parse_yaml
-from reconciler.spec.program import Program
-from reconciler.spec.project import (
+from reconciler.desired.documents import parse_yaml
+from reconciler.desired.program import Program
+from reconciler.desired.project import (
     PIPELINE_FILE,
     POLICIES,
     PROJECT_FILE,
@@ -42,7 +36,13 @@ from reconciler.spec.project import (
     project_settings,
     settings_summary,
 )
-from reconciler.spec.workspace import load_programs
+from reconciler.desired.workspace import load_programs
+from reconciler.errors import ReconcileError
+from reconciler.git import repository_prefix
+from reconciler.github.client import GitHubClient
+from reconciler.github.event import Inputs
+from reconciler.github.guard import SHA_RE
+from reconciler.plan.planner import plan_project
 
 STRICTEST_POLICY = "reject"
 

@@ -1,6 +1,6 @@
 """One action per object of a diff, with the reasons a reviewer reads.
 
-Tables: `create`, `evolve` (rows kept, `spec.evolution`), `truncate` (with why it
+Tables: `create`, `evolve` (rows kept, `desired.table_evolution`), `truncate` (with why it
 cannot evolve), `drop`; views: `create`, `recompute` (the columns or query that
 changed, `plan.diff`'s lineage), `drop`; a renamed relation: `rename` with `from`
 and what else happens to it; connectors: `create`, `reset`, `drop`, `keep`.
@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
+from reconciler.desired.program import Program
 from reconciler.plan.diff import ProgramDiff
 from reconciler.redact import redact_text, shown_value
-from reconciler.spec.expectations import drop_conditions, expectation_changes
-from reconciler.spec.program import Program
 
 ActionKind = Literal["create", "recompute", "evolve", "rename", "truncate", "drop", "reset",
                      "keep"]

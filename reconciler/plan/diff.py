@@ -2,7 +2,7 @@
 
 deepdiff finds every changed path; this module classifies those paths into
 Feldera's `deployment_runtime_status_details` shape. Fingerprints are part of
-the documents and precise to the column (`spec.fingerprint`), so a view that
+the documents and precise to the column (`desired.fingerprint`), so a view that
 reads a changed column shows up as a changed fingerprint and is classified as
 modified, while a reader of other columns stays unchanged. The committed
 document is first rewritten with the renames found (`plan.renames`) and its
@@ -10,7 +10,7 @@ fingerprints recomputed by this code, so a reconciler upgrade is never a
 modification and a rename alone modifies nothing.
 
 One change is not in any fingerprint: a table truncated because it cannot
-evolve in place (`spec.evolution`) loses its rows, so every view downstream of
+evolve in place (`desired.table_evolution`) loses its rows, so every view downstream of
 it is modified too (`rows_reset`), whatever columns it reads.
 """
 
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
+from reconciler.desired.fingerprint import rederive
+from reconciler.desired.lineage import LineageOf, view_lineage
+from reconciler.desired.table_evolution import Evolution, evolution
 from reconciler.plan.renames import apply_renames, find_renames
 from reconciler.redact import shown_value
-from reconciler.spec.evolution import Evolution, evolution
-from reconciler.spec.expectations import drop_conditions, expectation_changes
-from reconciler.spec.fingerprint import rederive
-from reconciler.spec.lineage import LineageOf, view_lineage
 
 _ARRAY_LIBRARIES = ("pandas", "numpy", "polars")
 
@@ -113,7 +113,7 @@ class ProgramDiff:
     @cached_property
     def expectation_changes(self) -> dict[str, list[str]]:
         """Unchanged tables and views whose expectations changed (keep or fail: nothing is
-        recomputed; `spec.expectations`): name -> what changed."""
+        recomputed; `desired.expectation_clauses`): name -> what changed."""
         changes = {name: expectation_changes(self.old[section][name], self.new[section][name])
                    for section in ("tables", "views")
                    for name, change in getattr(self, section).items() if change == "unchanged"}

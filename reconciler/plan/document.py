@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.desired.fingerprint import stable_hash
+from reconciler.desired.lineage import view_lineage
+from reconciler.desired.program import Program
 from reconciler.errors import ReconcileError, public_message
 from reconciler.git import checked_out_commit
 from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.actions import Action, connector_actions, relation_actions
 from reconciler.plan.diff import ProgramDiff, diff_programs
-from reconciler.spec.fingerprint import stable_hash
-from reconciler.spec.lineage import view_lineage
-from reconciler.spec.program import Program
 
 PLAN_FORMAT = 1
 @dataclass(frozen=True)

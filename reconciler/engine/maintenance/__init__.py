@@ -6,5 +6,5 @@ docstring: `linear` (projections, filters, UNION ALL, inner joins),
 a query recomputed over only the keys a step touches); `change` is the change of
 a select without state of its own. `zset` is the change's representation,
 `frames` the relation versions a step reads, and `view` picks the rule for a view
-(from `spec.maintenance`'s analysis) or recomputes it.
+(from `desired.shapes`'s analysis) or recomputes it.
 """

@@ -11,13 +11,13 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
+from reconciler.desired.keyed import Keyed, from_of
+from reconciler.desired.shapes import Derived, Linear, Source
+from reconciler.desired.sql import DIALECT
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import select_change
 from reconciler.engine.maintenance.outer import keyed_change
 from reconciler.engine.maintenance.zset import ZSet, union_all
-from reconciler.spec.keyed import Keyed, from_of
-from reconciler.spec.maintenance import Derived, Linear, Source
-from reconciler.spec.sql import DIALECT
 
 
 def change_of(frames: StepFrames, shape: Source, stored: DataFrame | None = None) -> ZSet:

@@ -22,11 +22,11 @@ from typing import Any
 
 from sqlglot import exp
 
+from reconciler.desired.keyed import Equated, occurrences
+from reconciler.desired.shapes import tables_of
+from reconciler.desired.sql import DIALECT
 from reconciler.engine.maintenance.frames import Part, Range, Side, StepFrames
 from reconciler.engine.maintenance.zset import ZSet, union_all
-from reconciler.spec.keyed import Equated, occurrences
-from reconciler.spec.maintenance import tables_of
-from reconciler.spec.sql import DIALECT
 
 
 def select_change(frames: StepFrames, select: exp.Select, equated: Equated) -> ZSet:

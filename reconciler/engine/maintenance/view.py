@@ -1,7 +1,7 @@
 """Refresh one view in a step: apply its Z-set rule, or recompute it.
 
 The mode comes from the committed program (`refresh` of each view, decided at
-plan time by `spec.maintenance`), so a step does what the approved plan said.
+plan time by `desired.shapes`), so a step does what the approved plan said.
 A maintained aggregate without state (a manifest from before it was
 maintained) is recomputed once and its state started; so is a MIN/MAX view
 whose input deleted rows, which plan time rules out but a recomputed input
@@ -25,6 +25,8 @@ from functools import cache
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from reconciler.desired.keyed import Keyed
+from reconciler.desired.shapes import Aggregate, Fallback, Shape, analyse
 from reconciler.engine.delta_log import data_bytes, table_uri
 from reconciler.engine.maintenance.aggregate import (
     aggregate_change,
@@ -39,8 +41,6 @@ from reconciler.engine.maintenance.zset import ZSet, positional
 from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
-from reconciler.spec.keyed import Keyed
-from reconciler.spec.maintenance import Aggregate, Fallback, Shape, analyse
 
 SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
 """State and contents of an aggregate view at most this big (together) are rewritten whole

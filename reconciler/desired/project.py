@@ -19,10 +19,10 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from reconciler.desired.documents import YamlDocument, load_yaml, outside_reason, read_text
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
-from reconciler.spec.documents import YamlDocument, load_yaml, outside_reason, read_text
 
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"

@@ -1,4 +1,4 @@
-"""Fingerprints of a program's relations, precise to the column (see `spec.lineage`).
+"""Fingerprints of a program's relations, precise to the column (see `desired.lineage`).
 
 A fingerprint is a pure function of the program document's definitions (table
 columns, view queries), so the planner can recompute the committed program's
@@ -16,7 +16,7 @@ fingerprints differently never shows up as a modification.
   read, so a reader of `v.a` is not modified when `v` gains column `b`. A view
   whose outputs cannot be separated (`DISTINCT`, set operations, subqueries)
   gives every output column the view's fingerprint.
-- A relation's expectations (`spec.expectations`) are part of its fingerprint; only
+- A relation's expectations (`desired.expectation_clauses`) are part of its fingerprint; only
   DROP ROW ones, which decide a view's rows, reach its columns' and rows' fingerprints
   (and so its readers): counting or failing on a row changes no reader's input.
 
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.spec.expectations import drop_conditions
-from reconciler.spec.lineage import LineageOf, OutputLineage, view_lineage
+from reconciler.desired.expectation_clauses import drop_conditions
+from reconciler.desired.lineage import LineageOf, OutputLineage, view_lineage
 
 TABLE_ROWS = "table rows"
 """A table's rows fingerprint: only a truncation changes its rows, and the diff sees that."""
@@ -62,7 +62,7 @@ def derive(tables: Mapping[str, Mapping[str, Any]], views: Mapping[str, Mapping[
            order: Sequence[str], lineage_of: LineageOf = view_lineage) -> dict[str, Derived]:
     """Fingerprints of every relation, in dependency order, from their document entries
     (tables: `columns`, `primary_key`, `materialized`; views: `query`, `materialized`,
-    `reads`). `lineage_of` is `view_lineage`, or a memo of it (`spec.memo.Analysis`)."""
+    `reads`). `lineage_of` is `view_lineage`, or a memo of it (`desired.memo.Analysis`)."""
     derived: dict[str, Derived] = {}
     columns: dict[str, dict[str, str] | None] = {}  # relation -> column -> fingerprint
     rows: dict[str, str] = {}  # relation -> what decides which rows it has

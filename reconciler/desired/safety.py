@@ -26,7 +26,7 @@ allow-list:
   no ``${`` in that generated SQL either (``'$\\{x}'``, ``$ {x}``). The session
   also turns substitution off (``engine.session``); each defence holds alone;
 * no bare name that Spark resolves as a function (``check_bare_names``, run by
-  ``spec.program`` once the columns of every relation are known): ``user``,
+  ``desired.program`` once the columns of every relation are known): ``user``,
   ``current_user``, ``session_user``, ``current_date``, ``current_timestamp``,
   ``current_time``, ``localtime`` and ``current_path`` are calls in Spark 4
   when no column of that name is in scope, even quoted (`` `user` ``), and read

@@ -21,10 +21,10 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.tokens import Token, TokenType
 
+from reconciler.desired.expectation_clauses import Expectation, split_expectations
+from reconciler.desired.project import NAME_PATTERN, SqlSource
+from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.errors import ReconcileError
-from reconciler.spec.expectations import Expectation, split_expectations
-from reconciler.spec.project import NAME_PATTERN, SqlSource
-from reconciler.spec.safety import check_substitution, check_view_query
 
 DIALECT = "spark"
 _DIALECT = Dialect.get_or_raise(DIALECT)
@@ -69,7 +69,7 @@ class TableStatement:
     materialized: bool
     location: Location
     sql: str
-    expectations: tuple[Expectation, ...] = ()  # `spec.expectations`
+    expectations: tuple[Expectation, ...] = ()  # `desired.expectation_clauses`
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class StatementFacts:
 
 Statement = TableStatement | ViewStatement
 Known = Callable[[str], StatementFacts | None]
-"""A memo of view statements: their facts by `statement_digest` (`spec.memo`)."""
+"""A memo of view statements: their facts by `statement_digest` (`desired.memo`)."""
 
 
 def parse_file(source: SqlSource, known: Known | None = None) -> list[Statement]:

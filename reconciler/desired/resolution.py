@@ -57,8 +57,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from reconciler.spec.safety import LITERAL_FUNCTIONS
-from reconciler.spec.sql import Location
+from reconciler.desired.safety import LITERAL_FUNCTIONS
+from reconciler.desired.sql import Location
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]
@@ -98,7 +98,7 @@ def check_view_resolution(tree: exp.Query, query: str,
 
 def resolve(tree: exp.Query, schemas: Mapping[str, Columns]) -> tuple[str | None, Columns]:
     """What Spark would refuse in `tree`, in one sentence (None if nothing), and the output
-    names. A query sqlglot cannot scope is let through with unknown outputs: `spec.sql`
+    names. A query sqlglot cannot scope is let through with unknown outputs: `desired.sql`
     already analysed it, so any doubt is sqlglot's."""
     try:
         resolver = _Resolver(schemas)

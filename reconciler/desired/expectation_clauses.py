@@ -10,7 +10,7 @@ holding the words is not a clause), the rest is parsed as any statement, and the
 program keeps them beside the relation.
 
 A condition is pipeline SQL from a pull request, so it passes the checks a view's
-query does (`spec.safety`: Spark's pure built-ins only, nothing Spark's variable
+query does (`desired.safety`: Spark's pure built-ins only, nothing Spark's variable
 substitution acts on, no bare name Spark reads as a clock or session call), and it
 must be one boolean expression over the relation's own columns: no subquery, no
 aggregate or window, no other relation's name.
@@ -33,8 +33,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from reconciler.desired.safety import check_bare_names, check_substitution, check_view_query
 from reconciler.errors import ReconcileError
-from reconciler.spec.safety import check_bare_names, check_substitution, check_view_query
 
 Action = Literal["keep", "drop", "fail"]
 ACTION_WORDS: dict[Action, str] = {"keep": "", "drop": "ON VIOLATION DROP ROW",
@@ -219,7 +219,7 @@ def check_columns(expectations: Sequence[Expectation], columns: Sequence[str] | 
 
 def _is_literal_call(column: exp.Column) -> bool:
     """`current_date` and the like: `check_bare_names` refuses them with its own words."""
-    from reconciler.spec.safety import LITERAL_FUNCTIONS
+    from reconciler.desired.safety import LITERAL_FUNCTIONS
 
     return column.name.lower() in LITERAL_FUNCTIONS
 

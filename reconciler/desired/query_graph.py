@@ -4,7 +4,7 @@ make equal, resolved through derived tables, CTEs written out and set operations
 Columns are slots, (occurrence index, column), joined into classes by a union-find:
 `a.k = b.k` in an `ON` or `WHERE`, `x IN (SELECT y ...)`, a derived table's output
 column and the column it reads, a set operation's columns position by position.
-`spec/partitioning.py` checks whether one class partitions the query.
+`desired/partitioning.py` checks whether one class partitions the query.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from reconciler.spec.query_parts import conjuncts, from_of, occurrences, set_branches
+from reconciler.desired.query_parts import conjuncts, from_of, occurrences, set_branches
 
 Slot = tuple[int, str]  # (occurrence index, column)
 Columns = Mapping[str, Sequence[str] | None]  # relation -> its columns (None: unknown)

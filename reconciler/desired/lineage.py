@@ -33,7 +33,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from reconciler.spec.sql import DIALECT, drop_positions
+from reconciler.desired.sql import DIALECT, drop_positions
 
 ColumnRef = tuple[str, str]  # (relation, column)
 
@@ -55,7 +55,7 @@ class Lineage:
 
 
 LineageOf = Callable[[str, Mapping[str, Sequence[str] | None]], Lineage]
-"""`view_lineage`, or a memo of it (`spec.memo.Analysis.lineage`)."""
+"""`view_lineage`, or a memo of it (`desired.memo.Analysis.lineage`)."""
 
 
 class _Unresolved(Exception):

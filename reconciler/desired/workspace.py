@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reconciler.desired.program import Program, build_program
+from reconciler.desired.project import PipelineSource, Project, display, load_pipeline, load_project
 from reconciler.errors import ReconcileError
-from reconciler.spec.program import Program, build_program
-from reconciler.spec.project import PipelineSource, Project, display, load_pipeline, load_project
 
 
 def select_pipelines(project: Project, pipeline: str | None) -> list[str]:

@@ -10,7 +10,7 @@ check runs where the settings in force meet the programs (planning, apply, run),
 because the Action replaces the settings after the pipelines are loaded.
 
 Options that name a location (`path`, `paths`, `checkpointLocation`) are refused always
-(`spec.program`): the connector's `path` says where it reads and the layout where its
+(`desired.program`): the connector's `path` says where it reads and the layout where its
 offsets live. Spark refuses a `path` option next to the path it loads, unless
 `spark.sql.legacy.pathOptionBehavior.enabled` makes it read both; a reader ignores
 `checkpointLocation`, which would only look as if it moved the offsets.
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from reconciler.errors import ReconcileError
 from reconciler.redact import shown_value
 
-if TYPE_CHECKING:  # spec.program imports this module
-    from reconciler.spec.program import Program
+if TYPE_CHECKING:  # desired.program imports this module
+    from reconciler.desired.program import Program
 
 LOCATION_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
 ALLOW_SETTING = "allow_file_cleanup"

@@ -15,7 +15,7 @@ Shapes (the rules themselves are in `engine/maintenance/`):
   COUNT, SUM, AVG, MIN and MAX, `HAVING`, and expressions over aggregates, over
   rows that come from a `Linear`, `Keyed` or `Derived` select. Per-group state
   is kept beside the view.
-* `Keyed` (`spec/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
+* `Keyed` (`desired/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
   (subquery)`, correlated subqueries, a `GROUP BY` of the key, derived tables and
   CTEs, window functions partitioned by the key, set operations (`UNION`,
   `INTERSECT`, `EXCEPT`, their `ALL` forms) with the key in one column: a query
@@ -23,7 +23,7 @@ Shapes (the rules themselves are in `engine/maintenance/`):
 * `Derived`: a select over one derived table (`FROM (SELECT ...) AS x`) whose
   own shape is one of these: linear over the derived table's change.
 
-A `WITH` is written out first (`spec/inline.py`), each CTE as a derived table where
+A `WITH` is written out first (`desired/inline.py`), each CTE as a derived table where
 it is used. Everything else (a window function without `PARTITION BY`, `ORDER BY`,
 `LIMIT`, `COUNT(DISTINCT)` outside a keyed `GROUP BY` and other aggregates, a
 subquery over every group, queries with no column equality to split them by) is
@@ -41,8 +41,8 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
-from reconciler.spec.inline import CannotInline, inline_ctes
-from reconciler.spec.keyed import (
+from reconciler.desired.inline import CannotInline, inline_ctes
+from reconciler.desired.keyed import (
     Columns,
     Equated,
     Keyed,
@@ -52,7 +52,7 @@ from reconciler.spec.keyed import (
     keyed,
     occurrences,
 )
-from reconciler.spec.sql import DIALECT
+from reconciler.desired.sql import DIALECT
 
 RefreshPolicy = Literal["incremental", "incremental_strict", "full"]
 AggregateFunction = Literal["count", "sum", "avg", "min", "max"]

@@ -29,9 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reconciler.desired.documents import YamlDocument, load_yaml
+from reconciler.desired.program import Program
 from reconciler.errors import ReconcileError
-from reconciler.spec.documents import YamlDocument, load_yaml
-from reconciler.spec.program import Program
 
 TESTS_FOLDER = "tests"
 Row = dict[str, Any]

@@ -1,6 +1,6 @@
 """Whether a query is a disjoint union over the values of one key, and by which column.
 
-The rule and its conditions are described in `spec/keyed.py`, which builds the
+The rule and its conditions are described in `desired/keyed.py`, which builds the
 `Keyed` shape from what this finds: column slots joined into classes by the query's
 equalities (through derived tables, CTEs written out and set operations' columns),
 the class that ties the most relation occurrences tried first, each checked against
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from reconciler.spec.query_graph import Columns, KeyFallback, QueryGraph, Scope, Slot
-from reconciler.spec.query_parts import aggregates_rows, function_name, occurrences
+from reconciler.desired.query_graph import Columns, KeyFallback, QueryGraph, Scope, Slot
+from reconciler.desired.query_parts import aggregates_rows, function_name, occurrences
 
 __all__ = ["Columns", "KeyFallback", "Partitioning"]
 
 
 class Partitioning(QueryGraph):
-    """Finds the column a query is a disjoint union over, if any (`spec/keyed.py`)."""
+    """Finds the column a query is a disjoint union over, if any (`desired/keyed.py`)."""
 
     def equated(self) -> tuple[tuple[tuple[exp.Table, str], ...], ...]:
         """The classes of columns the query's equalities make equal, as (occurrence,

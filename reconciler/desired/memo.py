@@ -1,28 +1,28 @@
 """What a program's analysis found, kept in the manifest so that a plan analyses only what changed.
 
 Analysing a view costs far more than the rest of a plan: parsing it, the safety and
-resolution checks, maintenance analysis (`spec.maintenance`) and column lineage
-(`spec.lineage`), each about a millisecond. An apply records each view's results in
+resolution checks, maintenance analysis (`desired.shapes`) and column lineage
+(`desired.lineage`), each about a millisecond. An apply records each view's results in
 the manifest it commits (`Manifest.analysis`); the next plan takes them for every view
 whose inputs are unchanged and analyses only the others (issue 33: a one-view edit of
 a 1,000-view pipeline).
 
 It is a pure memo: each entry sits under a SHA-256 of everything its analysis reads,
 with `analysis_version` (the sqlglot version, the Python version and the source of
-every module of `spec/`, so any change to the code that analyses invalidates every
+every module of `desired/`, so any change to the code that analyses invalidates every
 entry) prepended, and holds only what that deterministic function returned:
 
 * a statement (view statements only): its text, and the comments the tokenizer
   attaches to its first and last tokens from outside it, give its name,
   `MATERIALIZED`, the relations it reads and its refresh opt-out; a memoised statement
-  passed the parser and the safety checks (`spec.safety`), which depend on nothing
+  passed the parser and the safety checks (`desired.safety`), which depend on nothing
   else;
 * a view: its statement's key, the columns of each relation it reads (as lineage and
   as Spark name them), `refresh:` of pipeline.yaml and whether an input retracts rows
   give the refresh (mode, reason, retracts, relations read whole), its output columns
   and its resolved output names, the bare-name and resolution checks passed;
 * a lineage: a canonical query and the columns of the relations it reads give its
-  `Lineage` (the fingerprints, `spec.fingerprint`, are derived from it as before).
+  `Lineage` (the fingerprints, `desired.fingerprint`, are derived from it as before).
 
 A stale entry is never used: its key no longer matches. A forged one (a manifest whose
 entries were edited to say something else) cannot be told from a true one without
@@ -46,9 +46,9 @@ from typing import Any, TypeVar
 
 import sqlglot
 
-from reconciler.spec.lineage import Lineage, OutputLineage, view_lineage
-from reconciler.spec.maintenance import Refresh
-from reconciler.spec.sql import StatementFacts
+from reconciler.desired.lineage import Lineage, OutputLineage, view_lineage
+from reconciler.desired.shapes import Refresh
+from reconciler.desired.sql import StatementFacts
 
 Columns = tuple[str, ...] | None
 Schemas = Mapping[str, Sequence[str] | None]
@@ -58,7 +58,7 @@ T = TypeVar("T")
 @lru_cache(maxsize=1)
 def analysis_version() -> str | None:
     """A hash of what the analyses' results depend on besides their inputs: sqlglot's and
-    Python's versions and the source of `spec/` (None, and no memo, when it is unreadable)."""
+    Python's versions and the source of `desired/` (None, and no memo, when it is unreadable)."""
     digest = hashlib.sha256(f"sqlglot {sqlglot.__version__} python "
                             f"{sys.version_info[0]}.{sys.version_info[1]}".encode())
     try:

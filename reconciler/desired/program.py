@@ -1,7 +1,7 @@
 """The pipeline program: tables, views and connectors, checked as a graph and fingerprinted.
 
 A relation's fingerprint hashes its canonical definition together with the
-fingerprints of the columns it reads (`spec.fingerprint`), so a change of
+fingerprints of the columns it reads (`desired.fingerprint`), so a change of
 meaning propagates to exactly the views downstream that read it (like
 Feldera's persistent ids or SQLMesh's parent hashes, but per column), while
 comments, whitespace and keyword or identifier case do not count.
@@ -14,16 +14,15 @@ from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
-from reconciler.errors import ReconcileError
-from reconciler.spec.connector_options import location_option
-from reconciler.spec.expectations import Expectation, check_columns, with_drops
-from reconciler.spec.fingerprint import derive, stable_hash
-from reconciler.spec.maintenance import Refresh, refresh_of
-from reconciler.spec.memo import Analysis, ViewFacts
-from reconciler.spec.project import ConnectorSpec, PipelineSource
-from reconciler.spec.resolution import check_view_resolution
-from reconciler.spec.safety import check_bare_names
-from reconciler.spec.sql import (
+from reconciler.desired.connector_options import location_option
+from reconciler.desired.expectation_clauses import Expectation, check_columns, with_drops
+from reconciler.desired.fingerprint import derive, stable_hash
+from reconciler.desired.memo import Analysis, ViewFacts
+from reconciler.desired.project import ConnectorSpec, PipelineSource
+from reconciler.desired.resolution import check_view_resolution
+from reconciler.desired.safety import check_bare_names
+from reconciler.desired.shapes import Refresh, refresh_of
+from reconciler.desired.sql import (
     ColumnDef,
     Location,
     StatementFacts,
@@ -31,6 +30,7 @@ from reconciler.spec.sql import (
     ViewStatement,
     parse_file,
 )
+from reconciler.errors import ReconcileError
 
 PROGRAM_FORMAT = 1
 
@@ -96,7 +96,7 @@ class View:
 
 
 def _expectations(expectations: tuple[Expectation, ...]) -> dict[str, Any]:
-    """A relation's expectations as its document holds them (`spec.expectations`)."""
+    """A relation's expectations as its document holds them (`desired.expectation_clauses`)."""
     return {"expectations": [e.document() for e in expectations]} if expectations else {}
 
 
@@ -156,7 +156,7 @@ class Program:
     order: tuple[str, ...] = field(default=())
     bootstrap_policy: str = "await_approval"  # from pipeline.yaml; not part of the program
     renamed: dict[str, str] = field(default_factory=dict)  # pipeline.yaml: {old: new}
-    # What analysing it found (`spec.memo`): what an apply keeps in the manifest, and where
+    # What analysing it found (`desired.memo`): what an apply keeps in the manifest, and where
     # a plan looks up the lineage of the committed program's views. Not part of the program.
     analysis: Analysis | None = field(default=None, compare=False, repr=False)
 
@@ -198,7 +198,7 @@ class Program:
 def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None) -> Program:
     """Parse every SQL file, check names and the graph, and fingerprint each relation.
 
-    `memo` is a committed manifest's analysis memo (`Manifest.analysis`, `spec.memo`), or
+    `memo` is a committed manifest's analysis memo (`Manifest.analysis`, `desired.memo`), or
     None. A view whose statement and inputs are those of an entry there takes its parse
     facts and analysis results (refresh, lineage, output columns) from it instead of being
     parsed and analysed again: the results are those of the same deterministic functions
@@ -273,7 +273,7 @@ def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
               resolved: dict[str, tuple[str, ...] | None], analysis: Analysis) -> ViewFacts:
     """A view's checks and analyses, in the order their errors are raised: bare names,
     resolution, refresh; or their results from the memo, under the key of everything they
-    read (`spec.memo`)."""
+    read (`desired.memo`)."""
     name, expectations = statement.name, statement.expectations
     read_columns = {read: columns[read] for read in statement.reads}
     read_resolved = {read: resolved[read] for read in statement.reads}

@@ -2,7 +2,7 @@
 
 A CTE is a name for a query: `WITH s AS (q) SELECT ... FROM s` means the same as
 `SELECT ... FROM (q) AS s`. Maintenance reasons about relation occurrences and
-derived tables (`spec/keyed.py`), so each reference to a CTE becomes the CTE's query
+derived tables (`desired/keyed.py`), so each reference to a CTE becomes the CTE's query
 as a derived table, keeping the reference's alias (or the CTE's name), later CTEs
 seeing earlier ones and a nested `WITH` shadowing an outer one of the same name.
 

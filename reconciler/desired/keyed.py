@@ -27,7 +27,7 @@ by it when:
   holds within each key, as the subquery only ever sees that key's rows.
 
 The same holds through the rest of a query when every operator keeps rows of one
-key together: a derived table (a CTE is written out as one, `spec/inline.py`) that
+key together: a derived table (a CTE is written out as one, `desired/inline.py`) that
 groups by the key or keeps it in a column the enclosing select joins on; a window
 function partitioned by the key; a set operation (UNION, INTERSECT, EXCEPT, their
 ALL forms) with the key in one column of every branch. A window without PARTITION
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from reconciler.spec.partitioning import Columns, KeyFallback, Partitioning
-from reconciler.spec.query_parts import from_of, occurrences
+from reconciler.desired.partitioning import Columns, KeyFallback, Partitioning
+from reconciler.desired.query_parts import from_of, occurrences
 
 __all__ = ["Columns", "Equated", "KeyFallback", "Keyed", "equated_columns", "from_of",
            "keyed", "named_columns", "occurrences"]
