@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from reconciler.desired.connector_options import check_committed_options, check_file_cleanup
+from reconciler.desired.connector_options import check_committed_options
 from reconciler.desired.program import Program
 from reconciler.desired.project import Project, settings_summary
 from reconciler.engine.bootstrap import bootstrap
@@ -118,7 +118,7 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
     """Reconcile one pipeline with its specs, bootstrapping what changed (after checking its
     connector options against the settings in force, as a saved plan may predate them)."""
     name = program.pipeline
-    check_file_cleanup(program, project.settings.allow_file_cleanup)
+    program.check_file_cleanup(project.settings.allow_file_cleanup)
     with backend.locked(name, "apply"):
         manifest, etag = read_manifest(backend, name, pipeline_layout(project, name))
         if approving:

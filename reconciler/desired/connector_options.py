@@ -21,13 +21,10 @@ Spark matches option keys case-insensitively, and so do these checks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.errors import ReconcileError
 from reconciler.redact import shown_value
-
-if TYPE_CHECKING:  # desired.program imports this module
-    from reconciler.desired.program import Program
 
 LOCATION_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
 ALLOW_SETTING = "allow_file_cleanup"
@@ -59,19 +56,6 @@ def cleanup_refusal(what: str, key: str, value: Any, *, file: str | None = None,
         f"input files it has read; allowed only when reconcile.yaml sets {ALLOW_SETTING}: "
         "true (in the GitHub Action: the default branch's reconcile.yaml)",
         file=file, line=line)
-
-
-def check_file_cleanup(program: Program, allowed: bool) -> None:
-    """Refuse, at the option's line in pipeline.yaml, an option that deletes or moves input
-    files, unless the settings in force allow it."""
-    if allowed:
-        return
-    for connector in program.connectors.values():
-        key = cleanup_option(connector.options)
-        if key is not None:
-            where = connector.option_location(key)
-            raise cleanup_refusal(f"connector '{connector.name}'", key, connector.options[key],
-                                  file=where.file, line=where.line)
 
 
 def check_committed_options(pipeline: str, program: dict[str, Any], allowed: bool) -> None:

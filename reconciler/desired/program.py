@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
-from reconciler.desired.connector_options import location_option
+from reconciler.desired.connector_options import cleanup_option, cleanup_refusal, location_option
 from reconciler.desired.expectation_clauses import Expectation, check_columns, with_drops
 from reconciler.desired.fingerprint import derive, stable_hash
 from reconciler.desired.memo import Analysis, ViewFacts
@@ -171,6 +171,18 @@ class Program:
     def readers(self, name: str) -> list[str]:
         """Views that read `name` directly."""
         return sorted(view.name for view in self.views.values() if name in view.reads)
+
+    def check_file_cleanup(self, allowed: bool) -> None:
+        """Refuse, at the option's line in pipeline.yaml, an option that deletes or moves
+        input files, unless the settings in force allow it (`connector_options`)."""
+        if allowed:
+            return
+        for connector in self.connectors.values():
+            key = cleanup_option(connector.options)
+            if key is not None:
+                where = connector.option_location(key)
+                raise cleanup_refusal(f"connector '{connector.name}'", key,
+                                      connector.options[key], file=where.file, line=where.line)
 
     def document(self, *, with_sql: bool = True) -> dict[str, Any]:
         """The JSON form stored in the manifest and compared by the diff."""

@@ -17,10 +17,10 @@ shared. Callers outside storage read a writer's capabilities (`marks_rows`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import check_delta_rs_location
@@ -28,9 +28,6 @@ from reconciler.engine.schema import conform
 from reconciler.engine.writer import PARQUET_CONF, commit_files, write_errors, write_files
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
-
-if TYPE_CHECKING:  # storage holds a writer; a writer is handed its storage
-    from reconciler.engine.storage import DeltaStorage
 
 Writer = Literal["delta-spark", "delta-rs"]
 
@@ -48,6 +45,19 @@ DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
 """A table's deleted rows are kept for Delta's change data feed: how a step reads a
 table's change when a delete left its files in place (`read_change_feed`)."""
+
+
+class DeltaStorage(Protocol):
+    """What a writer uses of the storage that holds it (`engine.storage.DeltaStorage`)."""
+
+    spark: SparkSession
+
+    def open(self, uri: str, version: int | None = None) -> DeltaTable | None: ...
+    def require(self, uri: str, version: int | None = None) -> DeltaTable: ...
+    def latest_version(self, path: str) -> int | None: ...
+    def create(self, path: str, schema: T.StructType) -> int: ...
+    def storage_options(self, uri: str) -> dict[str, str]: ...
+    def rs_commit_version(self, uri: str, tag: str, before: int | None) -> int: ...
 
 
 class DeltaWriter:

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.connector_options import check_file_cleanup
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import load_source, select_pipelines
@@ -77,7 +76,7 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
     that delete or move input files are checked here, against those final settings.
     `committed` holds manifests already read from that backend (`compute_plan`)."""
     for program in programs:
-        check_file_cleanup(program, project.settings.allow_file_cleanup)
+        program.check_file_cleanup(project.settings.allow_file_cleanup)
     backend = open_backend(project, backend_url)
     settings = settings_summary(project.settings)
     plans = []
