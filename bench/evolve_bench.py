@@ -86,9 +86,9 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
     runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {})
     tables_only = {**document, "views": {}, "order": ["events"]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=root, silent=True)
-    storage.append(runtime.relations["events"]["path"], _events(spark, rows))
+    storage.append(runtime.relations["events"].path, _events(spark, rows))
     runtime.adopt_table_version("events",
-                                storage.latest_version(runtime.relations["events"]["path"]))
+                                storage.latest_version(runtime.relations["events"].path))
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, base_dir=root,
               silent=True)
     return runtime, root, document
@@ -117,9 +117,9 @@ def rebuild(spark: SparkSession, rows: int) -> dict[str, Any]:
     before = _inodes(root / "state")
     started = time.perf_counter()
     runtime.create_table("events")
-    runtime.storage.append(runtime.relations["events"]["path"], _events(spark, rows))
+    runtime.storage.append(runtime.relations["events"].path, _events(spark, rows))
     runtime.adopt_table_version("events", runtime.storage.latest_version(
-        runtime.relations["events"]["path"]))
+        runtime.relations["events"].path))
     for view in ("totals", "kinds", "counted"):
         runtime.write_view(view, runtime.evaluate(view))
     return {"time": time.perf_counter() - started, "written": _new_bytes(root / "state", before),

@@ -96,20 +96,20 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
         name for name in document["order"] if name in document["tables"]]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=root,
               silent=True)
-    storage.append(runtime.relations["events"]["path"], _events(spark, 0, rows))
+    storage.append(runtime.relations["events"].path, _events(spark, 0, rows))
     users = spark.range(1000).selectExpr("cast(id as int) as id",
                                          "concat('c', cast(id % 30 as string)) as country")
-    storage.append(runtime.relations["users"]["path"], users)
+    storage.append(runtime.relations["users"].path, users)
     for table in ("events", "users"):
-        runtime.adopt_table_version(table, storage.latest_version(runtime.relations[table]["path"]))
+        runtime.adopt_table_version(table, storage.latest_version(runtime.relations[table].path))
     # The views, computed from the tables' state as a bootstrap that adds them does.
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, base_dir=root,
               silent=True)
-    assert runtime.relations["big_events"]["rows"] > rows // 3
+    assert runtime.relations["big_events"].rows > rows // 3
     times, written, inputs = [], [], []
     for step in range(steps):
         before = file_sizes(root / "state")
-        version = storage.append(runtime.relations["events"]["path"],
+        version = storage.append(runtime.relations["events"].path,
                                  _events(spark, rows + step * STEP_ROWS, STEP_ROWS))
         appended = {path: size for path, size in file_sizes(root / "state").items()
                     if path not in before}

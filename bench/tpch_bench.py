@@ -160,7 +160,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     runtime.program = document
     bootstrap(runtime, diff_programs(tables_only, document), connectors, serial=3,
               base_dir=root, silent=True)
-    print(f"[{refresh}] loaded {runtime.relations['lineitem']['rows']:,} lineitems in "
+    print(f"[{refresh}] loaded {runtime.relations['lineitem'].rows:,} lineitems in "
           f"{load_time:.0f} s, views computed in {time.perf_counter() - started:.0f} s",
           flush=True)
     return runtime, connectors
@@ -178,9 +178,9 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
     document = runtime.program
     modes = {name: view.refresh.describe() for name, view in program_of(root).views.items()}
     views = list(document["views"])
-    folders = {view: [runtime.relations[view]["path"],
-                      *([runtime.relations[view]["state"]["path"]]
-                        if "state" in runtime.relations[view] else [])] for view in views}
+    folders = {view: [runtime.relations[view].path,
+                      *([state.path] if (state := runtime.relations[view].state) else [])]
+               for view in views}
     figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     inputs: dict[str, list[int]] = defaultdict(list)
     serial = 4

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from reconciler import __version__
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
+from reconciler.relation_records import RelationRecord, relations_from_json
 
 MANIFEST_FORMAT = 1
 Status = Literal["Running", "AwaitingApproval", "Bootstrapping", "Failed"]
@@ -54,7 +55,7 @@ class Manifest:
     git_sha: str | None = None
     updated_at: str = field(default_factory=utc_now)
     connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
-    relations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relations: dict[str, RelationRecord] = field(default_factory=dict)
     last_step: dict[str, Any] | None = None
     # The approved or awaiting change: {"desired_fingerprint": ...}; None when Running.
     pending: dict[str, Any] | None = None
@@ -80,7 +81,7 @@ class Manifest:
                 engine=dict(document.get("engine") or {}), git_sha=document.get("git_sha"),
                 updated_at=document.get("updated_at", ""),
                 connectors=dict(document.get("connectors") or {}),
-                relations=dict(document.get("relations") or {}),
+                relations=relations_from_json(document.get("relations"), where),
                 last_step=document.get("last_step"),
                 pending=document.get("pending"),
                 settings=document.get("settings"),
@@ -130,7 +131,7 @@ class Manifest:
             "updated_at": self.updated_at,
             "program": self.program,
             "connectors": self.connectors,
-            "relations": self.relations,
+            "relations": {name: record.to_json() for name, record in self.relations.items()},
             "last_step": self.last_step,
             "pending": self.pending,
             "settings": self.settings,
@@ -156,21 +157,18 @@ PathRule = Callable[[str, Any, str], str]
 
 
 def _map_paths(manifest: Manifest, layout: Layout, where: str, rule: PathRule
-               ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+               ) -> tuple[dict[str, RelationRecord], dict[str, dict[str, Any]]]:
     """The relations and connectors with every storage path passed through `rule`: Delta
     folders of tables and views, state tables of maintained views, connector checkpoints."""
-    relations: dict[str, dict[str, Any]] = {}
-    for name, state in manifest.relations.items():
-        kind = state.get("kind") if isinstance(state, dict) else None
-        if kind not in ("table", "view"):
-            raise ReconcileError(f"manifest has relation '{name}' of unknown kind {kind!r}",
-                                 file=where)
-        state = {**state, "path": rule(f"{kind} '{name}'", state.get("path"),
-                                       layout.relation(kind, name))}
-        if isinstance(state.get("state"), dict):
-            state["state"] = {**state["state"], "path": rule(
-                f"state of {kind} '{name}'", state["state"].get("path"), layout.state(name))}
-        relations[name] = state
+    relations: dict[str, RelationRecord] = {}
+    for name, record in manifest.relations.items():
+        kind = record.kind
+        record = replace(record, path=rule(f"{kind} '{name}'", record.path,
+                                           layout.relation(kind, name)))
+        if record.state is not None:
+            record = replace(record, state=replace(record.state, path=rule(
+                f"state of {kind} '{name}'", record.state.path, layout.state(name))))
+        relations[name] = record
     connectors: dict[str, dict[str, Any]] = {}
     for name, state in manifest.connectors.items():
         if isinstance(state, dict) and "checkpoint" in state:

@@ -28,6 +28,7 @@ from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
 from reconciler.redact import redact_url
+from reconciler.relation_records import RelationRecord
 from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend
 
@@ -67,7 +68,7 @@ class Engine:
         return DeltaStorage(self.spark)
 
     def runtime(self, pipeline: str, program: dict[str, Any],
-                relations: dict[str, dict[str, Any]]) -> Any:
+                relations: dict[str, RelationRecord]) -> Any:
         from reconciler.engine.runtime import PipelineRuntime
 
         self.report("prepare", pipeline)
@@ -333,15 +334,14 @@ def _undo_uncommitted_writes(engine: Engine, manifest: Manifest) -> Manifest:
     """
     from reconciler.engine.delta_log import probe_latest_version
 
-    stale = [name for name, state in manifest.relations.items() if state["kind"] == "table"
-             and probe_latest_version(state["path"]) not in (None, state["version"])]
+    stale = [name for name, record in manifest.relations.items() if record.kind == "table"
+             and probe_latest_version(record.path) not in (None, record.version)]
     if not stale:  # the usual case: decided from the Delta logs, without starting Spark
         return manifest
     relations = dict(manifest.relations)
     for name in stale:
-        state = relations[name]
-        relations[name] = {**state, "version": engine.storage.restore(state["path"],
-                                                                      state["version"])}
+        record = relations[name]
+        relations[name] = record.at(engine.storage.restore(record.path, record.version))
     return replace(manifest, relations=relations)
 
 
@@ -378,10 +378,10 @@ def collect_garbage(project: Project, backend: StateBackend, name: str, *,
 
 def _discard_unused(engine: Engine, before: Manifest, after: Manifest) -> None:
     """After the commit, delete the Delta folders no manifest points to any more."""
-    live = {state["path"] for state in after.relations.values()}
-    for state in before.relations.values():
-        if state["path"] not in live:
-            engine.storage.delete(state["path"])
+    live = {record.path for record in after.relations.values()}
+    for record in before.relations.values():
+        if record.path not in live:
+            engine.storage.delete(record.path)
 
 
 def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: str, *,
@@ -418,8 +418,8 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), step
         crash_point("step-before-commit")
         seconds = time.monotonic() - started
-        rows = {table: (runtime.relations[table].get("rows") or 0)
-                - (manifest.relations[table].get("rows") or 0) for table in step.changed_tables}
+        rows = {table: (runtime.relations[table].rows or 0)
+                - (manifest.relations[table].rows or 0) for table in step.changed_tables}
         committed = manifest.next(relations=runtime.relations, connectors=step.connectors,
                                   last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,

@@ -9,6 +9,7 @@ allow-lists (see docs/security.md).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from reconciler.desired.project import Project
@@ -67,9 +68,9 @@ def _execute_insert(project: Project, backend: StateBackend, engine: Engine, nam
     def write(runtime: Any) -> None:
         _target_table(runtime, name, table, "INSERT")
         # Above every insert ever tagged, committed or discarded: a retry is never skipped.
-        txn = 1 + max(s.get("insert_txn", 0) for s in runtime.relations.values())
+        txn = 1 + max(record.insert_txn or 0 for record in runtime.relations.values())
         runtime.insert(table, source_sql, columns, app_id=insert_app_id(name), txn_version=txn)
-        runtime.relations[table] = {**runtime.relations[table], "insert_txn": txn}
+        runtime.relations[table] = replace(runtime.relations[table], insert_txn=txn)
 
     return run_pipeline(project, backend, engine, name, insert=write)
 

@@ -39,10 +39,10 @@ def status_reports(project: Project, backend: StateBackend,
             "updated_at": manifest.updated_at if manifest else None,
             "last_step": manifest.last_step if manifest else None,
             "waiting_input": waiting_input(project, manifest) if manifest else {},
-            "rows": {n: s.get("rows") for n, s in manifest.relations.items()} if manifest
+            "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
-            "expectations": {n: s["expectations"] for n, s in manifest.relations.items()
-                             if s.get("expectations")} if manifest else {},
+            "expectations": {n: record.expectations for n, record in manifest.relations.items()
+                             if record.expectations} if manifest else {},
             "connectors": manifest.connectors if manifest else {},
             "spark": manifest.engine.get("spark_target") if manifest else None,
             "lock": lock.to_dict() if lock else None,

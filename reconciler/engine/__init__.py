@@ -13,7 +13,7 @@ a step (``step``, ``refresh``, ``expectations``), a bootstrap (``bootstrap``,
 ``evolve``, ``state_moves``), the data preview's counts (``preview_counts``) and view tests on Spark
 (``view_tests``).
 
-May import: ``spec`` (a program's definitions), the plan's data types (a
+May import: ``desired`` (a program's definitions), the plan's data types (a
 bootstrap carries out a ``plan.diff``), ``errors`` and the shared helpers. Never
 ``operations``, ``cli`` or ``github``. This is the only package that imports
 pyspark; importing ``reconciler.engine`` itself imports nothing heavy, so

@@ -42,11 +42,12 @@ from reconciler.engine.state_moves import move_relation
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
 from reconciler.plan.diff import ProgramDiff
+from reconciler.relation_records import RelationRecord
 
 
 @dataclass
 class BootstrapResult:
-    relations: dict[str, dict[str, Any]]
+    relations: dict[str, RelationRecord]
     connectors: dict[str, dict[str, Any]]
     recomputed: list[str] = field(default_factory=list)
     created_tables: list[str] = field(default_factory=list)
@@ -84,7 +85,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     relations = runtime.relations
     result = BootstrapResult(relations=relations, connectors={})
     # What outputs compare against: each relation as the committed manifest pins it.
-    committed = {name: dict(state) for name, state in relations.items()}
+    committed = dict(relations)  # records are frozen: as the committed manifest pins them
     committed.update({new: committed[old] for new, old in diff.renamed.items()
                       if old in committed})
     for new, old in diff.renamed.items():
@@ -117,7 +118,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
 
 def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
              result: BootstrapResult, outputs: dict[str, list[str]],
-             committed: dict[str, dict[str, Any]], serial: int, base_dir: Path,
+             committed: dict[str, RelationRecord], serial: int, base_dir: Path,
              silent: bool) -> None:
     """New and modified views from the state as it stands, sent to their outputs."""
     for name in diff.new["order"]:
@@ -152,11 +153,11 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
                                                  base_dir, snapshot=snapshot)
 
 
-def _net_change(runtime: PipelineRuntime, before: dict[str, Any] | None,
+def _net_change(runtime: PipelineRuntime, before: RelationRecord | None,
                 contents: DataFrame) -> ZSet | None:
     """Old contents (as the committed manifest pins them) against new; None when there is no
     old version or its columns differ (a reader of the changelog must start over)."""
-    if before is None or _columns(struct_from_json(before["schema"])) != _columns(contents.schema):
+    if before is None or _columns(struct_from_json(before.schema)) != _columns(contents.schema):
         return None
     return ZSet.between(runtime.frame_of(before), contents)
 

@@ -47,7 +47,7 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     source = resolve_path(definition["path"], base_dir)
     table = definition["relation"]
     schema = table_schema(runtime.program["tables"][table])
-    table_path = runtime.relations[table]["path"]
+    table_path = runtime.relations[table].path
     since = state.get("source_version")
     # A step that crashed after its append but before its commit left the rows up to
     # its source version in the table: continue after them, even if the source moved on.

@@ -19,6 +19,7 @@ still finds them as the table's new rows.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from deltalake import CommitProperties, DeltaTable
@@ -34,24 +35,25 @@ from reconciler.engine.runtime import PipelineRuntime, default_value, table_sche
 from reconciler.engine.schema import arrow_schema, struct_from_json
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage, table_uri
+from reconciler.relation_records import RelationRecord
 
 
-def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> dict[str, Any]:
-    """Evolve table `name` to its desired columns; returns (and records) its new state."""
-    state = runtime.relations[name]
+def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> RelationRecord:
+    """Evolve table `name` to its desired columns; returns (and records) its new record."""
+    record = runtime.relations[name]
     table = runtime.program["tables"][name]
     schema = table_schema(table)
-    storage, path, pinned = runtime.storage, state["path"], state["version"]
+    storage, path, pinned = runtime.storage, record.path, record.version
     pending = _pending_files(storage, path, pinned)
     if pending == [] and (evolved.metadata_only or in_the_log(storage, evolved)):
         version = alter_columns(storage, path, schema, evolved)
     else:
-        later = _rows_after(runtime, state, pending)
+        later = _rows_after(runtime, record, pending)
         version = storage.overwrite(path, evolved_rows(runtime.frame(name), table), schema)
         if later is not None:
             version = storage.append(path, evolved_rows(later, table))
-    runtime.relations[name] = {**state, "version": version, "schema": schema.json(),
-                               "rows": storage.row_count(path, version)}
+    runtime.relations[name] = replace(record, version=version, schema=schema.json(),
+                                      rows=storage.row_count(path, version))
     return runtime.relations[name]
 
 
@@ -75,18 +77,18 @@ def _pending_files(storage: DeltaStorage, path: str, pinned: int) -> list[str] |
     return None if removed else added
 
 
-def _rows_after(runtime: PipelineRuntime, state: dict[str, Any],
+def _rows_after(runtime: PipelineRuntime, record: RelationRecord,
                 pending: list[str] | None) -> DataFrame | None:
     """Rows the table holds beyond its pinned version, read before the rewrite replaces them
     (checkpointed: the rewrite removes the files they are read from)."""
-    old_schema = struct_from_json(state["schema"])
+    old_schema = struct_from_json(record.schema)
     if pending == []:
         return None
     if pending is None:  # files were also removed (a compaction): compare the versions
-        latest = runtime.storage.latest_version(state["path"])
+        latest = runtime.storage.latest_version(record.path)
         assert latest is not None
-        later = runtime.storage.read(state["path"], latest, old_schema).exceptAll(
-            runtime.frame_of(state))
+        later = runtime.storage.read(record.path, latest, old_schema).exceptAll(
+            runtime.frame_of(record))
     else:
         later = runtime.storage.scan(pending, old_schema)
     return later.localCheckpoint(eager=True)

@@ -28,6 +28,7 @@ entry in the manifest (`relations.<name>.expectations`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import sqlglot
@@ -75,9 +76,9 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
     if not drops:
         return change
     rejected = change.inserts.filter(" OR ".join(violated(c) for c in drops))
-    state = runtime.relations[table]
-    schema = struct_from_json(state["schema"])
-    version = apply_changes(runtime.storage, state["path"], state["version"], schema, None,
+    record = runtime.relations[table]
+    schema = struct_from_json(record.schema)
+    version = apply_changes(runtime.storage, record.path, record.version, schema, None,
                             rejected.localCheckpoint(eager=True),
                             distinct=bool(runtime.program["tables"][table]["primary_key"]))
     runtime.adopt_table_version(table, version)
@@ -138,13 +139,13 @@ def _record(runtime: PipelineRuntime, relation: str, counts: dict[str, dict[str,
     """This step's counts, and the relation's running totals in its state entry (added to
     `before`, else to those the entry holds)."""
     runtime.expectation_counts[relation] = counts
-    state = runtime.relations[relation]
-    totals = dict(before if before is not None else state.get("expectations") or {})
+    record = runtime.relations[relation]
+    totals = dict(before if before is not None else record.expectations or {})
     for name, count in counts.items():
         before = totals.get(name) or {"rows": 0, "violations": 0}
         totals[name] = {"action": count["action"], "rows": before["rows"] + count["rows"],
                         "violations": before["violations"] + count["violations"]}
-    runtime.relations[relation] = {**state, "expectations": totals}
+    runtime.relations[relation] = replace(record, expectations=totals)
 
 
 def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,

@@ -105,7 +105,7 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
             return
         rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
                              runtime.program["tables"][table])
-        runtime.storage.append(runtime.relations[table]["path"], rows, app_id=transaction,
+        runtime.storage.append(runtime.relations[table].path, rows, app_id=transaction,
                                txn_version=batch_id)
     finally:
         if checked:
@@ -169,10 +169,10 @@ def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, bat
                                 runtime.program["tables"][table])
         deletes = with_defaults(marked.filter(F.col(OP_COLUMN) == "delete").select(*names),
                                 runtime.program["tables"][table])
-        state = runtime.relations[table]
-        latest = runtime.storage.latest_version(state["path"])
+        record = runtime.relations[table]
+        latest = runtime.storage.latest_version(record.path)
         assert latest is not None
-        apply_changes(runtime.storage, state["path"], latest, schema, inserts,
+        apply_changes(runtime.storage, record.path, latest, schema, inserts,
             None if deletes.isEmpty() else deletes.localCheckpoint(eager=True),
             app_transaction=(transaction, batch_id),
             distinct=bool(runtime.program["tables"][table]["primary_key"]))

@@ -70,7 +70,7 @@ def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any
     size = int(per_trigger.get("maxfilespertrigger", 0)) or len(new) or 1
     # After every batch this connector generation ever appended, streamed ones included.
     appended = runtime.storage.transaction_version(
-        runtime.relations[definition["relation"]]["path"], transaction)
+        runtime.relations[definition["relation"]].path, transaction)
     next_id = max([*batches, -1 if appended is None else appended]) + 1
     for start in range(0, len(new), size):
         files = new[start:start + size]

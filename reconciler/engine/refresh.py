@@ -57,7 +57,7 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
         runtime.report("refresh", view)
         try:
             checked = bool(views[view].get("expectations"))  # counted on its change
-            totals = runtime.relations[view].get("expectations") or {}
+            totals = runtime.relations[view].expectations or {}
             change = refresh_view(runtime, frames, view,
                                   change_read=view in consumed or checked)
             if checked:

@@ -8,7 +8,7 @@ own names and running the view's query with Spark SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +24,7 @@ from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.progress import Reporter, no_progress
+from reconciler.relation_records import Kind, RelationRecord, StoredTable
 
 
 @cache
@@ -64,7 +65,7 @@ class PipelineRuntime:
     storage: DeltaStorage
     layout: Layout
     program: dict[str, Any]
-    relations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relations: dict[str, RelationRecord] = field(default_factory=dict)
     report: Reporter = no_progress
     # This step's expectation counts by relation (`engine.expectations`).
     expectation_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -72,10 +73,13 @@ class PipelineRuntime:
     def frame(self, name: str) -> DataFrame:
         return self.frame_of(self.relations[name])
 
-    def frame_of(self, state: dict[str, Any]) -> DataFrame:
-        """A relation (or a view's maintenance state) at the version `state` pins."""
-        return self.storage.read(state["path"], state["version"],
-                                 struct_from_json(state["schema"]))
+    def frame_of(self, stored: StoredTable) -> DataFrame:
+        """A relation (or a view's maintenance state) at the version its record pins."""
+        return self.storage.read(stored.path, stored.version, struct_from_json(stored.schema))
+
+    def schema(self, name: str) -> StructType:
+        """A relation's columns as its record holds them."""
+        return struct_from_json(self.relations[name].schema)
 
     def evaluate(self, view: str) -> DataFrame:
         """The contents of `view` computed from the pinned state of the relations it reads."""
@@ -110,7 +114,7 @@ class PipelineRuntime:
         rows = renamed.select(*(
             (F.col(f.name) if f.name in names else default_value(table_document, f.name))
             .cast(f.dataType).alias(f.name) for f in schema))
-        self.storage.append(self.relations[table]["path"], rows, app_id=app_id,
+        self.storage.append(self.relations[table].path, rows, app_id=app_id,
                             txn_version=txn_version)
 
     def delete(self, table: str, condition_sql: str) -> None:
@@ -121,33 +125,32 @@ class PipelineRuntime:
         committed are still there to be deleted (their connector has moved past them). The
         rows to delete are checkpointed first, since the rewrite replaces the files they
         are read from."""
-        state = self.relations[table]
-        latest = self.storage.latest_version(state["path"])
+        record = self.relations[table]
+        latest = self.storage.latest_version(record.path)
         assert latest is not None
-        schema = struct_from_json(state["schema"])
+        schema = struct_from_json(record.schema)
         self.register_queryable()
-        self.storage.read(state["path"], latest, schema).createOrReplaceTempView(table)
+        self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
         doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}"
                                 ).localCheckpoint(eager=True)
         if not doomed.isEmpty():  # no commit, so the step sees no change
-            apply_changes(self.storage, state["path"], latest, schema, None, doomed,
+            apply_changes(self.storage, record.path, latest, schema, None, doomed,
                           distinct=bool(self.program["tables"][table]["primary_key"]))
 
-    def create_table(self, name: str) -> dict[str, Any]:
-        """Create (or empty, with the new schema) a table; returns its state entry."""
+    def create_table(self, name: str) -> RelationRecord:
+        """Create (or empty, with the new schema) a table; returns its record."""
         schema = table_schema(self.program["tables"][name])
         path = self.layout.relation("table", name)
         version = (self.storage.overwrite(path, self.spark.createDataFrame([], schema), schema)
                    if self.storage.latest_version(path) is not None
                    else self.storage.create(path, schema, change_feed=True))
         # The Delta log keeps `execute` app transactions across an overwrite: keep their mark.
-        inserts = self.relations.get(name, {}).get("insert_txn", 0)
-        state = self._record(name, "table", path, version, schema, rows=0)
-        state["insert_txn"] = inserts
-        return state
+        before = self.relations.get(name)
+        inserts = (before.insert_txn if before is not None else None) or 0
+        return self._record(name, "table", path, version, schema, rows=0, insert_txn=inserts)
 
-    def write_view(self, name: str, contents: DataFrame) -> dict[str, Any]:
-        """Replace a view's stored contents with `contents`; returns its state entry.
+    def write_view(self, name: str, contents: DataFrame) -> RelationRecord:
+        """Replace a view's stored contents with `contents`; returns its record.
 
         Any maintenance state of the view is dropped with the old contents (it described
         them); the caller starts a new one when the view is maintained."""
@@ -159,55 +162,57 @@ class PipelineRuntime:
     def replace_view_contents(self, name: str, contents: DataFrame) -> None:
         """Replace a maintained view's stored contents, keeping its state entry (the caller
         has just written the state these contents come from)."""
-        state = self.relations[name]
-        version = self._overwrite(state, contents)
-        self.relations[name] = {**state, "version": version,
-                                "rows": self.storage.row_count(state["path"], version)}
+        record = self.relations[name]
+        version = self._overwrite(record, contents)
+        self.relations[name] = replace(record, version=version,
+                                       rows=self.storage.row_count(record.path, version))
 
     def replace_state_contents(self, name: str, contents: DataFrame) -> None:
         """Replace an aggregate view's per-group state, keeping its schema."""
-        state = self.relations[name]["state"]
-        self.relations[name]["state"] = {**state, "version": self._overwrite(state, contents)}
+        record = self.relations[name]
+        assert record.state is not None
+        self.relations[name] = replace(record, state=record.state.at(
+            self._overwrite(record.state, contents)))
 
-    def _overwrite(self, state: dict[str, Any], contents: DataFrame) -> int:
-        return self.storage.overwrite(state["path"], contents, struct_from_json(state["schema"]))
+    def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
+        return self.storage.overwrite(stored.path, contents, struct_from_json(stored.schema))
 
     def apply_view_changes(self, name: str, inserts: DataFrame | None,
                            deletes: DataFrame | None) -> None:
         """Apply a maintained view's change to its stored contents (its state entry stays)."""
-        state = self.relations[name]
-        schema = struct_from_json(state["schema"])
-        version = apply_changes(self.storage, state["path"], state["version"], schema,
-                                inserts, deletes)
-        self.relations[name] = {**state, "version": version,
-                                "rows": self.storage.row_count(state["path"], version)}
+        record = self.relations[name]
+        version = apply_changes(self.storage, record.path, record.version,
+                                struct_from_json(record.schema), inserts, deletes)
+        self.relations[name] = replace(record, version=version,
+                                       rows=self.storage.row_count(record.path, version))
 
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
         path = self.layout.state(name)
         version = self.storage.overwrite(path, contents, contents.schema)
-        self.relations[name]["state"] = {"path": path, "version": version,
-                                         "schema": contents.schema.json()}
+        self.relations[name] = replace(self.relations[name], state=StoredTable(
+            path, version, contents.schema.json()))
 
     def apply_state_changes(self, name: str, inserts: DataFrame, deletes: DataFrame,
                             unique_by: list[str]) -> None:
-        state = self.relations[name]["state"]
-        version = apply_changes(self.storage, state["path"], state["version"],
-                                struct_from_json(state["schema"]), inserts, deletes,
+        record = self.relations[name]
+        assert record.state is not None
+        version = apply_changes(self.storage, record.state.path, record.state.version,
+                                struct_from_json(record.state.schema), inserts, deletes,
                                 unique_by=unique_by)
-        self.relations[name]["state"] = {**state, "version": version}
+        self.relations[name] = replace(record, state=record.state.at(version))
 
-    def adopt_table_version(self, name: str, version: int) -> dict[str, Any]:
-        """Point a table's state at a newer Delta version written by ingestion or `execute`."""
-        state = dict(self.relations[name])
-        state["version"] = version
-        state["rows"] = self.storage.row_count(state["path"], version)
-        self.relations[name] = state
-        return state
+    def adopt_table_version(self, name: str, version: int) -> RelationRecord:
+        """Point a table's record at a newer Delta version written by ingestion or `execute`."""
+        record = self.relations[name]
+        self.relations[name] = replace(record, version=version,
+                                       rows=self.storage.row_count(record.path, version))
+        return self.relations[name]
 
-    def _record(self, name: str, kind: str, path: str, version: int, schema: StructType,
-                rows: int) -> dict[str, Any]:
-        state = {"kind": kind, "path": path, "version": version, "schema": schema.json(),
-                 "rows": rows}
-        self.relations[name] = state
-        return state
+    def _record(self, name: str, kind: Kind, path: str, version: int, schema: StructType,
+                rows: int, insert_txn: int | None = None) -> RelationRecord:
+        """A new record for `name` (any old one, and its maintenance state, replaced)."""
+        record = RelationRecord(path, version, schema.json(), kind=kind, rows=rows,
+                                insert_txn=insert_txn)
+        self.relations[name] = record
+        return record

@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -407,10 +408,11 @@ def arrow_schema(struct: T.StructType) -> pa.Schema:
     return pa.schema([arrow_field(field) for field in struct.fields])
 
 
-def struct_from_json(schema_json: str | Mapping[str, Any]) -> T.StructType:
-    """A Spark schema from Delta's ``schemaString`` JSON (Delta uses Spark's JSON format)."""
-    document = json.loads(schema_json) if isinstance(schema_json, str) else dict(schema_json)
-    return T.StructType.fromJson(document)
+@lru_cache(maxsize=1024)
+def struct_from_json(schema_json: str) -> T.StructType:
+    """A Spark schema from Delta's ``schemaString`` JSON (Delta uses Spark's JSON format),
+    decoded once per distinct text (shared by every caller: read-only)."""
+    return T.StructType.fromJson(json.loads(schema_json))
 
 
 def comparable(data_type: T.DataType) -> T.DataType:

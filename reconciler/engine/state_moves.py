@@ -14,24 +14,25 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
+from dataclasses import replace
 
 from reconciler.engine.delta_log import copy_remote, is_local
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.relation_records import RelationRecord
 
 
-def move_relation(runtime: PipelineRuntime, old: str, new: str) -> dict[str, Any]:
-    """Re-key `old`'s state under `new`, its Delta folders copied to `new`'s paths."""
-    state = dict(runtime.relations.pop(old))
-    target = runtime.layout.relation(state["kind"], new)
-    copy_table(runtime, state["path"], target)
-    state["path"] = target
-    if isinstance(state.get("state"), dict):  # a maintained aggregate's per-group state
+def move_relation(runtime: PipelineRuntime, old: str, new: str) -> RelationRecord:
+    """Re-key `old`'s record under `new`, its Delta folders copied to `new`'s paths."""
+    record = runtime.relations.pop(old)
+    target = runtime.layout.relation(record.kind, new)
+    copy_table(runtime, record.path, target)
+    record = replace(record, path=target)
+    if record.state is not None:  # a maintained aggregate's per-group state
         state_target = runtime.layout.state(new)
-        copy_table(runtime, state["state"]["path"], state_target)
-        state["state"] = {**state["state"], "path": state_target}
-    runtime.relations[new] = state
-    return state
+        copy_table(runtime, record.state.path, state_target)
+        record = replace(record, state=replace(record.state, path=state_target))
+    runtime.relations[new] = record
+    return record
 
 
 def copy_table(runtime: PipelineRuntime, source: str, target: str) -> None:

@@ -21,7 +21,7 @@ the connector's checkpoint has moved past, so the next step adopts them. An
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
 from reconciler.layout import resolve_path
+from reconciler.relation_records import RelationRecord
 
 
 @dataclass
@@ -74,20 +75,20 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
     discarded = []
     app = insert_app_id(runtime.layout.pipeline)
     for table in runtime.program["tables"]:
-        state = runtime.relations[table]
-        written = runtime.storage.transaction_version(state["path"], app) or 0
-        if written <= state.get("insert_txn", 0):
+        record = runtime.relations[table]
+        written = runtime.storage.transaction_version(record.path, app) or 0
+        if written <= (record.insert_txn or 0):
             continue
-        version = state["version"]
-        if runtime.storage.latest_version(state["path"]) != version:
-            version = runtime.storage.restore(state["path"], version)
+        version = record.version
+        if runtime.storage.latest_version(record.path) != version:
+            version = runtime.storage.restore(record.path, version)
             discarded.append(table)
         # Either way the next insert must use a higher transaction version than `written`.
-        runtime.relations[table] = {**state, "version": version, "insert_txn": written}
+        runtime.relations[table] = replace(record, version=version, insert_txn=written)
     return discarded
 
 
-def has_pending_input(program: dict[str, Any], relations: dict[str, dict[str, Any]],
+def has_pending_input(program: dict[str, Any], relations: dict[str, RelationRecord],
                       connectors: dict[str, dict[str, Any]], base_dir: Path) -> bool:
     """Whether a step could find anything to do, decided without Spark.
 
@@ -106,7 +107,7 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, dict[str, An
         elif has_new_files(resolve_path(definition["path"], base_dir),
                            connectors[name]["checkpoint"]):
             return True
-    return any(probe_latest_version(relations[table]["path"]) != relations[table]["version"]
+    return any(probe_latest_version(relations[table].path) != relations[table].version
                for table in program["tables"])
 
 
@@ -136,13 +137,13 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
                 if ingested is not None:
                     result.ingested[name] = ingested.batches
         crash_point("step-after-ingest")
-    before = {name: dict(state) for name, state in runtime.relations.items()}
+    before = dict(runtime.relations)  # records are frozen: the state the step starts from
     frames = StepFrames(runtime.spark, old=lambda name: runtime.frame_of(before[name]),
                         new=runtime.frame)
     for table in program["tables"]:
-        state = runtime.relations[table]
-        latest = runtime.storage.latest_version(state["path"])
-        if latest is not None and latest != state["version"]:
+        record = runtime.relations[table]
+        latest = runtime.storage.latest_version(record.path)
+        if latest is not None and latest != record.version:
             runtime.adopt_table_version(table, latest)
             frames.changes[table] = table_change(runtime, before[table], runtime.relations[table])
             result.changed_tables.append(table)
@@ -165,29 +166,29 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     finally:
         frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files
-        compacted = compact(runtime.storage, runtime.relations[relation]["path"])
+        compacted = compact(runtime.storage, runtime.relations[relation].path)
         if compacted is not None:
-            runtime.relations[relation] = {**runtime.relations[relation], "version": compacted}
+            runtime.relations[relation] = runtime.relations[relation].at(compacted)
     return result
 
 
-def table_change(runtime: PipelineRuntime, before: dict[str, Any],
-                 after: dict[str, Any]) -> ZSet:
+def table_change(runtime: PipelineRuntime, before: RelationRecord,
+                 after: RelationRecord) -> ZSet:
     """A table's change in this step, read from the data files that differ between the two
     versions: ingestion and INSERT only add files (their rows are the change); a DELETE, a
     changes connector or a compaction also replace some, and then the change is those
     files' rows compared (a multiset difference over the touched files, not the table).
     A table with Delta's change data feed (Delta's writer marks deleted rows in deletion
     vectors, leaving the files as they were) reads its change from the feed."""
-    schema = struct_from_json(after["schema"])
-    if runtime.storage.has_change_feed(after["path"]):
+    schema = struct_from_json(after.schema)
+    if runtime.storage.has_change_feed(after.path):
         inserts, deletes = runtime.storage.read_change_feed(
-            after["path"], before["version"], after["version"], schema)
+            after.path, before.version, after.version, schema)
         return ZSet(inserts=inserts, deletes=deletes).net()
-    added, removed = runtime.storage.changed_files(after["path"], before["version"])
+    added, removed = runtime.storage.changed_files(after.path, before.version)
     if not removed:
         return ZSet(inserts=runtime.storage.scan(added, schema)) if added else ZSet()
-    old = runtime.storage.scan(removed, struct_from_json(before["schema"]))
+    old = runtime.storage.scan(removed, struct_from_json(before.schema))
     new = runtime.storage.scan(added, schema)
     # Computed once (as small as the deletion), not by each view that reads the table.
     return ZSet.between(old, new)

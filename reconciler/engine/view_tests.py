@@ -147,16 +147,16 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
               silent=True)
     for name, rows in test.given.items():
         schema = table_schema(program["tables"][name])
-        runtime.storage.append(runtime.relations[name]["path"], rows_frame(spark, rows, schema))
+        runtime.storage.append(runtime.relations[name].path, rows_frame(spark, rows, schema))
         runtime.adopt_table_version(name, runtime.storage.latest_version(
-            runtime.relations[name]["path"]))
+            runtime.relations[name].path))
     started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
                         base_dir=scratch, silent=True)
     for name in sorted({*test.inserts, *test.deletes}):
-        state, schema = runtime.relations[name], table_schema(program["tables"][name])
-        latest = runtime.storage.latest_version(state["path"])
+        record, schema = runtime.relations[name], table_schema(program["tables"][name])
+        latest = runtime.storage.latest_version(record.path)
         deletes = test.deletes.get(name, [])
-        apply_changes(runtime.storage, state["path"], latest, schema,
+        apply_changes(runtime.storage, record.path, latest, schema,
                       rows_frame(spark, test.inserts.get(name, []), schema),
                       rows_frame(spark, deletes, schema) if deletes else None)
     run_step(runtime, started.connectors, serial=3, base_dir=scratch, ingest_inputs=False)

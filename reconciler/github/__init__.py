@@ -10,7 +10,7 @@ review, head SHA, plan id) and the apply run on a comment (``apply``) with its
 ``replies``, the view tests of a pull request's pipelines, run apart from the
 workflow (``view_test_gate``), and the REST client (``client``).
 
-May import: ``operations``, ``plan``, ``spec``, the ``manifest`` and ``state``
+May import: ``operations``, ``plan``, ``desired``, the ``manifest`` and ``state``
 modules, ``errors`` and the shared helpers. Never ``engine`` directly: Spark is
 reached only through ``operations``.
 """

@@ -6,6 +6,6 @@ plan document and its id (``document``), planning a whole project against its
 backend (``planner``), and the renderings (``terminal``, ``markdown`` with its
 Jinja2 template). The plan is plain data that crosses from planning to doing.
 
-May import: ``spec``, the ``manifest`` and ``state`` modules, ``errors`` and the
+May import: ``desired``, the ``manifest`` and ``state`` modules, ``errors`` and the
 shared helpers. Never ``engine`` or pyspark: ``reconcile plan`` starts no JVM.
 """

@@ -39,7 +39,6 @@ from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet, positional
 from reconciler.engine.runtime import PipelineRuntime, view_query
-from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
 
 SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
@@ -61,8 +60,8 @@ def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
     definition = runtime.program["views"][view]
     if definition.get("refresh") != "incremental":
         return None
-    columns = tuple((read, tuple(struct_from_json(runtime.relations[read]["schema"])
-                                 .fieldNames())) for read in definition["reads"])
+    columns = tuple((read, tuple(runtime.schema(read).fieldNames()))
+                    for read in definition["reads"])
     return _shape(definition["sql"], columns)
 
 
@@ -71,18 +70,19 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
     """Bring `view` up to date with this step's changes (in `frames`); returns its change
     (computed when `change_read`, else lazy)."""
     shape = maintained_shape(runtime, view)
-    schema = struct_from_json(runtime.relations[view]["schema"])
+    schema = runtime.schema(view)
     if shape is not None and not isinstance(shape, Aggregate):
         stored = runtime.frame(view) if isinstance(shape, Keyed) else None
         change = _positional(change_of(frames, shape, stored), schema).net()
         if not change.is_empty:
             runtime.apply_view_changes(view, change.inserts, change.deletes)
         return change
-    if isinstance(shape, Aggregate) and "state" in runtime.relations[view] \
+    state_table = runtime.relations[view].state
+    if isinstance(shape, Aggregate) and state_table is not None \
             and not _min_max_sees_deletes(runtime, frames, view, shape):
         if _is_small(runtime, view):
             return _rewrite_aggregate(runtime, frames, view, shape, schema, change_read)
-        state = runtime.frame_of(runtime.relations[view]["state"])
+        state = runtime.frame_of(state_table)
         changed = aggregate_change(frames, shape, state, schema)
         if changed is None:
             return ZSet()
@@ -109,22 +109,27 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
                        shape: Aggregate, schema: StructType, change_read: bool) -> ZSet:
     """Refresh a small aggregate view in two jobs: its new state (the old one plus this step's
     contributions), then its contents from that state."""
-    merged = merged_state(frames, shape, runtime.frame_of(runtime.relations[view]["state"]))
+    state_table = runtime.relations[view].state
+    assert state_table is not None
+    merged = merged_state(frames, shape, runtime.frame_of(state_table))
     if merged is None:
         return ZSet()
     state, arguments = merged
     before = runtime.frame(view)
     runtime.replace_state_contents(view, state)
     crash_point("aggregate-between-writes")  # the state moved on, the view did not
-    rows = output_rows(frames, shape, runtime.frame_of(runtime.relations[view]["state"]),
+    state_table = runtime.relations[view].state
+    assert state_table is not None
+    rows = output_rows(frames, shape, runtime.frame_of(state_table),
                        arguments, schema)
     runtime.replace_view_contents(view, rows)
     return _change(before, runtime.frame(view), change_read)
 
 
 def _is_small(runtime: PipelineRuntime, view: str) -> bool:
-    entries = (runtime.relations[view], runtime.relations[view]["state"])
-    sizes = [data_bytes(runtime.storage.require(table_uri(entry["path"]), entry["version"]))
+    record = runtime.relations[view]
+    entries = (record, record.state) if record.state is not None else (record,)
+    sizes = [data_bytes(runtime.storage.require(table_uri(entry.path), entry.version))
              for entry in entries]
     return None not in sizes and sum(sizes) <= SMALL_AGGREGATE_BYTES  # type: ignore[arg-type]
 
