@@ -11,8 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+import reconciler.github.trusted as trusted
+from reconciler.desired.program import Program, build_program
 from tests.fake_github import FakeGitHub
 from tests.github_harness import (
     PR,
@@ -183,3 +186,24 @@ def test_an_upper_case_file_backend_inside_the_checkout_is_refused(
     assert "state backend is a folder inside the checkout" in run.outputs["failure-reason"]
     state = workspace.project / ".reconcile/state"
     assert not (state / "grades/manifest.json").exists()
+
+
+def test_the_plan_reuses_the_analysis_memo_of_the_trusted_backend(
+        workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """State on S3 is written by applies only: the pull request's plan analyses the one view
+    it edits and takes the others' analysis from the manifest's memo."""
+    deploy(workspace)
+    sql = workspace.project / "pipelines/grades/program.sql"
+    sql.write_text(sql.read_text().replace("name as student_name,", "upper(name) as student_name,"))
+    built: list[Program] = []
+
+    def recording(*args: Any) -> Program:
+        built.append(build_program(*args))
+        return built[-1]
+
+    monkeypatch.setattr(trusted, "build_program", recording)
+    run = workspace.pull_request("opened", workspace.commit("one view edited"))
+    assert run.exit_code == 0, run.log
+    [program] = built
+    assert program.analysis is not None
+    assert (program.analysis.reused, program.analysis.analysed) == (len(program.views) - 1, 1)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.desired.documents import parse_yaml
-from reconciler.desired.program import Program
+from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import (
     PIPELINE_FILE,
     POLICIES,
@@ -33,16 +33,17 @@ from reconciler.desired.project import (
     Project,
     ProjectSettings,
     SparkSettings,
+    load_project,
     project_settings,
     settings_summary,
 )
-from reconciler.desired.workspace import load_programs
+from reconciler.desired.workspace import load_source, select_pipelines
 from reconciler.errors import ReconcileError
 from reconciler.git import repository_prefix
 from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs
 from reconciler.github.guard import SHA_RE
-from reconciler.plan.planner import plan_project
+from reconciler.plan.planner import committed_memos, plan_project
 
 STRICTEST_POLICY = "reject"
 
@@ -116,9 +117,14 @@ def trusted_project(project_dir: Path, pipeline: str | None, inputs: Inputs,
     `base_ref` is the branch the pull request targets: when it is not the trusted one,
     the plan says that it cannot be applied (the guard refuses it).
     """
-    head, programs = load_programs(project_dir, pipeline)
+    head = load_project(project_dir)
     from_tree = _tree_settings(tree)
     settings = _trusted_settings(from_tree, inputs, head.settings)
+    # The memo is read from the trusted settings' backend, which no pull request writes
+    # (in the checkout, `trusted_memo` ignores it): only the views that changed are analysed.
+    names = select_pipelines(head, pipeline)
+    _, memos = committed_memos(replace(head, settings=settings), names)
+    programs = [build_program(load_source(head, name), memos.get(name)) for name in names]
     shared_notes = [*_settings_notes(head.settings, settings, inputs, tree),
                     *_folder_notes(head.settings, from_tree, tree, base_ref)]
     trusted_programs: list[Program] = []

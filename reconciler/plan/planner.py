@@ -38,6 +38,17 @@ def _compute_plan(project: Project, pipeline: str | None,
                   backend_url: str | None) -> dict[str, Any]:
     """`compute_plan`, as `load_programs` then `plan_project` but with the memos."""
     names = select_pipelines(project, pipeline)
+    committed, memos = committed_memos(project, names, backend_url)
+    programs = [build_program(load_source(project, name), memos.get(name)) for name in names]
+    return plan_project(project, programs, backend_url, committed=committed)
+
+
+def committed_memos(project: Project, names: list[str], backend_url: str | None = None
+                    ) -> tuple[dict[str, Committed], dict[str, Mapping[str, Any] | None]]:
+    """The manifests of `names` as `project`'s backend holds them, and their analysis memos
+    where trusted (`trusted_memo`). Reading a manifest is an optimisation here: any failure
+    leaves the programs analysed from their SQL, and the plan reads the manifest again (and
+    reports what went wrong)."""
     committed: dict[str, Committed] = {}
     memos: dict[str, Mapping[str, Any] | None] = {}
     try:
@@ -47,8 +58,7 @@ def _compute_plan(project: Project, pipeline: str | None,
             memos[name] = trusted_memo(project, backend, committed[name][0])
     except Exception:  # any failure: see the docstring
         pass
-    programs = [build_program(load_source(project, name), memos.get(name)) for name in names]
-    return plan_project(project, programs, backend_url, committed=committed)
+    return committed, memos
 
 
 @contextmanager
