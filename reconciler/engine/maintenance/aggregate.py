@@ -8,12 +8,17 @@ and per aggregate `i` what makes it updatable by addition:
     COUNT(x)      __c<i> = Σ w·[x IS NOT NULL]
     SUM(x)        __s<i> = Σ w·x   and __c<i> (SUM is NULL when no x is)
     AVG(x)        __s<i>, __c<i>  (the result is Spark's: sum / count, same types)
-    MIN/MAX(x)    __m<i>          (only over inputs that never delete rows)
+    MIN/MAX(x)    __m<i>
 
 A step adds the change's contributions (`w` = +1 inserted, -1 deleted) to the
 state of the groups it touches, and the view's change is, for those groups
 only, the old output rows deleted and the new ones inserted (identical rows
-cancel). `__s<i>` has SUM's own type (DECIMAL(p+10,s) for DECIMAL(p,s)), so
+cancel). A MIN or MAX cannot be updated by a deletion (the next smallest value
+is not in the state), so when the source's change deletes rows, the touched
+groups' state is computed again from the source as it stands, read for those
+groups only (`_regrouped`); the groups the step did not touch keep theirs.
+
+`__s<i>` has SUM's own type (DECIMAL(p+10,s) for DECIMAL(p,s)), so
 sums stay exact, and AVG over DECIMAL divides exactly as Spark's AVG does
 (DECIMAL(p+4,s+4)). A grouped view drops a group whose `__rows` reaches 0; a
 global aggregate always has its one row, as SQL says.
@@ -58,9 +63,12 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
     """This step's change of the view (the touched groups' rows after as inserted, before as
     deleted: `ZSet.net` cancels the rows that did not move) and of its state; None when the
     input did not change the groups at all (no row of the source select changed)."""
-    signed = _signed(frames, shape)
+    change = change_of(frames, shape.source)
+    signed = _signed(change)
     if signed is None:
         return None
+    if change.deletes is not None and has_min_max(shape):
+        return _regrouped(frames, shape, state, signed, view_schema)
     added = _contributions(signed, shape)
     keys = keys_of(shape)
     touched = state.join(added.select(*keys), null_safe_equal(
@@ -88,7 +96,7 @@ def merged_state(frames: StepFrames, shape: Aggregate, state: DataFrame
     For a small state this is the cheap way: one job reads the state whole, computes the
     contributions and writes the new state, where finding and rewriting the touched groups
     (`aggregate_change`) takes a job to compute them and more to apply them."""
-    signed = _signed(frames, shape)
+    signed = _signed(change_of(frames, shape.source))
     if signed is None:
         return None
     added = _contributions(signed, shape)
@@ -101,9 +109,38 @@ def argument_types(signed: DataFrame) -> dict[str, T.DataType]:
     return {field.name: field.dataType for field in signed.schema.fields}
 
 
-def _signed(frames: StepFrames, shape: Aggregate) -> DataFrame | None:
+def has_min_max(shape: Aggregate) -> bool:
+    return any(call.function in ("min", "max") for call in shape.calls)
+
+
+def _regrouped(frames: StepFrames, shape: Aggregate, state: DataFrame, signed: DataFrame,
+               view_schema: T.StructType) -> tuple[ZSet, ZSet]:
+    """The change of a MIN/MAX aggregate whose source deleted rows: the touched groups' state
+    computed again from the source's rows of those groups (after the step), replacing their
+    old state; the view's change is their old rows against their new ones. A global
+    aggregate has one group, always touched: its state is computed from every row."""
+    keys = keys_of(shape)
+    source = shape.source
+    query = source.branches[0] if isinstance(source, Linear) else source.select
+    rows = frames.spark.sql(contents_sql(frames, query))
+    before_state = state
+    if keys:
+        touched = signed.select(*keys).distinct()
+        rows = rows.join(touched, null_safe_equal([(rows[key], touched[key]) for key in keys]),
+                         "left_semi")
+        before_state = state.join(touched, null_safe_equal(
+            [(state[key], touched[key]) for key in keys]), "left_semi")
+    fresh = _kept(_contributions(rows.withColumn(WEIGHT, F.lit(1)), shape), shape)
+    fresh = fresh.select(*(F.col(field.name).cast(field.dataType).alias(field.name)
+                           for field in state.schema.fields)).localCheckpoint()
+    arguments = argument_types(signed)
+    return (ZSet(inserts=output_rows(frames, shape, fresh, arguments, view_schema),
+                 deletes=output_rows(frames, shape, before_state, arguments, view_schema)),
+            ZSet(inserts=fresh, deletes=before_state))
+
+
+def _signed(source: ZSet) -> DataFrame | None:
     """The source select's changed rows with their weight (+1 inserted, -1 deleted)."""
-    source = change_of(frames, shape.source)
     return union_all([
         None if source.inserts is None else source.inserts.withColumn(WEIGHT, F.lit(1)),
         None if source.deletes is None else source.deletes.withColumn(WEIGHT, F.lit(-1))])

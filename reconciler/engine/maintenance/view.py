@@ -3,9 +3,9 @@
 The mode comes from the committed program (`refresh` of each view, decided at
 plan time by `desired.shapes`), so a step does what the approved plan said.
 A maintained aggregate without state (a manifest from before it was
-maintained) is recomputed once and its state started; so is a MIN/MAX view
-whose input deleted rows, which plan time rules out but a recomputed input
-can still produce.
+maintained) is recomputed once and its state started. A MIN/MAX view whose
+source may delete rows this step is refreshed by its touched groups, recomputed
+(`aggregate._regrouped`), never by rewriting its state with the contributions.
 
 Each Spark job costs a few tenths of a second whatever its rows (planning,
 code generation, scheduling, the write's commit protocol), so a refresh is
@@ -26,10 +26,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from reconciler.desired.keyed import Keyed
-from reconciler.desired.shapes import Aggregate, Fallback, Shape, analyse
+from reconciler.desired.shapes import Aggregate, Fallback, Linear, Shape, analyse
 from reconciler.engine.delta_log import data_bytes, table_uri
 from reconciler.engine.maintenance.aggregate import (
     aggregate_change,
+    has_min_max,
     initial_state,
     keys_of,
     merged_state,
@@ -78,9 +79,8 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
             runtime.apply_view_changes(view, change.inserts, change.deletes)
         return change
     state_table = runtime.relations[view].state
-    if isinstance(shape, Aggregate) and state_table is not None \
-            and not _min_max_sees_deletes(runtime, frames, view, shape):
-        if _is_small(runtime, view):
+    if isinstance(shape, Aggregate) and state_table is not None:
+        if not _min_max_sees_deletes(runtime, frames, view, shape) and _is_small(runtime, view):
             return _rewrite_aggregate(runtime, frames, view, shape, schema, change_read)
         state = runtime.frame_of(state_table)
         changed = aggregate_change(frames, shape, state, schema)
@@ -154,8 +154,13 @@ def _positional(change: ZSet, schema: StructType) -> ZSet:
 
 def _min_max_sees_deletes(runtime: PipelineRuntime, frames: StepFrames, view: str,
                           shape: Aggregate) -> bool:
-    if not any(call.function in ("min", "max") for call in shape.calls):
+    """Whether a MIN/MAX's source may delete rows this step: then the state cannot be
+    rewritten by adding contributions, and `aggregate_change` recomputes the touched
+    groups."""
+    if not has_min_max(shape):
         return False
+    if not isinstance(shape.source, Linear):  # keyed and derived sources retract rows
+        return True
     reads = runtime.program["views"][view]["reads"]
     return any(frames.changes[read].deletes is not None for read in reads
                if read in frames.changes)
