@@ -264,6 +264,17 @@ def expected_averages(project: Path) -> list[dict[str, str]]:
             for (name, subject), marks in sorted(grades.items())]
 
 
+def tables_under(folder: Path) -> list[str]:
+    """Delta logs and Parquet files anywhere under `folder`. A directory that goes away while
+    it is walked (Spark's block manager removes its scratch folders as it likes) is skipped,
+    as `os.walk` does, where `Path.rglob` would raise."""
+    found = []
+    for root, folders, files in os.walk(folder):
+        found += [os.path.join(root, name) for name in folders if name == "_delta_log"]
+        found += [os.path.join(root, name) for name in files if name.endswith(".parquet")]
+    return found
+
+
 @pytest.mark.slow
 def test_state_and_data_on_s3_from_standalone_cluster(
         cluster: Cluster, s3_endpoint: str, tmp_path: Path) -> None:
@@ -316,4 +327,4 @@ def test_state_and_data_on_s3_from_standalone_cluster(
     # anywhere on this side (driver's folder, the worker's work and scratch folders).
     assert not (project / ".reconcile").exists()
     for folder in (tmp_path, cluster.folder):
-        assert not [*folder.rglob("_delta_log"), *folder.rglob("*.parquet")], folder
+        assert not tables_under(folder), folder
