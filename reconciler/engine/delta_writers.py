@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Literal, Protocol
 
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import check_delta_rs_location
@@ -121,31 +121,18 @@ class DeltaSparkWriter(DeltaWriter):
     def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
                   schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
                   ) -> int:
-        writer = (data.write.format("delta").mode("overwrite")
-                  .option("overwriteSchema", "true").option("userMetadata", tag))
-        if app_transaction is not None:
-            writer = writer.option("txnAppId", app_transaction[0]).option(
-                "txnVersion", str(app_transaction[1]))
         before = storage.latest_version(uri)
         if before is None:  # created as `create` does: with deletion vectors
             before = storage.create(uri, schema)
-        with write_errors(uri):
-            writer.save(uri)
-        return storage.rs_commit_version(uri, tag, before)
+        writer = data.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        return _save(storage, writer, uri, tag, app_transaction, before)
 
     def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
         # Delta records (txnAppId, txnVersion) atomically with the commit, and skips the
         # write if a concurrent one recorded it first.
-        before = table.version()
-        writer = (conform(df, schema, where=uri).write.format("delta").mode("append")
-                  .option("userMetadata", tag))
-        if transaction is not None:
-            writer = writer.option("txnAppId", transaction[0]).option(
-                "txnVersion", str(transaction[1]))
-        with write_errors(uri):
-            writer.save(uri)
-        return storage.rs_commit_version(uri, tag, before)
+        writer = conform(df, schema, where=uri).write.format("delta").mode("append")
+        return _save(storage, writer, uri, tag, transaction, table.version())
 
     def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
         storage.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
@@ -158,6 +145,19 @@ class DeltaSparkWriter(DeltaWriter):
                     schema: T.StructType) -> DataFrame:
         df = storage.spark.read.format("delta").option("versionAsOf", version).load(uri)
         return conform(df, schema, where=uri)
+
+
+def _save(storage: DeltaStorage, writer: DataFrameWriter, uri: str, tag: str,
+          transaction: tuple[str, int] | None, before: int) -> int:
+    """Delta's write of `writer` to `uri`, tagged, recording `transaction` (app id, version)
+    with the commit; the version it made."""
+    writer = writer.option("userMetadata", tag)
+    if transaction is not None:
+        writer = writer.option("txnAppId", transaction[0]).option("txnVersion",
+                                                                  str(transaction[1]))
+    with write_errors(uri):
+        writer.save(uri)
+    return storage.rs_commit_version(uri, tag, before)
 
 
 class DeltaRsWriter(DeltaWriter):

@@ -128,7 +128,7 @@ def _count(rows: DataFrame, expectations: list[dict[str, str]]) -> dict[str, dic
     sums = [F.sum(F.when(F.expr(violated(e["condition"])), 1).otherwise(0)).alias(f"v{i}")
             for i, e in enumerate(expectations)]
     # One row of counts: an aggregate without GROUP BY.
-    [result] = rows.agg(F.count(F.lit(1)).alias("rows"), *sums).collect()
+    [result] = rows.agg(F.count(F.lit(1)).alias("rows"), *sums).collect()  # one row: counts
     return {e["name"]: {"action": e["action"], "rows": int(result["rows"]),
                         "violations": int(result[f"v{i}"] or 0)}
             for i, e in enumerate(expectations)}
@@ -157,7 +157,7 @@ def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
         keys = _key_columns(runtime, kind, relation, expectation["condition"], rows.columns)
         # Bounded: SAMPLE rows of the key columns, for the error message.
         sample = rows.filter(violated(expectation["condition"])).select(*keys).limit(
-            SAMPLE).collect()
+            SAMPLE).collect()  # at most SAMPLE key values, for the message
         shown = "; ".join(", ".join(f"{key}={row[key]!r}" for key in keys) for row in sample)
         raise ReconcileError(
             f"{kind} '{relation}': expectation '{expectation['name']}' (EXPECT "

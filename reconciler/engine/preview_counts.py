@@ -100,7 +100,7 @@ def _new_view(after: DataFrame, samples: Samples) -> dict[str, Any]:
               "removed": 0, "nulls": {name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}}
     if samples.count:  # at most `samples.count` (<= 50) rows asked to be shown, no more
         result["samples"] = {"added": samples.shown(
-            after.limit(samples.count).collect(), columns)}
+            after.limit(samples.count).collect(), columns)}  # <= 50 rows asked for
     return result
 
 
@@ -154,7 +154,8 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
                                           for k in key])
         pairs = new.join(old, on).select(
             *(F.col(f"old.`{name}`") for name in names),
-            *(F.col(f"new.`{name}`") for name in names)).limit(samples.count).collect()
+            *(F.col(f"new.`{name}`") for name in names)
+        ).limit(samples.count).collect()  # at most samples.count (<= 50) pairs asked for
         shown["changed"] = [{"before": samples.shown([pair[:len(names)]], names)[0],
                              "after": samples.shown([pair[len(names):]], names)[0]}
                             for pair in pairs]

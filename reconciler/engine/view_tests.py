@@ -31,6 +31,7 @@ from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
+from reconciler.engine.session import session_settings
 from reconciler.engine.step import run_step
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
@@ -65,17 +66,8 @@ def run_view_test(spark: SparkSession, document: dict[str, Any], test: ViewTest
                   ) -> TestOutcome:
     """One test: computed, and with a change, recomputed and maintained after it; under
     `FIXTURE_CONF`, and the session's own settings back afterwards."""
-    saved = {key: spark.conf.get(key, None) for key in FIXTURE_CONF}
-    for key, value in FIXTURE_CONF.items():
-        spark.conf.set(key, value)
-    try:
+    with session_settings(spark, FIXTURE_CONF):
         return _run(spark, document, test)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _run(spark: SparkSession, document: dict[str, Any], test: ViewTest) -> TestOutcome:
