@@ -12,7 +12,10 @@ aggregate windows, a top-N per key over a derived table), CTEs (a year-over-year
 style self-join of a grouped CTE, a CTE over a CTE), set operations (UNION,
 INTERSECT, EXCEPT ALL, aggregates inside UNION ALL), COUNT(DISTINCT) and STDDEV_SAMP
 per key (and STDDEV_POP and a SUM of doubles per key over a LEFT JOIN, whose retractions
-must find the stored rows by key, not by their last bits), outer joins (LEFT, a LEFT JOIN
+must find the stored rows by key, not by their last bits), ROLLUP, CUBE and GROUPING SETS
+(with GROUPING, GROUPING_ID, HAVING, MIN over deleting input, COUNT(DISTINCT) and
+VARIANCE from state; one over a CTE with a window per key), a global COUNT(DISTINCT) with
+VARIANCE and STDDEV_POP over a join, outer joins (LEFT, a LEFT JOIN
 ... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS
 and NOT EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs
 in its subquery, a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an
@@ -46,7 +49,7 @@ from pyspark.sql import types as T
 
 import reconciler.engine.maintenance.view as view_refresh
 from reconciler.engine.bootstrap import bootstrap
-from reconciler.engine.maintenance.aggregate import has_min_max
+from reconciler.engine.maintenance.aggregate import regroups
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.step import run_step
 from reconciler.engine.storage import DeltaStorage
@@ -157,9 +160,31 @@ create materialized view store_variety as
 create materialized view store_spread as
   select st.id, st.region, stddev_pop(s.price) as spread, sum(cast(s.price as double) / 3) as thirds
   from stores st left join sales s on s.store = st.id group by st.id, st.region;
+create materialized view global_rank as
+  select id, rank() over (order by qty) as position from sales;
 create materialized view region_spread as
   select st.region, stddev_pop(s.qty) as spread from sales s join stores st on s.store = st.id
   group by st.region;
+create materialized view region_rollup as
+  select st.region, p.category, sum(s.qty) as qty, count(*) as n, min(s.price) as low,
+         grouping(st.region) as g_region, grouping_id() as level
+  from sales s join stores st on s.store = st.id join products p on s.product = p.id
+  group by rollup (st.region, p.category);
+create materialized view day_cube as
+  select day, store, count(distinct product) as products, var_samp(price) as spread,
+         stddev_samp(qty) as qty_spread, case when grouping(day) = 1 then 'all' end as days
+  from sales group by cube (day, store) having count(*) > 1;
+create materialized view quarter_sets as
+  with ranked_sales as (
+    select s.id, s.store, d.quarter, s.qty,
+           rank() over (partition by s.store order by s.qty) as r
+    from sales s join days d on s.day = d.day)
+  select quarter, store, count(*) as n, count(distinct r) as ranks, max(qty) as top
+  from ranked_sales group by grouping sets ((quarter, store), (quarter), ());
+create materialized view regions_reached as
+  select count(distinct st.region) as regions, variance(s.qty) as qty_variance,
+         stddev_pop(s.price) as price_spread
+  from sales s join stores st on s.store = st.id;
 create materialized view active_regions as
   select st.region, count(*) as n from stores st
   where exists (select 1 from sales s where s.store = st.id and s.qty > 1) group by st.region;
@@ -169,7 +194,7 @@ OUTPUTS = ("big_sales", "busy_stores", "totals", "report", "region_sales", "labe
 SPEC = "name: shop\nconnectors:\n" + "".join(
     f"  - {{name: {view}_out, view: {view}, type: files, format: json, path: out/{view}}}\n"
     for view in OUTPUTS)
-RECOMPUTED = {"region_spread": "aggregate STDDEV_POP"}
+RECOMPUTED = {"global_rank": "window function RANK without PARTITION BY"}
 
 # Two steps in the suite: the first maintains from bootstrapped state, the second from
 # maintained state (each deleting from every table and adding a batch). Steps alternate
@@ -261,10 +286,12 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
             run_step(runtime, started.connectors, serial=serial, base_dir=base,
                      ingest_inputs=False)
         # The step took the path it was meant to, for its aggregates, and only that one: a
-        # MIN/MAX whose source deleted rows is refreshed by its touched groups either way.
+        # MIN/MAX whose source deleted rows, or a COUNT(DISTINCT), is refreshed by its
+        # touched groups either way.
         by_changes_of = [call.args[1] for call in by_changes.call_args_list]
         assert by_changes.called and not by_rewrites.called if by_change else \
-            by_rewrites.called and all(has_min_max(shape) for shape in by_changes_of), serial
+            by_rewrites.called and all(regroups(shape, deletes=True) for shape in by_changes_of), \
+            serial
         checks = {view: (runtime.frame(view), runtime.evaluate(view))
                   for view in document["views"]}
         for view in OUTPUTS:

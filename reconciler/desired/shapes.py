@@ -11,8 +11,9 @@ Shapes (the rules themselves are in `engine/maintenance/`):
 * `Linear`: `SELECT ... FROM t [JOIN u ON ...]... [WHERE ...]` and `UNION ALL` of
   such selects: projections, filters, scalar expressions and inner (or cross)
   joins. Joins are bilinear, so they are maintained term by term.
-* `Aggregate`: `GROUP BY` (or a global aggregate, or `SELECT DISTINCT`) with
-  COUNT, SUM, AVG, MIN and MAX, `HAVING`, and expressions over aggregates, over
+* `Aggregate`: `GROUP BY` (also ROLLUP, CUBE, GROUPING SETS; or a global aggregate, or
+  `SELECT DISTINCT`) with COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX, STDDEV and
+  VARIANCE, `HAVING`, and expressions over aggregates, over
   rows that come from a `Linear`, `Keyed` or `Derived` select. Per-group state
   is kept beside the view.
 * `Keyed` (`desired/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
@@ -25,11 +26,10 @@ Shapes (the rules themselves are in `engine/maintenance/`):
 
 A `WITH` is written out first (`desired/inline.py`), each CTE as a derived table where
 it is used. Everything else (a window function without `PARTITION BY`, `ORDER BY`,
-`LIMIT`, `COUNT(DISTINCT)` outside a keyed `GROUP BY` and other aggregates, a
+`LIMIT`, other aggregates (`COLLECT_LIST`, `PERCENTILE`, ...), a
 subquery over every group, queries with no column equality to split them by) is
-recomputed each step. MIN and MAX are exact only while their input never retracts a
-row, so over an input that can (an aggregate, a recomputed view, a keyed select)
-they fall back too.
+recomputed each step. MIN and MAX over an input that retracts rows, and COUNT(DISTINCT)
+always, are kept by recomputing the groups a step touches.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 
+from reconciler.desired.fallback import Fallback
+from reconciler.desired.grouping_sets import grouping_call, grouping_sets
 from reconciler.desired.inline import CannotInline, inline_ctes
 from reconciler.desired.keyed import (
     Columns,
@@ -55,10 +57,13 @@ from reconciler.desired.keyed import (
 from reconciler.desired.sql import DIALECT
 
 RefreshPolicy = Literal["incremental", "incremental_strict", "full"]
-AggregateFunction = Literal["count", "sum", "avg", "min", "max"]
+AggregateFunction = Literal["count", "count_distinct", "sum", "avg", "min", "max",
+                            "stddev_samp", "stddev_pop", "var_samp", "var_pop"]
 
 _FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
-    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+    exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp", exp.VariancePop: "var_pop"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class Aggregate:
     output: tuple[exp.Expression, ...]
     having: exp.Expression | None
     is_global: bool
+    sets: tuple[tuple[int, ...], ...] = ()
+    """ROLLUP, CUBE, GROUPING SETS: the key indices of each grouping set (`grouping_sets.py`);
+    empty for a plain GROUP BY. The output's GROUPING(k) reads `__grp<j>`."""
 
 
 @dataclass(frozen=True)
@@ -125,10 +133,6 @@ Source = Linear | Keyed | Derived  # what an aggregate's rows come from (no stat
 Shape = Linear | Aggregate | Keyed | Derived
 
 
-class Fallback(Exception):
-    """The view is recomputed each step; the message says why."""
-
-
 def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     """The maintainable shape of a query (its SQL or tree), or `Fallback` with the reason.
     `columns` names each relation's columns (unqualified names are resolved with them)."""
@@ -139,10 +143,12 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     except CannotInline as reason:
         raise Fallback(str(reason)) from None
     shape = _analyse(query, columns)
-    inexact = query.find(*_INEXACT)
-    if inexact is not None and not (isinstance(shape, Keyed) and shape.output_key is not None):
-        # a recomputed retraction must match the stored row bit for bit; a keyed view's
-        # stored rows are found by their key column instead (`engine/.../outer.py`)
+    for inexact in query.find_all(*_INEXACT):
+        if isinstance(shape, Keyed) and shape.output_key is not None:
+            break  # a keyed view's stored rows are found by their key column (`outer.py`)
+        if isinstance(shape, Aggregate) and inexact.parent_select is query:
+            continue  # the aggregate's own: its rows before are computed from its state
+        # a recomputed retraction must match the stored row bit for bit
         raise Fallback(f"{_name(inexact)}: a floating-point result recomputed for a "
                        "retraction can differ in its last bits from the stored one")
     return shape
@@ -330,13 +336,15 @@ def _aggregates(select: exp.Select) -> list[exp.AggFunc]:
     for part in (*select.expressions, select.args.get("having")):
         if part is not None:
             found.extend(node for node in part.find_all(exp.AggFunc)
-                         if node.find_ancestor(exp.Window) is None
+                         if not isinstance(node, (exp.Grouping, exp.GroupingId))
+                         and node.find_ancestor(exp.Window) is None
                          and node.parent_select is select)
     return found
 
 
 def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -> Aggregate:
-    window = select.find(exp.Window)
+    window = next((node for node in select.find_all(exp.Window)
+                   if node.parent_select is select), None)  # a derived table's is its own
     if window is not None:
         raise Fallback(f"window function {_name(window.this)} over the groups")
     group = select.args.get("group")
@@ -345,17 +353,11 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
     if group is not None:
         if group.args.get("all"):
             raise Fallback("GROUP BY ALL")
-        for kind in ("grouping_sets", "rollup", "cube"):
-            if group.args.get(kind):
-                raise Fallback(f"GROUP BY {kind.replace('_', ' ').upper()}")
-        for key in group.expressions:  # sqlglot 30 keeps them among the keys
-            if isinstance(key, (exp.Rollup, exp.Cube, exp.GroupingSets)):
-                raise Fallback(f"GROUP BY {_name(key)}")
-        keys = [_group_key(key, select) for key in group.expressions]
+        keys, sets = grouping_sets(group, lambda key: _group_key(key, select), _normal)
     elif select.args.get("distinct"):
-        keys = [item.unalias() for item in select.expressions]
+        keys, sets = [item.unalias() for item in select.expressions], ()
     else:
-        keys = []
+        keys, sets = [], ()
     for key in keys:
         if isinstance(key, exp.Star) or any(isinstance(n, exp.Star) for n in key.walk()):
             raise Fallback("SELECT DISTINCT *")
@@ -372,21 +374,27 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
     key_index = {_normal(key): j for j, key in enumerate(keys)}
     bare_index = {_normal(key, bare=True): j for j, key in enumerate(keys)}
 
+    def key_of(node: exp.Expression) -> int | None:
+        j = key_index.get(_normal(node))
+        if j is None and isinstance(node, exp.Column):
+            j = bare_index.get(_normal(node, bare=True))
+        return j
+
     def over_groups(expression: exp.Expression) -> exp.Expression:
         if expression.find(exp.Select):
             raise Fallback("subquery over the groups (in HAVING or the select list)")
         def rewrite(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, (exp.Grouping, exp.GroupingId)):
+                return grouping_call(node, keys, sets, key_of)
             if isinstance(node, exp.AggFunc):
                 return exp.column(f"__agg{call_index[_normal(node)]}")
-            j = key_index.get(_normal(node))
-            if j is None and isinstance(node, exp.Column):
-                j = bare_index.get(_normal(node, bare=True))
+            j = key_of(node)
             if j is not None:
                 return exp.column(f"__k{j}")
             return node
         rewritten = expression.transform(rewrite)  # transform copies
         for column in rewritten.find_all(exp.Column):
-            if not column.name.startswith(("__k", "__agg")):
+            if not column.name.startswith(("__k", "__agg", "__g")):
                 raise Fallback(f"column {column.sql(DIALECT)} is neither grouped nor aggregated")
         return rewritten
 
@@ -410,7 +418,8 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
     return Aggregate(source=_source(source, columns), keys=len(keys), calls=tuple(calls),
                      output=tuple(output),
                      having=over_groups(having.this) if having is not None else None,
-                     is_global=group is None and not select.args.get("distinct"))
+                     is_global=group is None and not select.args.get("distinct"),
+                     sets=sets)
 
 
 def _group_key(key: exp.Expression, select: exp.Select) -> exp.Expression:
@@ -437,7 +446,9 @@ def _call(node: exp.AggFunc) -> AggregateCall:
         raise Fallback(f"aggregate {_name(node)}")
     argument = node.this
     if isinstance(argument, exp.Distinct):
-        raise Fallback(f"{function.upper()}(DISTINCT ...)")
+        if function != "count" or len(argument.expressions) != 1:
+            raise Fallback(f"{function.upper()}(DISTINCT ...)")
+        return AggregateCall("count_distinct", argument.expressions[0])
     if function == "count" and (argument is None or isinstance(argument, exp.Star)):
         return AggregateCall("count", None)
     if node.expressions:

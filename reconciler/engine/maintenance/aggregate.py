@@ -9,6 +9,10 @@ and per aggregate `i` what makes it updatable by addition:
     SUM(x)        __s<i> = Σ w·x   and __c<i> (SUM is NULL when no x is)
     AVG(x)        __s<i>, __c<i>  (the result is Spark's: sum / count, same types)
     MIN/MAX(x)    __m<i>
+    COUNT(DISTINCT x)  __d<i>
+    STDDEV/VARIANCE(x) __c<i>, __s<i>, __q<i> = Σ w·x²: exact for integers and decimals
+                  (integers as DECIMAL(20,0)); the result n·Q - S² over n(n-1) (or n²)
+                  in double, NULL for fewer than 2 rows (1 for the population forms)
 
 A step adds the change's contributions (`w` = +1 inserted, -1 deleted) to the
 state of the groups it touches, and the view's change is, for those groups
@@ -16,7 +20,15 @@ only, the old output rows deleted and the new ones inserted (identical rows
 cancel). A MIN or MAX cannot be updated by a deletion (the next smallest value
 is not in the state), so when the source's change deletes rows, the touched
 groups' state is computed again from the source as it stands, read for those
-groups only (`_regrouped`); the groups the step did not touch keep theirs.
+groups only (`_regrouped`); the groups the step did not touch keep theirs. A
+COUNT(DISTINCT) cannot be updated by any change without the values seen (is the
+inserted value new to its group? is the deleted one its last?), so its touched
+groups are recomputed so at every step their source changes.
+
+ROLLUP, CUBE and GROUPING SETS (`desired/grouping_sets.py`) keep one state row per
+group of each grouping set, told apart by one more key, `__g` (Spark's grouping id);
+the contributions are grouped by Spark's own `groupingSets`, in one pass. Recomputing
+touched groups then reads the whole source (the coarsest set needs every row).
 
 `__s<i>` has SUM's own type (DECIMAL(p+10,s) for DECIMAL(p,s)), so
 sums stay exact, and AVG over DECIMAL divides exactly as Spark's AVG does
@@ -47,15 +59,35 @@ OLD_ROWS = f"{OLD}__rows"
 
 
 def keys_of(shape: Aggregate) -> list[str]:
-    return [f"__k{j}" for j in range(shape.keys)]
+    """The state's key columns: the group keys, and the grouping id with grouping sets."""
+    return [f"__k{j}" for j in range(shape.keys)] + (["__g"] if shape.sets else [])
+
+
+def regroups(shape: Aggregate, *, deletes: bool) -> bool:
+    """Whether a step whose source change deletes rows (`deletes`) or not recomputes the
+    touched groups (`_regrouped`) instead of adding the change's contributions."""
+    return any(call.function == "count_distinct" or (deletes and call.function in ("min", "max"))
+               for call in shape.calls)
+
+
+def source_rows(frames: StepFrames, shape: Aggregate) -> DataFrame:
+    """The source select's rows over the relations as they stand (lazy)."""
+    source = shape.source
+    query = source.branches[0] if isinstance(source, Linear) else source.select
+    return frames.spark.sql(contents_sql(frames, query))
 
 
 def initial_state(frames: StepFrames, shape: Aggregate) -> DataFrame:
     """Every group's state computed from the relations as they stand (bootstrap)."""
-    source = shape.source
-    query = source.branches[0] if isinstance(source, Linear) else source.select
-    rows = frames.spark.sql(contents_sql(frames, query))
-    return _kept(_contributions(rows.withColumn(WEIGHT, F.lit(1)), shape), shape)
+    return _kept(_contributions(source_rows(frames, shape).withColumn(WEIGHT, F.lit(1)), shape),
+                 shape)
+
+
+def computed_from_state(shape: Aggregate) -> bool:
+    """Whether the view's rows must be computed from its state from the start: a STDDEV or
+    VARIANCE from sums differs in its last bits from Spark's own, and a step deletes a
+    group's old row by its exact value."""
+    return any(call.function in _SPREAD for call in shape.calls)
 
 
 def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
@@ -67,7 +99,7 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
     signed = _signed(change)
     if signed is None:
         return None
-    if change.deletes is not None and has_min_max(shape):
+    if regroups(shape, deletes=change.deletes is not None):
         return _regrouped(frames, shape, state, signed, view_schema)
     added = _contributions(signed, shape)
     keys = keys_of(shape)
@@ -109,34 +141,39 @@ def argument_types(signed: DataFrame) -> dict[str, T.DataType]:
     return {field.name: field.dataType for field in signed.schema.fields}
 
 
-def has_min_max(shape: Aggregate) -> bool:
-    return any(call.function in ("min", "max") for call in shape.calls)
-
-
 def _regrouped(frames: StepFrames, shape: Aggregate, state: DataFrame, signed: DataFrame,
                view_schema: T.StructType) -> tuple[ZSet, ZSet]:
-    """The change of a MIN/MAX aggregate whose source deleted rows: the touched groups' state
-    computed again from the source's rows of those groups (after the step), replacing their
-    old state; the view's change is their old rows against their new ones. A global
-    aggregate has one group, always touched: its state is computed from every row."""
+    """The change of an aggregate whose touched groups are recomputed (`regroups`): their
+    state computed again from the source's rows of those groups (after the step), replacing
+    their old state; the view's change is their old rows against their new ones. A global
+    aggregate has one group, always touched: its state is computed from every row; so do
+    grouping sets, whose touched groups are kept after grouping every row."""
     keys = keys_of(shape)
-    source = shape.source
-    query = source.branches[0] if isinstance(source, Linear) else source.select
-    rows = frames.spark.sql(contents_sql(frames, query))
+    rows = source_rows(frames, shape)
     before_state = state
-    if keys:
+    touched: DataFrame | None = None
+    if shape.sets:
+        touched = _contributions(signed, shape).select(*keys).distinct()
+    elif keys:
         touched = signed.select(*keys).distinct()
         rows = rows.join(touched, null_safe_equal([(rows[key], touched[key]) for key in keys]),
                          "left_semi")
-        before_state = state.join(touched, null_safe_equal(
-            [(state[key], touched[key]) for key in keys]), "left_semi")
     fresh = _kept(_contributions(rows.withColumn(WEIGHT, F.lit(1)), shape), shape)
+    if touched is not None:
+        before_state = _among(state, touched, keys)
+        fresh = _among(fresh, touched, keys) if shape.sets else fresh
     fresh = fresh.select(*(F.col(field.name).cast(field.dataType).alias(field.name)
                            for field in state.schema.fields)).localCheckpoint()
     arguments = argument_types(signed)
     return (ZSet(inserts=output_rows(frames, shape, fresh, arguments, view_schema),
                  deletes=output_rows(frames, shape, before_state, arguments, view_schema)),
             ZSet(inserts=fresh, deletes=before_state))
+
+
+def _among(rows: DataFrame, groups: DataFrame, keys: list[str]) -> DataFrame:
+    """The rows of `rows` whose keys are those of a row of `groups` (NULL equal to NULL)."""
+    return rows.join(groups, null_safe_equal([(rows[key], groups[key]) for key in keys]),
+                     "left_semi")
 
 
 def _signed(source: ZSet) -> DataFrame | None:
@@ -151,7 +188,9 @@ def output_rows(frames: StepFrames, shape: Aggregate, state: DataFrame,
     """The view's rows for the groups in `state`: its select list over each group's values."""
     values = state.select(*keys_of(shape), "__rows", *(
         _value(i, call.function, arguments.get(f"__a{i}")).alias(f"__agg{i}")
-        for i, call in enumerate(shape.calls)))
+        for i, call in enumerate(shape.calls)), *(  # GROUPING(k_j), as Spark types it
+        F.shiftright("__g", shape.keys - 1 - j).bitwiseAND(1).cast("tinyint").alias(f"__grp{j}")
+        for j in range(shape.keys) if shape.sets))
     query = exp.select(*(item.copy() for item in shape.output)).from_(frames.temporary(values))
     conditions = [] if shape.is_global else [exp.column("__rows") > 0]
     if shape.having is not None:
@@ -167,6 +206,10 @@ def _value(i: int, function: str, argument: T.DataType | None) -> Column:
         return F.col("__rows") if argument is None else count
     if function in ("min", "max"):
         return F.col(f"__m{i}")
+    if function == "count_distinct":
+        return F.col(f"__d{i}")
+    if function in _SPREAD:
+        return _spread(function, count, F.col(f"__s{i}"), F.col(f"__q{i}"))
     total = F.col(f"__s{i}")
     if function == "sum":
         return F.when(count > 0, total)
@@ -176,21 +219,57 @@ def _value(i: int, function: str, argument: T.DataType | None) -> Column:
     return F.when(count > 0, total.cast("double") / count.cast("double"))
 
 
+_SPREAD = ("stddev_samp", "stddev_pop", "var_samp", "var_pop")
+
+
+def _exact(argument: Column, data_type: T.DataType) -> Column:
+    """An argument as summed for STDDEV/VARIANCE: integers as decimals (their squares do not
+    overflow), decimals as they are, the rest as doubles."""
+    if isinstance(data_type, T.DecimalType):
+        return argument
+    if isinstance(data_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return argument.cast(T.DecimalType(20, 0))
+    return argument.cast("double")
+
+
+def _spread(function: str, count: Column, total: Column, squares: Column) -> Column:
+    """Variance from count n, sum S and sum of squares Q: (n·Q - S²) / (n·(n-1)) for the
+    sample, / n² for the population (n·Q - S² exact for decimals, then in double); NULL
+    where Spark's is (n < 2 for the sample, n = 0 for the population); its root for STDDEV."""
+    spread = (count * squares - total * total).cast("double")
+    sample = function in ("stddev_samp", "var_samp")
+    denominator = (count * (count - 1) if sample else count * count).cast("double")
+    variance = F.when(count >= (2 if sample else 1), F.greatest(spread, F.lit(0.0))
+                      / denominator)
+    return F.sqrt(variance) if function.startswith("stddev") else variance
+
+
 def _contributions(signed: DataFrame, shape: Aggregate) -> DataFrame:
     """Per group, what the weighted rows add to its state."""
     weight = F.col(WEIGHT)
     columns = [F.coalesce(F.sum(weight), F.lit(0)).cast("long").alias("__rows")]
     for i, call in enumerate(shape.calls):
         argument = F.col(f"__a{i}")
-        if call.function in ("count", "sum", "avg") and call.argument is not None:
+        if call.function not in ("min", "max", "count_distinct") and call.argument is not None:
             columns.append(F.coalesce(F.sum(F.when(argument.isNotNull(), weight)), F.lit(0))
                            .cast("long").alias(f"__c{i}"))
         if call.function in ("sum", "avg"):
             columns.append(F.sum(F.when(weight > 0, argument).otherwise(-argument))
                            .alias(f"__s{i}"))
+        if call.function in _SPREAD:
+            exact = _exact(argument, signed.schema[f"__a{i}"].dataType)
+            signed_value = F.when(weight > 0, exact).otherwise(-exact)
+            columns.append(F.sum(signed_value).alias(f"__s{i}"))
+            columns.append(F.sum(signed_value * exact).alias(f"__q{i}"))
         if call.function in ("min", "max"):
             columns.append((F.min if call.function == "min" else F.max)(argument)
                            .alias(f"__m{i}"))
+        if call.function == "count_distinct":  # rows all +1 here: `regroups` says so
+            columns.append(F.count_distinct(argument).alias(f"__d{i}"))
+    if shape.sets:
+        keys = [f"__k{j}" for j in range(shape.keys)]
+        return signed.groupingSets([[keys[j] for j in members] for members in shape.sets],
+                                   *keys).agg(F.grouping_id().alias("__g"), *columns)
     return signed.groupBy(*keys_of(shape)).agg(*columns)
 
 
@@ -227,7 +306,7 @@ def _merge(both: DataFrame, shape: Aggregate, schema: T.StructType) -> DataFrame
 
 def _values(both: DataFrame, shape: Aggregate) -> list[str]:
     """The state's value columns (after its keys), as the contributions name them."""
-    return [name for name in both.columns[shape.keys:] if not name.startswith(OLD)]
+    return [name for name in both.columns[len(keys_of(shape)):] if not name.startswith(OLD)]
 
 
 def _is_min(shape: Aggregate, name: str) -> bool:

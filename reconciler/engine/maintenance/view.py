@@ -4,8 +4,9 @@ The mode comes from the committed program (`refresh` of each view, decided at
 plan time by `desired.shapes`), so a step does what the approved plan said.
 A maintained aggregate without state (a manifest from before it was
 maintained) is recomputed once and its state started. A MIN/MAX view whose
-source may delete rows this step is refreshed by its touched groups, recomputed
-(`aggregate._regrouped`), never by rewriting its state with the contributions.
+source may delete rows this step, and a COUNT(DISTINCT) view at every step, are
+refreshed by their touched groups, recomputed (`aggregate._regrouped`), never by
+rewriting their state with the contributions.
 
 Each Spark job costs a few tenths of a second whatever its rows (planning,
 code generation, scheduling, the write's commit protocol), so a refresh is
@@ -30,11 +31,14 @@ from reconciler.desired.shapes import Aggregate, Fallback, Linear, Shape, analys
 from reconciler.engine.delta_log import data_bytes, table_uri
 from reconciler.engine.maintenance.aggregate import (
     aggregate_change,
-    has_min_max,
+    argument_types,
+    computed_from_state,
     initial_state,
     keys_of,
     merged_state,
     output_rows,
+    regroups,
+    source_rows,
 )
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
@@ -80,7 +84,7 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
         return change
     state_table = runtime.relations[view].state
     if isinstance(shape, Aggregate) and state_table is not None:
-        if not _min_max_sees_deletes(runtime, frames, view, shape) and _is_small(runtime, view):
+        if not _regroups(runtime, frames, view, shape) and _is_small(runtime, view):
             return _rewrite_aggregate(runtime, frames, view, shape, schema, change_read)
         state = runtime.frame_of(state_table)
         changed = aggregate_change(frames, shape, state, schema)
@@ -98,10 +102,19 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
 
 def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
                    change_read: bool = True) -> ZSet:
-    """Compute `view` from scratch (and start its state when it is a maintained aggregate)."""
+    """Compute `view` from scratch (and start its state when it is a maintained aggregate;
+    a STDDEV/VARIANCE one's rows are computed from that state, see `computed_from_state`)."""
     before = runtime.frame(view) if view in runtime.relations else None
-    runtime.write_view(view, runtime.evaluate(view))
-    start_state(runtime, frames, view)
+    shape = maintained_shape(runtime, view)
+    if isinstance(shape, Aggregate) and computed_from_state(shape):
+        state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
+        runtime.write_view(view, output_rows(
+            frames, shape, state, argument_types(source_rows(frames, shape)),
+            runtime.evaluate(view).schema))
+        runtime.write_state(view, state)
+    else:
+        runtime.write_view(view, runtime.evaluate(view))
+        start_state(runtime, frames, view)
     return _change(before, runtime.frame(view), change_read)
 
 
@@ -152,15 +165,15 @@ def _positional(change: ZSet, schema: StructType) -> ZSet:
                   for side in (change.inserts, change.deletes)))
 
 
-def _min_max_sees_deletes(runtime: PipelineRuntime, frames: StepFrames, view: str,
-                          shape: Aggregate) -> bool:
-    """Whether a MIN/MAX's source may delete rows this step: then the state cannot be
-    rewritten by adding contributions, and `aggregate_change` recomputes the touched
-    groups."""
-    if not has_min_max(shape):
+def _regroups(runtime: PipelineRuntime, frames: StepFrames, view: str,
+              shape: Aggregate) -> bool:
+    """Whether this step recomputes the touched groups (`aggregate.regroups`: a
+    COUNT(DISTINCT), or a MIN/MAX whose source may delete rows): then the state cannot be
+    rewritten by adding contributions, and `aggregate_change` does it."""
+    if not regroups(shape, deletes=True):
         return False
-    if not isinstance(shape.source, Linear):  # keyed and derived sources retract rows
-        return True
+    if regroups(shape, deletes=False) or not isinstance(shape.source, Linear):
+        return True  # keyed and derived sources retract rows
     reads = runtime.program["views"][view]["reads"]
     return any(frames.changes[read].deletes is not None for read in reads
                if read in frames.changes)
