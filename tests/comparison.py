@@ -10,8 +10,11 @@ from pyspark.sql import types as T
 
 
 def comparable(frame: DataFrame) -> DataFrame:
-    """Doubles rounded (AVG of integers is a double, summed in another order than Spark's)."""
-    return frame.select(*(F.round(F.col(f.name), 9).alias(f.name)
+    """Doubles to 9 decimals and 10 significant digits: a double summed in another order
+    than Spark's (AVG of integers, a SUM of doubles, a VARIANCE from sums of squares) can
+    differ in its last bits, and 9 decimals of 5,413,388.696408125 are past what a double
+    holds. (`+ 0.0` makes -0.0 the 0.0 Spark's own comparisons take it for.)"""
+    return frame.select(*(F.format_string("%.10g", F.round(F.col(f.name), 9) + 0.0).alias(f.name)
                           if isinstance(f.dataType, T.DoubleType) else F.col(f.name)
                           for f in frame.schema.fields))
 
