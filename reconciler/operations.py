@@ -426,11 +426,14 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             "refreshed": step.refreshed, "emitted": step.emitted,
             "seconds": round(seconds, 3), "rows": rows,
             **({"expectations": runtime.expectation_counts} if runtime.expectation_counts
-               else {})})
+               else {}),
+            **({"choices": runtime.refresh_choices} if runtime.refresh_choices else {})})
         _commit(project, backend, committed, etag, engine)
         collect_garbage(project, backend, name)
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "
                        f"rows {', '.join(f'{t} {n:+d}' for t, n in rows.items())}; refreshed "
-                       f"{', '.join(step.refreshed) or 'no views'}", committed.serial,
+                       f"{', '.join(step.refreshed) or 'no views'}"
+                       + "".join(f"; {view} {described}" for view, described
+                                 in sorted(runtime.refresh_choices.items())), committed.serial,
                        details={"seconds": seconds, "rows": rows, **held}), step

@@ -66,6 +66,7 @@ class RelationRecord(StoredTable):
     state: StoredTable | None = None  # a maintained aggregate view's per-group state
     insert_txn: int | None = None  # a table: the last `execute` app transaction it holds
     expectations: dict[str, Any] | None = None  # running totals (`engine.expectations`)
+    timings: dict[str, Any] | None = None  # refresh: auto's measurements (`refresh_choice`)
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {"kind": self.kind, **super().to_json(), "rows": self.rows}
@@ -75,6 +76,8 @@ class RelationRecord(StoredTable):
             document["insert_txn"] = self.insert_txn
         if self.expectations is not None:
             document["expectations"] = self.expectations
+        if self.timings is not None:
+            document["timings"] = self.timings
         return document
 
     @classmethod
@@ -85,16 +88,18 @@ class RelationRecord(StoredTable):
             raise ReconcileError(f"manifest has {what} of unknown kind {kind!r}", file=where)
         state = entry.get("state")
         insert_txn, expectations = entry.get("insert_txn"), entry.get("expectations")
+        timings = entry.get("timings")
         bad = [field for field, value, wanted in (("rows", rows, int),
                                                   ("insert_txn", insert_txn, int),
-                                                  ("expectations", expectations, dict))
+                                                  ("expectations", expectations, dict),
+                                                  ("timings", timings, dict))
                if value is not None and not isinstance(value, wanted)]
         if bad:
             raise ReconcileError(f"manifest: {what} has a bad {bad[0]}", file=where)
         return cls(**stored, kind=kind, rows=rows,
                    state=None if state is None else StoredTable.from_json(
                        state, f"the state of {what}", where),
-                   insert_txn=insert_txn, expectations=expectations)
+                   insert_txn=insert_txn, expectations=expectations, timings=timings)
 
 
 def relations_from_json(entries: Any, where: str) -> dict[str, RelationRecord]:

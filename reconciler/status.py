@@ -82,6 +82,8 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         if "seconds" in step:
             click.echo(f"  last step: {step['seconds']:.1f}s, refreshed "
                        f"{', '.join(step.get('refreshed') or []) or 'no views'}")
+        for view, described in sorted((step.get("choices") or {}).items()):
+            click.echo(f"  refresh auto: {view} {described}")
         waiting = [f"{name} {'?' if count is None else count}"
                    for name, count in report["waiting_input"].items()]
         if waiting:

@@ -4,12 +4,13 @@ Owns YAML with line numbers (``documents``), ``reconcile.yaml`` and
 ``pipeline.yaml`` (``project``), Spark SQL statements (``sql``), what a view may
 do (``safety``), resolving its names as Spark's analyzer will (``resolution``),
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
-be maintained and in which shape (``shapes``, with ``keyed``,
-``partitioning``, ``query_graph``, ``query_parts``, ``inline`` and
-``output_key``), whether a table can evolve in place (``table_evolution``), connector
-options (``connector_options``), expectation clauses (``expectation_clauses``),
-view test files (``view_test_files``), the analysis kept between plans (``memo``), the program with
-its fingerprints (``program``) and choosing the pipelines a command works on
+be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
+``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``output_key``
+and ``fallback``, the reason a view is recomputed), whether a table can evolve in
+place (``table_evolution``), connector options (``connector_options``),
+expectation clauses (``expectation_clauses``), view test files
+(``view_test_files``), the analysis kept between plans (``memo``), the program
+with its fingerprints (``program``) and choosing the pipelines a command works on
 (``workspace``). Every error names the file and line.
 
 May import: ``reconciler.errors`` and the standard helpers only. Never Spark,

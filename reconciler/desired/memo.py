@@ -221,7 +221,7 @@ def _statement(entry: Any) -> StatementFacts:
 
 def _view(entry: Any) -> ViewFacts:
     resolved, columns, mode, reason, retracts, read_whole = entry
-    if mode not in ("incremental", "full"):
+    if mode not in ("incremental", "auto", "full"):
         raise ValueError(mode)
     return ViewFacts(_optional_texts(resolved), _optional_texts(columns),
                      Refresh(mode, None if reason is None else _text(reason), _flag(retracts),

@@ -333,7 +333,7 @@ def _refresh(statement: ViewStatement, policy: str, retracts: bool,
     drops = [e.condition for e in expectations if e.action == "drop"]
     refresh = refresh_of(with_drops(statement.tree, drops), read_columns,
                          opted_out=statement.full_refresh,
-                         policy="full" if policy == "full" else "incremental",
+                         policy="incremental" if policy == "incremental_strict" else policy,
                          input_retracts=retracts)
     if policy == "incremental_strict" and refresh.mode == "full" and not statement.full_refresh:
         raise statement.location.error(

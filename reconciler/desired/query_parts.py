@@ -47,3 +47,24 @@ def from_of(select: exp.Select) -> exp.Expression | None:
     """The relation (or derived table) of a select's FROM."""
     source = select.args.get("from_") or select.args.get("from")  # sqlglot 30: `from_`
     return source.this if source is not None else None
+
+
+def expression_key(node: exp.Expression, *, bare: bool = False) -> tuple[object, ...]:
+    """A key to compare expressions by: unquoted names lower-cased, a column's qualifier
+    dropped if `bare`. Built by walking the tree, without copying or generating SQL
+    (plan speed: it is asked per key and per aggregate of every view)."""
+    if bare and isinstance(node, exp.Column):
+        node = node.this
+    return _key_of(node)
+
+
+def _key_of(value: object) -> tuple[object, ...]:
+    if isinstance(value, exp.Identifier):
+        name = value.name if value.quoted else value.name.lower()
+        return ("identifier", name, bool(value.quoted))
+    if isinstance(value, exp.Expression):
+        return (value.key, *((key, _key_of(arg)) for key, arg in sorted(value.args.items())
+                             if arg is not None and arg != [] and arg is not False))
+    if isinstance(value, list):
+        return ("list", *(_key_of(item) for item in value))
+    return ("value", value)

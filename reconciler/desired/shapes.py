@@ -54,9 +54,10 @@ from reconciler.desired.keyed import (
     keyed,
     occurrences,
 )
+from reconciler.desired.query_parts import expression_key
 from reconciler.desired.sql import DIALECT
 
-RefreshPolicy = Literal["incremental", "incremental_strict", "full"]
+RefreshPolicy = Literal["incremental", "incremental_strict", "auto", "full"]
 AggregateFunction = Literal["count", "count_distinct", "sum", "avg", "min", "max",
                             "stddev_samp", "stddev_pop", "var_samp", "var_pop"]
 
@@ -68,19 +69,21 @@ _FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
 
 @dataclass(frozen=True)
 class Refresh:
-    """How a view is kept up to date, and why when it is recomputed."""
+    """How a view is kept up to date, and why when it is recomputed. `auto`: maintained,
+    or recomputed at a step where that is cheaper (`engine.refresh_choice`)."""
 
-    mode: Literal["incremental", "full"]
+    mode: Literal["incremental", "auto", "full"]
     reason: str | None = None
     retracts: bool = True  # whether its changes can delete rows (readers' MIN/MAX need not)
     read_whole: tuple[str, ...] = ()  # keyed: relations whose change compares it in full
 
     def describe(self) -> str:
-        if self.mode == "incremental":
-            return "maintained incrementally" + (
-                f" (a change to {', '.join(self.read_whole)} compares it in full)"
-                if self.read_whole else "")
-        return f"recomputed each step: {self.reason}"
+        if self.mode == "full":
+            return f"recomputed each step: {self.reason}"
+        return "maintained incrementally" + (
+            f" (a change to {', '.join(self.read_whole)} compares it in full)"
+            if self.read_whole else "") + (
+            ", or recomputed where cheaper (refresh: auto)" if self.mode == "auto" else "")
 
 
 @dataclass(frozen=True)
@@ -251,15 +254,16 @@ def refresh_of(query: str | exp.Query, columns: Columns, *, opted_out: bool,
         shape = analyse(query, columns)
     except Fallback as reason:
         return Refresh("full", str(reason))
+    mode: Literal["incremental", "auto"] = "auto" if policy == "auto" else "incremental"
     if isinstance(shape, Linear):
-        return Refresh("incremental", retracts=input_retracts)
+        return Refresh(mode, retracts=input_retracts)
     if not isinstance(shape, Aggregate):  # a match arriving retracts a NULL-padded row
-        return Refresh("incremental", retracts=True, read_whole=_read_whole(shape))
+        return Refresh(mode, retracts=True, read_whole=_read_whole(shape))
     # MIN/MAX over an input that deletes rows: the step recomputes the touched groups.
     input_retracts = input_retracts or not isinstance(shape.source, Linear)
     # A DISTINCT-only view over insert-only input only ever gains rows.
     retracts = input_retracts or bool(shape.calls) or shape.is_global
-    return Refresh("incremental", retracts=retracts, read_whole=_read_whole(shape.source))
+    return Refresh(mode, retracts=retracts, read_whole=_read_whole(shape.source))
 
 
 def _read_whole(shape: Shape) -> tuple[str, ...]:
@@ -353,7 +357,7 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
     if group is not None:
         if group.args.get("all"):
             raise Fallback("GROUP BY ALL")
-        keys, sets = grouping_sets(group, lambda key: _group_key(key, select), _normal)
+        keys, sets = grouping_sets(group, lambda key: _group_key(key, select), expression_key)
     elif select.args.get("distinct"):
         keys, sets = [item.unalias() for item in select.expressions], ()
     else:
@@ -367,17 +371,17 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
     call_index: dict[tuple[object, ...], int] = {}
     for node in found:
         call = _call(node)
-        text = _normal(node)
+        text = expression_key(node)
         if text not in call_index:
             call_index[text] = len(calls)
             calls.append(call)
-    key_index = {_normal(key): j for j, key in enumerate(keys)}
-    bare_index = {_normal(key, bare=True): j for j, key in enumerate(keys)}
+    key_index = {expression_key(key): j for j, key in enumerate(keys)}
+    bare_index = {expression_key(key, bare=True): j for j, key in enumerate(keys)}
 
     def key_of(node: exp.Expression) -> int | None:
-        j = key_index.get(_normal(node))
+        j = key_index.get(expression_key(node))
         if j is None and isinstance(node, exp.Column):
-            j = bare_index.get(_normal(node, bare=True))
+            j = bare_index.get(expression_key(node, bare=True))
         return j
 
     def over_groups(expression: exp.Expression) -> exp.Expression:
@@ -387,7 +391,7 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
             if isinstance(node, (exp.Grouping, exp.GroupingId)):
                 return grouping_call(node, keys, sets, key_of)
             if isinstance(node, exp.AggFunc):
-                return exp.column(f"__agg{call_index[_normal(node)]}")
+                return exp.column(f"__agg{call_index[expression_key(node)]}")
             j = key_of(node)
             if j is not None:
                 return exp.column(f"__k{j}")
@@ -459,24 +463,3 @@ def _call(node: exp.AggFunc) -> AggregateCall:
 def _name(node: exp.Expression) -> str:
     """A function's name as Spark spells it (sqlglot's own names differ: ARRAY_AGG)."""
     return node.sql(DIALECT).split("(", 1)[0].strip().upper() or node.key.upper()
-
-
-def _normal(node: exp.Expression, *, bare: bool = False) -> tuple[object, ...]:
-    """A key to compare expressions by: unquoted names lower-cased, a column's qualifier
-    dropped if `bare`. Built by walking the tree, without copying or generating SQL
-    (plan speed: it is asked per key and per aggregate of every view)."""
-    if bare and isinstance(node, exp.Column):
-        node = node.this
-    return _key_of(node)
-
-
-def _key_of(value: object) -> tuple[object, ...]:
-    if isinstance(value, exp.Identifier):
-        name = value.name if value.quoted else value.name.lower()
-        return ("identifier", name, bool(value.quoted))
-    if isinstance(value, exp.Expression):
-        return (value.key, *((key, _key_of(arg)) for key, arg in sorted(value.args.items())
-                             if arg is not None and arg != [] and arg is not False))
-    if isinstance(value, list):
-        return ("list", *(_key_of(item) for item in value))
-    return ("value", value)

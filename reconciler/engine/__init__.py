@@ -9,7 +9,7 @@ changes, ``compaction``, ``retention``), a pipeline's relations as DataFrames
 (``runtime``), input and output connectors (``connectors``, ``input_batch``,
 ``input_files``, ``listed_ingest``, ``delta_source``, ``bad_input``),
 incremental view maintenance (``maintenance/``),
-a step (``step``, ``refresh``, ``expectations``), a bootstrap (``bootstrap``,
+a step (``step``, ``refresh``, ``refresh_choice``, ``expectations``), a bootstrap (``bootstrap``,
 ``evolve``, ``state_moves``), the data preview's counts (``preview_counts``) and view tests on Spark
 (``view_tests``).
 

@@ -11,6 +11,9 @@ their changes and new versions exactly as in a serial step. Two, because on a
 one RF1 slice at scale 1 took 74.8 s one at a time, 65.9 s two at a time, 68.7
 and 74.8 s four at a time (one run each, the same state restored each time).
 
+A `refresh: auto` view is maintained or recomputed as `engine.refresh_choice` decides
+from the step's `touched` rows per table; its time is kept for the next choice.
+
 A failure stops new refreshes; those running finish (each is its own Delta
 commits, none visible until the manifest commits), then the error is raised.
 An error of the view's own SQL on this step's rows (a division by zero, a cast
@@ -21,8 +24,10 @@ CLI's `engine_failure`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from graphlib import TopologicalSorter
 
 from pyspark.errors import PySparkException
@@ -31,8 +36,9 @@ from reconciler.engine.connectors import outputs_by_relation
 from reconciler.engine.expectations import check_view
 from reconciler.engine.failures import engine_failure
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import refresh_view
+from reconciler.engine.maintenance.view import recompute_view, refresh_view
 from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.refresh_choice import Choice, change_share, choose, input_tables, timed
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.errors import ObjectFailed
 
@@ -41,10 +47,11 @@ REFRESH_WORKERS = 2
 
 
 def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
-                  emit: Callable[[str, ZSet], None], workers: int = REFRESH_WORKERS
-                  ) -> list[str]:
+                  emit: Callable[[str, ZSet], None], touched: dict[str, int | None],
+                  workers: int = REFRESH_WORKERS) -> list[str]:
     """Refresh every view that reads a changed relation (its change goes to `frames` and
-    to `emit`); returns them in program order."""
+    to `emit`); returns them in program order. `touched`: rows of each changed table's
+    data files the step added or removed (for `refresh: auto`)."""
     views = runtime.program["views"]
     consumed = {relation for definition in views.values() for relation in definition["reads"]}
     consumed |= set(outputs_by_relation(runtime.program))  # the others' changes stay lazy
@@ -58,8 +65,11 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
         try:
             checked = bool(views[view].get("expectations"))  # counted on its change
             totals = runtime.relations[view].expectations or {}
-            change = refresh_view(runtime, frames, view,
-                                  change_read=view in consumed or checked)
+            change_read = view in consumed or checked
+            if views[view].get("refresh") == "auto":
+                change = _refresh_chosen(runtime, frames, view, touched, change_read)
+            else:
+                change = refresh_view(runtime, frames, view, change_read=change_read)
             if checked:
                 check_view(runtime, frames, view, change, totals=totals)
             if not change.is_empty:
@@ -88,3 +98,20 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
                 future.result()  # a failure: the pool waits for the others, then it raises
                 graph.done(view)
     return [name for name in runtime.program["order"] if name in refreshed]
+
+
+def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
+                    touched: dict[str, int | None], change_read: bool) -> ZSet:
+    """Maintain or recompute a `refresh: auto` view, as `choose` says; its time recorded."""
+    tables = input_tables(runtime.program, view)
+    record = runtime.relations[view]
+    choice: Choice = choose(change_share(tables, touched, {
+        table: runtime.relations[table].rows for table in tables}), record.timings)
+    started = time.monotonic()
+    change = (recompute_view if choice.recompute else refresh_view)(
+        runtime, frames, view, change_read=change_read)
+    seconds = time.monotonic() - started
+    runtime.relations[view] = replace(runtime.relations[view],
+                                      timings=timed(record.timings, choice, seconds))
+    runtime.refresh_choices[view] = choice.describe()
+    return change

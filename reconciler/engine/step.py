@@ -162,7 +162,8 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
                 runtime, table, frames.changes[table],
                 lambda table=table: table_change(runtime, before[table], runtime.relations[table]))
             emit_change(table, frames.changes[table])
-        result.refreshed = refresh_views(runtime, frames, emit_change)
+        result.refreshed = refresh_views(runtime, frames, emit_change,
+                                         _touched_rows(runtime, before, result.changed_tables))
     finally:
         frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files
@@ -170,6 +171,18 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
         if compacted is not None:
             runtime.relations[relation] = runtime.relations[relation].at(compacted)
     return result
+
+
+def _touched_rows(runtime: PipelineRuntime, before: dict[str, RelationRecord],
+                  tables: list[str]) -> dict[str, int | None]:
+    """Per changed table, the rows of the data files the step added or removed (from the
+    Delta log), when a `refresh: auto` view will choose by them; else nothing is read."""
+    if not any(view.get("refresh") == "auto" for view in runtime.program["views"].values()):
+        return {}
+    return {table: runtime.storage.touched_rows(runtime.relations[table].path,
+                                                before[table].version,
+                                                runtime.relations[table].version)
+            for table in tables}
 
 
 def table_change(runtime: PipelineRuntime, before: RelationRecord,

@@ -319,6 +319,22 @@ class DeltaStorage:
         known, current = set(before), set(now)
         return [f for f in now if f not in known], [f for f in before if f not in current]
 
+    def touched_rows(self, path: PathLike, since: int, version: int) -> int | None:
+        """Rows in the data files `version` has that `since` had not, and the reverse (what
+        a step's change reads), from the log's per-file stats; None without them (or when
+        deletion vectors mark rows inside files that stay)."""
+        uri = table_uri(path)
+        tables = [self._at_version(uri, at) for at in (since, version)]
+        if any(has_deletion_vectors(table) for table in tables):
+            return None
+        before, after = (dict(zip(*(pa.table(table.get_add_actions(flatten=True))
+                                    .column(name).to_pylist()
+                                    for name in ("path", "num_records")), strict=True))
+                         for table in tables)
+        touched = [rows for files, others in ((after, before), (before, after))
+                   for file, rows in files.items() if file not in others]
+        return None if None in touched else sum(touched)
+
     def scan(self, files: list[str], schema: T.StructType) -> DataFrame:
         """Spark reading these data files with ``schema`` (lazily, in parallel)."""
         if not files:

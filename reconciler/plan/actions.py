@@ -105,7 +105,8 @@ def _change_actions(diff: ProgramDiff, program: Program) -> list[Action]:
     return actions
 
 
-_MODES = {"incremental": "maintained incrementally", "full": "recomputed each step"}
+_MODES = {"incremental": "maintained incrementally", "full": "recomputed each step",
+          "auto": "maintained or recomputed, whichever is cheaper"}
 
 
 def _ordered(diff: ProgramDiff) -> list[str]:

@@ -63,7 +63,7 @@ def _shape(statement_sql: str, columns: tuple[tuple[str, tuple[str, ...]], ...]
 def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
     """The shape a step maintains `view` by, or None when it is recomputed."""
     definition = runtime.program["views"][view]
-    if definition.get("refresh") != "incremental":
+    if definition.get("refresh") not in ("incremental", "auto"):
         return None
     columns = tuple((read, tuple(runtime.schema(read).fieldNames()))
                     for read in definition["reads"])

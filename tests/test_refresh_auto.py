@@ -1,0 +1,121 @@
+"""`refresh: auto`: each step maintains or recomputes each view, whichever looks cheaper
+(`engine.refresh_choice`), and says which and why in its log line, the manifest and
+`reconcile status`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from reconciler.engine.refresh_choice import RECOMPUTE_SHARE, change_share, choose, timed
+from tests.cli_helpers import manifest, query, reconcile
+from tests.projects import events_pipeline, write_files
+
+SQL = """
+create table events (id bigint, kind string, amount decimal(10,2));
+create materialized view by_kind as
+  select kind, count(*) as n, sum(amount) as total from events group by kind;
+create materialized view busy as select kind, n from by_kind where n > 1;
+create materialized view ranked as
+  select id, row_number() over (order by id) as position from events;
+"""
+
+
+def _events(project: Path, name: str, first: int, count: int) -> None:
+    inbox = project / "input/events"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / name).write_text("".join(
+        json.dumps({"id": i, "kind": "abc"[i % 3], "amount": f"{i}.25"}) + "\n"
+        for i in range(first, first + count)))
+
+
+def test_a_large_change_is_recomputed_and_a_small_one_maintained(spark: SparkSession,
+                                                                 tmp_path: Path) -> None:
+    files = events_pipeline(SQL)
+    files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
+    project = write_files(tmp_path, files)
+    assert reconcile(project, "validate").splitlines()[1:] == [
+        "  view by_kind: maintained incrementally, or recomputed where cheaper (refresh: auto)",
+        "  view ranked: recomputed each step: window function ROW_NUMBER without PARTITION BY",
+        "  view busy: maintained incrementally, or recomputed where cheaper (refresh: auto)"]
+    reconcile(project, "apply", "--auto-approve")
+
+    _events(project, "1.json", 0, 40)  # every row of the table is new: recomputed
+    out = reconcile(project, "run")
+    assert "; busy recomputed (the change is 100.0% of its inputs' rows)" in out
+    assert "; by_kind recomputed (the change is 100.0% of its inputs' rows)" in out
+    assert "ranked recomputed (" not in out  # not auto: recomputed whatever the change
+
+    _events(project, "2.json", 40, 1)  # one row in 41: maintained
+    out = reconcile(project, "run")
+    share = f"{1 / 41:.1%}"
+    assert f"; by_kind maintained (the change is {share} of its inputs' rows)" in out
+    state = manifest(project, "p")
+    assert state["last_step"]["choices"]["by_kind"] == \
+        f"maintained (the change is {share} of its inputs' rows)"
+    timings = state["relations"]["by_kind"]["timings"]
+    assert set(timings) == {"maintained", "recomputed"}
+    assert timings["maintained"]["share"] == pytest.approx(1 / 41)
+    assert f"refresh auto: by_kind maintained (the change is {share} of its inputs' rows)" \
+        in reconcile(project, "status")
+    for view, scratch in (
+            ("by_kind", "select kind, count(*) as n, sum(amount) as total from events "
+                        "group by kind"),
+            ("busy", "select kind, count(*) as n from events group by kind having n > 1")):
+        assert query(project, "p", f"select * from {view} order by kind") == \
+            query(project, "p", f"{scratch} order by kind")
+
+
+def test_switching_to_auto_recomputes_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    project = write_files(tmp_path, events_pipeline(SQL))
+    reconcile(project, "apply", "--auto-approve")
+    spec = project / "pipelines/p/pipeline.yaml"
+    spec.write_text(spec.read_text() + "refresh: auto\n")
+    plan = json.loads(reconcile(project, "plan", "--json"))
+    [pipeline] = plan["pipelines"]
+    actions = {action["name"]: action for action in pipeline["actions"]}
+    assert actions["by_kind"]["action"] == "keep"
+    assert actions["by_kind"]["reasons"] == [
+        "refresh changes: maintained incrementally -> maintained or recomputed, whichever is "
+        "cheaper; nothing is recomputed now"]
+
+
+@pytest.mark.parametrize(("share", "timings", "recompute", "reason"), [
+    (None, None, False, "the change's size is unknown"),
+    (RECOMPUTE_SHARE, None, True, "the change is 25.0% of its inputs' rows"),
+    (0.01, None, False, "the change is 1.0% of its inputs' rows"),
+    (0.01, {"recomputed": {"seconds": 1.0}}, False, "the change is 1.0% of its inputs' rows"),
+    # both timed: the recompute was faster than maintaining a change this size
+    (0.01, {"recomputed": {"seconds": 1.0}, "maintained": {"seconds": 2.0, "share": 0.01}},
+     True, "the change is 1.0% of its inputs' rows; a recompute took 1.0s, maintaining it "
+     "about 2.0s"),
+    # a maintained refresh scaled by a change 4x the one it was timed on
+    (0.08, {"recomputed": {"seconds": 3.0}, "maintained": {"seconds": 1.0, "share": 0.02}},
+     True, "the change is 8.0% of its inputs' rows; a recompute took 3.0s, maintaining it "
+     "about 4.0s"),
+    # never scaled down below the time it took
+    (0.001, {"recomputed": {"seconds": 3.0}, "maintained": {"seconds": 1.0, "share": 0.02}},
+     False, "the change is 0.1% of its inputs' rows; maintaining it about 1.0s, a recompute "
+     "took 3.0s"),
+])
+def test_the_rule(share: float | None, timings: dict[str, dict[str, float]] | None,
+                  recompute: bool, reason: str) -> None:
+    choice = choose(share, timings)
+    assert (choice.recompute, choice.reason) == (recompute, reason)
+
+
+def test_each_way_keeps_its_own_last_time() -> None:
+    first = timed(None, choose(0.5, None), 4.0)
+    assert first == {"recomputed": {"seconds": 4.0}}
+    second = timed(first, choose(0.01, first), 0.5)
+    assert second == {"recomputed": {"seconds": 4.0},
+                      "maintained": {"seconds": 0.5, "share": 0.01}}
+
+
+def test_the_share_counts_every_input_table() -> None:
+    assert change_share({"a", "b"}, {"a": 10}, {"a": 100, "b": 900}) == pytest.approx(0.01)
+    assert change_share({"a", "b"}, {"a": None}, {"a": 100, "b": 900}) is None
+    assert change_share({"a"}, {"a": 5}, {"a": None}) is None
