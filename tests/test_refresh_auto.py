@@ -108,9 +108,9 @@ def test_the_rule(share: float | None, timings: dict[str, dict[str, float]] | No
 
 
 def test_each_way_keeps_its_own_last_time() -> None:
-    first = timed(None, choose(0.5, None), 4.0)
+    first = timed(None, recompute=True, seconds=4.0)
     assert first == {"recomputed": {"seconds": 4.0}}
-    second = timed(first, choose(0.01, first), 0.5)
+    second = timed(first, recompute=False, seconds=0.5, share=0.01)
     assert second == {"recomputed": {"seconds": 4.0},
                       "maintained": {"seconds": 0.5, "share": 0.01}}
 

@@ -22,8 +22,9 @@ the only commit point. Until then the previous manifest pins the old versions.
 
 from __future__ import annotations
 
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,9 @@ from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.evolve import evolve_table
 from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import start_state
+from reconciler.engine.maintenance.view import recompute_view
 from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.refresh_choice import timed
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.schema import struct_from_json
 from reconciler.engine.state_moves import move_relation
@@ -126,8 +128,11 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
         if diff.views.get(name) in ("added", "modified"):
             runtime.report("compute view", name)
             try:
-                runtime.write_view(name, runtime.evaluate(name))
-                start_state(runtime, frames, name)
+                started = time.monotonic()
+                recompute_view(runtime, frames, name, change_read=False)
+                if diff.new["views"][name].get("refresh") == "auto":  # its first timing
+                    runtime.relations[name] = replace(runtime.relations[name], timings=timed(
+                        None, recompute=True, seconds=time.monotonic() - started))
                 if diff.new["views"][name].get("expectations"):  # its change: every row
                     check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)),
                                whole=True)

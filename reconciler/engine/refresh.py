@@ -111,7 +111,7 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
     change = (recompute_view if choice.recompute else refresh_view)(
         runtime, frames, view, change_read=change_read)
     seconds = time.monotonic() - started
-    runtime.relations[view] = replace(runtime.relations[view],
-                                      timings=timed(record.timings, choice, seconds))
+    runtime.relations[view] = replace(runtime.relations[view], timings=timed(
+        record.timings, recompute=choice.recompute, seconds=seconds, share=choice.share))
     runtime.refresh_choices[view] = choice.describe()
     return change

@@ -6,8 +6,9 @@ already knows:
 * the change's share of the view's inputs: the rows of the data files this step added to
   or removed from the tables the view reads (directly or through other views), from the
   Delta logs' per-file stats, over the rows those tables hold;
-* the seconds the view's last maintained refresh and last recompute took, kept in the
-  manifest beside the view (`RelationRecord.timings`), with the share that refresh saw.
+* the seconds the view's last maintained refresh and last recompute took (the first
+  recompute: the bootstrap that computed the view), kept in the manifest beside the view
+  (`RelationRecord.timings`), with the share that refresh saw.
 
 The rule, in order:
 
@@ -67,13 +68,15 @@ def choose(share: float | None, timings: dict[str, Any] | None) -> Choice:
                   f"recompute took {recomputed['seconds']:.1f}s", share)
 
 
-def timed(timings: dict[str, Any] | None, choice: Choice, seconds: float) -> dict[str, Any]:
-    """The view's timings with this refresh's time as the chosen way's last."""
+def timed(timings: dict[str, Any] | None, *, recompute: bool, seconds: float,
+          share: float | None = None) -> dict[str, Any]:
+    """The view's timings with this refresh's time as its way's last (a bootstrap's
+    computing of the view counts as a recompute)."""
     updated = dict(timings or {})
-    if choice.recompute:
+    if recompute:
         updated["recomputed"] = {"seconds": round(seconds, 3)}
     else:
-        updated["maintained"] = {"seconds": round(seconds, 3), "share": choice.share}
+        updated["maintained"] = {"seconds": round(seconds, 3), "share": share}
     return updated
 
 

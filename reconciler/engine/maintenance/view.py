@@ -114,7 +114,7 @@ def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
         runtime.write_state(view, state)
     else:
         runtime.write_view(view, runtime.evaluate(view))
-        start_state(runtime, frames, view)
+        _start_state(runtime, frames, view)
     return _change(before, runtime.frame(view), change_read)
 
 
@@ -152,7 +152,7 @@ def _change(before: DataFrame | None, after: DataFrame, read: bool) -> ZSet:
     return ZSet.between(before, after) if read else ZSet.pending(before, after)
 
 
-def start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None:
+def _start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> None:
     """Compute a maintained aggregate view's per-group state from its inputs as they stand."""
     shape = maintained_shape(runtime, view)
     if isinstance(shape, Aggregate):
