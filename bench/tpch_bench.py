@@ -25,8 +25,12 @@ views at most 0.2x the time to recompute them. Views are refreshed side by side
 started to last view done; it includes Q11 and Q16, recomputed in both modes),
 and a view's own time overlaps others'.
 
-Usage: `python bench/tpch_bench.py [--scale 1] [--parts 1000] [--steps 2]`
-(`make bench-tpch`). The data is generated once per scale and parts under
+With `--refresh incremental full auto`, the same steps run a third time under `refresh:
+auto` (`engine/refresh_choice.py`), and each auto step's time is set against the faster
+of the other two's same step (the goal: never more than 10% slower).
+
+Usage: `python bench/tpch_bench.py [--scale 1] [--parts 1000] [--steps 2]
+[--refresh incremental full auto]` (`make bench-tpch`). The data is generated once per scale and parts under
 `--work` (default `/tmp/tpch-bench`).
 """
 
@@ -40,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +203,7 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
                                           f"delete.{step}.parquet") for table in SLICED)
             inputs[kind].append(added)
             timer.marks.clear()
+            runtime.refresh_choices.clear()
             started = time.perf_counter()
             result = run_step(runtime, connectors, serial=serial, base_dir=root)
             ended = time.perf_counter()
@@ -225,9 +230,11 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
                     print(f"{view}: from scratch, not stored:")
                     scratch.exceptAll(stored).show(5, truncate=False)
                 assert not wrong, f"[{refresh}] {kind} step {step + 1}: differ: {wrong}"
+            chosen = Counter(choice.split(" ", 1)[0]
+                             for choice in runtime.refresh_choices.values())
             print(f"[{refresh}] {kind} step {step + 1}: {ended - started:.1f} s, input "
-                  f"{added / 1e3:.0f} kB{', every view equals its query' if check else ''}",
-                  flush=True)
+                  f"{added / 1e3:.0f} kB{', every view equals its query' if check else ''}"
+                  + (f"; auto chose: {dict(chosen)}" if chosen else ""), flush=True)
     return {"modes": modes, "figures": figures, "inputs": inputs}
 
 
@@ -236,6 +243,10 @@ def median(values: list[float]) -> float:
 
 
 def report(results: dict[str, dict[str, Any]]) -> None:
+    if "auto" in results:
+        auto_report(results)
+    if "incremental" not in results:
+        return
     incremental, full = results["incremental"], results.get("full")
     modes = incremental["modes"]
     queries = [name for name in modes if name.startswith("q") or name == "revenue0"]
@@ -277,13 +288,30 @@ def report(results: dict[str, dict[str, Any]]) -> None:
         print(line)
 
 
+def auto_report(results: dict[str, dict[str, Any]]) -> None:
+    """`refresh: auto` against the faster of all-maintained and all-recomputed, step by step
+    (the goal: never more than 10% slower)."""
+    others = [mode for mode in ("incremental", "full") if mode in results]
+    for kind in ("RF1", "RF2"):
+        auto = results["auto"]["figures"]["step"][kind]
+        line = f"auto {kind}: steps {', '.join(f'{s:.1f}' for s in auto)} s"
+        if others:
+            best = [min(results[mode]["figures"]["step"][kind][i] for mode in others)
+                    for i in range(len(auto))]
+            ratios = [mine / theirs for mine, theirs in zip(auto, best, strict=True)]
+            line += (f"; the faster of {' and '.join(others)}: "
+                     f"{', '.join(f'{s:.1f}' for s in best)} s; worst ratio "
+                     f"{max(ratios):.2f}x (goal <= 1.10x)")
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--parts", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=2, help="RF1 and RF2 steps of each")
     parser.add_argument("--refresh", nargs="+", default=["incremental", "full"],
-                        choices=["incremental", "full"])
+                        choices=["incremental", "full", "auto"])
     parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
     parser.add_argument("--driver-memory", default="8g",
                         help="heap of embedded Spark's one JVM, the whole cluster here (the "
