@@ -18,6 +18,7 @@ from typing import Any
 
 import boto3
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from py4j.protocol import Py4JError
@@ -28,6 +29,7 @@ from pyspark.sql import types as T
 from reconciler.desired.sql import ColumnDef
 from reconciler.engine.delta_log import table_uri
 from reconciler.engine.failures import engine_failure
+from reconciler.engine.merge import apply_changes
 from reconciler.engine.schema import (
     CHAR_VARCHAR_METADATA_KEY,
     TypeParseError,
@@ -369,3 +371,26 @@ def test_spark_flags_replace_where_the_file_says_spark_runs(spark: SparkSession,
                                   "--spark-master", "local[2]"])
     assert applied.exit_code == 0, applied.output
     assert "deployed" in applied.output
+
+
+def test_touched_rows_count_appends_and_deletes_from_the_log(
+        spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
+    """`refresh: auto` sizes a step's change from the log: the rows of the files added or
+    removed, and the rows deletion vectors newly mark (Delta's Spark writer deletes so; the
+    delta-rs path rewrites the file: its old rows and its new ones)."""
+    path = tmp_path / "t"
+    storage.create(path, SIMPLE)
+    storage.append(path, spark.createDataFrame([(i, "x") for i in range(10)], SIMPLE))
+    storage.append(path, spark.createDataFrame([(10, "y"), (11, "y")], SIMPLE))
+    assert storage.touched_rows(path, 1, 2) == 2
+    assert storage.touched_rows(path, 0, 2) == 12
+    version = apply_changes(storage, path, 2, SIMPLE, None,
+                            spark.createDataFrame([(3, "x")], SIMPLE))
+    if storage.writer.marks_rows:
+        assert storage.touched_rows(path, 2, version) == 1
+    else:  # the rewritten files' rows, old and new, counted from their Parquet footers
+        added, removed = storage.changed_files(path, 2)
+        assert removed
+        assert storage.touched_rows(path, 2, version) == sum(
+            pq.ParquetFile(file.removeprefix("file://")).metadata.num_rows
+            for file in (*added, *removed))

@@ -320,20 +320,22 @@ class DeltaStorage:
         return [f for f in now if f not in known], [f for f in before if f not in current]
 
     def touched_rows(self, path: PathLike, since: int, version: int) -> int | None:
-        """Rows in the data files `version` has that `since` had not, and the reverse (what
-        a step's change reads), from the log's per-file stats; None without them (or when
-        deletion vectors mark rows inside files that stay)."""
+        """Rows a step's change touched between two versions, from the log alone: those of
+        the data files one version has and the other not, and the rows deletion vectors
+        newly mark (Delta's Spark writer deletes so); None without per-file stats."""
         uri = table_uri(path)
         tables = [self._at_version(uri, at) for at in (since, version)]
-        if any(has_deletion_vectors(table) for table in tables):
-            return None
         before, after = (dict(zip(*(pa.table(table.get_add_actions(flatten=True))
                                     .column(name).to_pylist()
                                     for name in ("path", "num_records")), strict=True))
                          for table in tables)
         touched = [rows for files, others in ((after, before), (before, after))
                    for file, rows in files.items() if file not in others]
-        return None if None in touched else sum(touched)
+        if None in touched:
+            return None
+        marked = abs(live_files(uri, version).deleted_rows - live_files(uri, since).deleted_rows
+                     ) if has_deletion_vectors(tables[1]) else 0
+        return sum(touched) + marked
 
     def scan(self, files: list[str], schema: T.StructType) -> DataFrame:
         """Spark reading these data files with ``schema`` (lazily, in parallel)."""
