@@ -50,8 +50,8 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
                   emit: Callable[[str, ZSet], None], touched: dict[str, int | None],
                   workers: int = REFRESH_WORKERS) -> list[str]:
     """Refresh every view that reads a changed relation (its change goes to `frames` and
-    to `emit`); returns them in program order. `touched`: rows of each changed table's
-    data files the step added or removed (for `refresh: auto`)."""
+    to `emit`); returns them in program order. `touched`: the rows each changed table's
+    change touched, from its log (`DeltaStorage.touched_rows`, for `refresh: auto`)."""
     views = runtime.program["views"]
     consumed = {relation for definition in views.values() for relation in definition["reads"]}
     consumed |= set(outputs_by_relation(runtime.program))  # the others' changes stay lazy

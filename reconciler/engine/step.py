@@ -175,8 +175,8 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
 
 def _touched_rows(runtime: PipelineRuntime, before: dict[str, RelationRecord],
                   tables: list[str]) -> dict[str, int | None]:
-    """Per changed table, the rows of the data files the step added or removed (from the
-    Delta log), when a `refresh: auto` view will choose by them; else nothing is read."""
+    """Per changed table, the rows its change touched (from the Delta log), when a
+    `refresh: auto` view will choose by them; else nothing is read."""
     if not any(view.get("refresh") == "auto" for view in runtime.program["views"].values()):
         return {}
     return {table: runtime.storage.touched_rows(runtime.relations[table].path,
