@@ -23,7 +23,7 @@ jars: $(STAMP)
 
 test: $(STAMP) check-java jars
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
