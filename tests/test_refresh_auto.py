@@ -119,3 +119,25 @@ def test_the_share_counts_every_input_table() -> None:
     assert change_share({"a", "b"}, {"a": 10}, {"a": 100, "b": 900}) == pytest.approx(0.01)
     assert change_share({"a", "b"}, {"a": None}, {"a": 100, "b": 900}) is None
     assert change_share({"a"}, {"a": 5}, {"a": None}) is None
+
+
+def test_a_recompute_drops_the_state_and_maintaining_starts_it_again(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """An aggregate recomputed by `auto` costs what `refresh: full`'s recompute does (no
+    state computed beside it); the next maintained refresh starts its state from the rows."""
+    files = events_pipeline(SQL)
+    files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
+    project = write_files(tmp_path, files)
+    reconcile(project, "apply", "--auto-approve")
+    assert "state" in manifest(project, "p")["relations"]["by_kind"]  # empty, bootstrapped
+    _events(project, "1.json", 0, 40)
+    assert "by_kind recomputed" in reconcile(project, "run")
+    assert "state" not in manifest(project, "p")["relations"]["by_kind"]
+    _events(project, "2.json", 40, 1)
+    assert "by_kind maintained" in reconcile(project, "run")
+    assert "state" in manifest(project, "p")["relations"]["by_kind"]
+    _events(project, "3.json", 41, 1)
+    reconcile(project, "run")
+    assert query(project, "p", "select * from by_kind order by kind") == query(
+        project, "p", "select kind, count(*) as n, sum(amount) as total from events "
+        "group by kind order by kind")

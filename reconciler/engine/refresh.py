@@ -108,8 +108,11 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
     choice: Choice = choose(change_share(tables, touched, {
         table: runtime.relations[table].rows for table in tables}), record.timings)
     started = time.monotonic()
-    change = (recompute_view if choice.recompute else refresh_view)(
-        runtime, frames, view, change_read=change_read)
+    if choice.recompute:
+        change = recompute_view(runtime, frames, view, change_read=change_read,
+                                keep_state=False)
+    else:
+        change = refresh_view(runtime, frames, view, change_read=change_read)
     seconds = time.monotonic() - started
     runtime.relations[view] = replace(runtime.relations[view], timings=timed(
         record.timings, recompute=choice.recompute, seconds=seconds, share=choice.share))

@@ -21,6 +21,7 @@ output reads it (`change_read`); otherwise it is left lazy.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
 from pyspark.sql import DataFrame
@@ -101,11 +102,17 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
 
 
 def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
-                   change_read: bool = True) -> ZSet:
+                   change_read: bool = True, keep_state: bool = True) -> ZSet:
     """Compute `view` from scratch (and start its state when it is a maintained aggregate;
-    a STDDEV/VARIANCE one's rows are computed from that state, see `computed_from_state`)."""
+    a STDDEV/VARIANCE one's rows are computed from that state, see `computed_from_state`).
+
+    `keep_state=False` (`refresh: auto` chose to recompute): an aggregate's state is dropped
+    instead, so the recompute costs what `refresh: full`'s does; the view's next maintained
+    refresh finds no state and starts it, as after a mode change."""
     before = runtime.frame(view) if view in runtime.relations else None
-    shape = maintained_shape(runtime, view)
+    shape = maintained_shape(runtime, view) if keep_state else None
+    if not keep_state and runtime.relations[view].state is not None:
+        runtime.relations[view] = replace(runtime.relations[view], state=None)
     if isinstance(shape, Aggregate) and computed_from_state(shape):
         state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
         runtime.write_view(view, output_rows(
@@ -114,7 +121,8 @@ def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
         runtime.write_state(view, state)
     else:
         runtime.write_view(view, runtime.evaluate(view))
-        _start_state(runtime, frames, view)
+        if keep_state:
+            _start_state(runtime, frames, view)
     return _change(before, runtime.frame(view), change_read)
 
 
