@@ -30,8 +30,8 @@ auto` (`engine/refresh_choice.py`), and each auto step's time is set against the
 of the other two's same step (the goal: never more than 10% slower).
 
 Usage: `python bench/tpch_bench.py [--scale 1] [--parts 1000] [--steps 2]
-[--refresh incremental full auto]` (`make bench-tpch`). The data is generated once per scale and parts under
-`--work` (default `/tmp/tpch-bench`).
+[--refresh incremental full auto]` (`make bench-tpch`). The data is generated once per
+scale and parts under `--work` (default `/tmp/tpch-bench`).
 """
 
 from __future__ import annotations
