@@ -35,7 +35,7 @@ from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.evolve import evolve_table
 from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import recompute_view
+from reconciler.engine.maintenance.view import write_from_scratch
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh_choice import timed
 from reconciler.engine.runtime import PipelineRuntime
@@ -129,7 +129,7 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
             runtime.report("compute view", name)
             try:
                 started = time.monotonic()
-                recompute_view(runtime, frames, name, change_read=False)
+                write_from_scratch(runtime, frames, name)
                 if diff.new["views"][name].get("refresh") == "auto":  # its first timing
                     runtime.relations[name] = replace(runtime.relations[name], timings=timed(
                         None, recompute=True, seconds=time.monotonic() - started))

@@ -103,13 +103,22 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
 
 def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
                    change_read: bool = True, keep_state: bool = True) -> ZSet:
+    """Compute `view` from scratch (`write_from_scratch`); returns its change."""
+    before = runtime.frame(view) if view in runtime.relations else None
+    write_from_scratch(runtime, frames, view, keep_state=keep_state)
+    return _change(before, runtime.frame(view), change_read)
+
+
+def write_from_scratch(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
+                       keep_state: bool = True) -> None:
     """Compute `view` from scratch (and start its state when it is a maintained aggregate;
     a STDDEV/VARIANCE one's rows are computed from that state, see `computed_from_state`).
+    A bootstrap computes views so too (their old and new columns may differ: it compares
+    nothing).
 
     `keep_state=False` (`refresh: auto` chose to recompute): an aggregate's state is dropped
     instead, so the recompute costs what `refresh: full`'s does; the view's next maintained
     refresh finds no state and starts it, as after a mode change."""
-    before = runtime.frame(view) if view in runtime.relations else None
     shape = maintained_shape(runtime, view) if keep_state else None
     if not keep_state and runtime.relations[view].state is not None:
         runtime.relations[view] = replace(runtime.relations[view], state=None)
@@ -123,7 +132,6 @@ def recompute_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
         runtime.write_view(view, runtime.evaluate(view))
         if keep_state:
             _start_state(runtime, frames, view)
-    return _change(before, runtime.frame(view), change_read)
 
 
 def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
