@@ -145,7 +145,7 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
     columns = [F.col(f"`{name}`") for name in names]
     # Each collect below is bounded by `samples.count` (<= 50): rows a person asked to see.
     shown = {side: samples.shown(differing.where(condition).select(*columns)
-                                 .limit(samples.count).collect(), names)
+                                 .limit(samples.count).collect(), names)  # <= 50 rows
              for side, condition in (("added", F.col(NET) > 0), ("removed", F.col(NET) < 0))}
     if key:
         new, old = (differing.where(condition).alias(alias) for condition, alias in

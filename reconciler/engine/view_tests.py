@@ -212,7 +212,7 @@ def _difference(actual: DataFrame, expected: list[Row]) -> tuple[str, ...]:
     # at most SHOWN_ROWS differing rows of a fixture-sized view reach the driver.
     differing = wanted.withColumn(WEIGHT, F.lit(-1)).union(got.withColumn(WEIGHT, F.lit(1))
         ).groupBy(*columns).agg(F.sum(WEIGHT).alias(WEIGHT)).where(F.col(WEIGHT) != 0
-        ).limit(SHOWN_ROWS).collect()
+        ).limit(SHOWN_ROWS).collect()  # <= SHOWN_ROWS differing rows, for the diff
     return tuple(f"  {'+ extra  ' if row[WEIGHT] > 0 else '- missing'}  "
                  f"{_shown(row, chosen.names)}" + (f" (x{abs(row[WEIGHT])})"
                                                    if abs(row[WEIGHT]) > 1 else "")

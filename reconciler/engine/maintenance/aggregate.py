@@ -103,8 +103,7 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
         return _regrouped(frames, shape, state, signed, view_schema)
     added = _contributions(signed, shape)
     keys = keys_of(shape)
-    touched = state.join(added.select(*keys), null_safe_equal(
-        [(state[key], added[key]) for key in keys]), "left_semi") if keys else state
+    touched = _among(state, added.select(*keys), keys) if keys else state
     # One row per touched group, its state before (`__old` columns, NULL for a new group)
     # beside the contributions: computed once, on the executors (as small as the change),
     # and read by the merge, the old rows and the state's change.
@@ -156,8 +155,7 @@ def _regrouped(frames: StepFrames, shape: Aggregate, state: DataFrame, signed: D
         touched = _contributions(signed, shape).select(*keys).distinct()
     elif keys:
         touched = signed.select(*keys).distinct()
-        rows = rows.join(touched, null_safe_equal([(rows[key], touched[key]) for key in keys]),
-                         "left_semi")
+        rows = _among(rows, touched, keys)
     fresh = _kept(_contributions(rows.withColumn(WEIGHT, F.lit(1)), shape), shape)
     if touched is not None:
         before_state = _among(state, touched, keys)
