@@ -9,16 +9,18 @@ Measured per step (median of `--steps`): wall time, and bytes written under
 the pipeline's storage (new data and log files) next to the input's own bytes
 (the appended Parquet files).
 
-Printed for `refresh: incremental` (the default) and `refresh: full` (every
-view recomputed each step), with the goals of the incremental-maintenance issue:
+Printed for `refresh: incremental` (the default), `refresh: full` (every
+view recomputed each step) and `refresh: auto` (each view's way chosen per step,
+`engine/refresh_choice.py`), with the goals of the incremental-maintenance issues:
 step time at the largest N at most 1.3x the time at the smallest, and bytes
 written per step at most 20x the input's bytes + 200 kB; and for each Delta
 writer (Delta Lake's Spark writer and the delta-rs fallback, `engine/storage.py`),
 with the ratio of their step times at the largest N (goal: delta-spark at most
-1.2x the delta-rs path).
+1.2x the delta-rs path); and an `auto` step at the largest N at most 0.05x a
+recompute's.
 
 Usage: `python bench/step_bench.py [--rows 1000000 16000000] [--steps 3]
-[--writers delta-spark delta-rs]`.
+[--writers delta-spark delta-rs] [--refresh incremental full auto]`.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--writers", nargs="+", default=["delta-spark", "delta-rs"],
                         choices=["delta-spark", "delta-rs"])
+    parser.add_argument("--refresh", nargs="+", default=["incremental", "full", "auto"],
+                        choices=["incremental", "full", "auto"])
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
@@ -138,7 +142,7 @@ def main() -> None:
     spark = get_spark(SparkSettings())
     results: dict[tuple[str, str, int], dict[str, float]] = {}
     for writer in args.writers:
-        for refresh in ("incremental", "full"):
+        for refresh in args.refresh:
             for rows in args.rows:
                 results[writer, refresh, rows] = figures = run(spark, rows, refresh, args.steps,
                                                                writer)
@@ -149,17 +153,20 @@ def main() -> None:
                       f"{'ok' if figures['written'] <= budget else 'over'})", flush=True)
     small, large = min(args.rows), max(args.rows)
     for writer in args.writers:
-        for refresh in ("incremental", "full"):
+        for refresh in args.refresh:
             ratio = (results[writer, refresh, large]["time"]
                      / results[writer, refresh, small]["time"])
             print(f"{writer} refresh {refresh}: step time at {large:,} / at {small:,} rows = "
                   f"{ratio:.2f} (goal for incremental: <= 1.3)")
-        speedup = (results[writer, "full", large]["time"]
-                   / results[writer, "incremental", large]["time"])
-        print(f"{writer}: at {large:,} rows a maintained step is {speedup:.1f}x faster than "
-              "recomputing")
+        if "full" not in args.refresh:
+            continue
+        for refresh in {"incremental", "auto"} & set(args.refresh):
+            share = (results[writer, refresh, large]["time"]
+                     / results[writer, "full", large]["time"])
+            print(f"{writer}: at {large:,} rows a refresh: {refresh} step takes {share:.3f}x "
+                  f"a recompute's time{' (goal <= 0.05)' if refresh == 'auto' else ''}")
     if set(args.writers) == {"delta-spark", "delta-rs"}:
-        for refresh in ("incremental", "full"):
+        for refresh in args.refresh:
             ratio = (results["delta-spark", refresh, large]["time"]
                      / results["delta-rs", refresh, large]["time"])
             print(f"refresh {refresh} at {large:,} rows: delta-spark step / delta-rs step = "

@@ -171,7 +171,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
 
 
 def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, steps: int,
-        check: bool) -> dict[str, Any]:
+        check: bool, show_choices: bool) -> dict[str, Any]:
     from reconciler.engine.step import run_step
     from tests.comparison import differing
     from tests.projects import program_of
@@ -235,6 +235,9 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
             print(f"[{refresh}] {kind} step {step + 1}: {ended - started:.1f} s, input "
                   f"{added / 1e3:.0f} kB{', every view equals its query' if check else ''}"
                   + (f"; auto chose: {dict(chosen)}" if chosen else ""), flush=True)
+            if show_choices:
+                for view, choice in sorted(runtime.refresh_choices.items()):
+                    print(f"    {view}: {choice}", flush=True)
     return {"modes": modes, "figures": figures, "inputs": inputs}
 
 
@@ -318,6 +321,8 @@ def main() -> None:
                         "default 1g runs out computing Q21 at scale 1)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip comparing every view with its query after each step")
+    parser.add_argument("--choices", action="store_true",
+                        help="print what refresh: auto chose for each view, and why")
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
     from reconciler.engine.session import get_spark
@@ -326,7 +331,7 @@ def main() -> None:
     data = generate(args.work, args.scale, args.parts)
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory}))
     results = {refresh: run(spark, data, args.work, refresh, args.parts, args.steps,
-                            not args.no_check) for refresh in args.refresh}
+                            not args.no_check, args.choices) for refresh in args.refresh}
     report(results)
 
 

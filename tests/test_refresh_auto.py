@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.engine.refresh_choice import RECOMPUTE_SHARE, change_share, choose, timed
+from reconciler.engine import refresh_choice
+from reconciler.engine.refresh_choice import (
+    RECOMPUTE_SHARE,
+    change_share,
+    choose,
+    maintained_fixed_cost,
+    timed,
+)
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import events_pipeline, write_files
 
@@ -32,8 +39,11 @@ def _events(project: Path, name: str, first: int, count: int) -> None:
         for i in range(first, first + count)))
 
 
-def test_a_large_change_is_recomputed_and_a_small_one_maintained(spark: SparkSession,
-                                                                 tmp_path: Path) -> None:
+def test_a_large_change_is_recomputed_and_a_small_one_maintained(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On rows this few every recompute is cheaper than a maintained refresh's fixed cost
+    # (rule 3); a cluster where that cost is nil maintains what it can.
+    monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 0.0)
     files = events_pipeline(SQL)
     files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
     project = write_files(tmp_path, files)
@@ -52,15 +62,14 @@ def test_a_large_change_is_recomputed_and_a_small_one_maintained(spark: SparkSes
     _events(project, "2.json", 40, 1)  # one row in 41: maintained
     out = reconcile(project, "run")
     share = f"{1 / 41:.1%}"
-    assert f"; by_kind maintained (the change is {share} of its inputs' rows)" in out
+    reason = f"the change is {share} of its inputs' rows; a recompute took "
+    assert f"; by_kind maintained ({reason}" in out
     state = manifest(project, "p")
-    assert state["last_step"]["choices"]["by_kind"] == \
-        f"maintained (the change is {share} of its inputs' rows)"
+    assert state["last_step"]["choices"]["by_kind"].startswith(f"maintained ({reason}")
     timings = state["relations"]["by_kind"]["timings"]
     assert set(timings) == {"maintained", "recomputed"}
     assert timings["maintained"]["share"] == pytest.approx(1 / 41)
-    assert f"refresh auto: by_kind maintained (the change is {share} of its inputs' rows)" \
-        in reconcile(project, "status")
+    assert f"refresh auto: by_kind maintained ({reason}" in reconcile(project, "status")
     for view, scratch in (
             ("by_kind", "select kind, count(*) as n, sum(amount) as total from events "
                         "group by kind"),
@@ -87,7 +96,11 @@ def test_switching_to_auto_recomputes_nothing(spark: SparkSession, tmp_path: Pat
     (None, None, False, "the change's size is unknown"),
     (RECOMPUTE_SHARE, None, True, "the change is 25.0% of its inputs' rows"),
     (0.01, None, False, "the change is 1.0% of its inputs' rows"),
-    (0.01, {"recomputed": {"seconds": 1.0}}, False, "the change is 1.0% of its inputs' rows"),
+    # timed only as a recompute: against a maintained refresh's fixed cost (3 s here)
+    (0.01, {"recomputed": {"seconds": 1.0}}, True, "the change is 1.0% of its inputs' rows; "
+     "a recompute took 1.0s, a maintained refresh costs at least about 3.0s"),
+    (0.01, {"recomputed": {"seconds": 8.0}}, False, "the change is 1.0% of its inputs' rows; "
+     "a recompute took 8.0s, a maintained refresh costs at least about 3.0s"),
     # both timed: the recompute was faster than maintaining a change this size
     (0.01, {"recomputed": {"seconds": 1.0}, "maintained": {"seconds": 2.0, "share": 0.01}},
      True, "the change is 1.0% of its inputs' rows; a recompute took 1.0s, maintaining it "
@@ -103,8 +116,16 @@ def test_switching_to_auto_recomputes_nothing(spark: SparkSession, tmp_path: Pat
 ])
 def test_the_rule(share: float | None, timings: dict[str, dict[str, float]] | None,
                   recompute: bool, reason: str) -> None:
-    choice = choose(share, timings)
+    choice = choose(share, timings, fixed_cost=3.0)
     assert (choice.recompute, choice.reason) == (recompute, reason)
+
+
+def test_the_fixed_cost_is_the_fastest_maintained_refresh_seen() -> None:
+    assert maintained_fixed_cost([None, {"recomputed": {"seconds": 0.2}}]) == \
+        refresh_choice.MAINTAINED_FIXED_SECONDS
+    assert maintained_fixed_cost([
+        {"maintained": {"seconds": 4.0, "share": 0.01}}, None,
+        {"recomputed": {"seconds": 9.0}, "maintained": {"seconds": 1.5, "share": 0.2}}]) == 1.5
 
 
 def test_each_way_keeps_its_own_last_time() -> None:
@@ -121,10 +142,34 @@ def test_the_share_counts_every_input_table() -> None:
     assert change_share({"a"}, {"a": 5}, {"a": None}) is None
 
 
+def test_a_view_cheaper_to_recompute_than_any_maintained_refresh_is_recomputed(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 3: timed only by its bootstrap, a view whose recompute took less than a
+    maintained refresh's fixed cost is recomputed, even for a small change."""
+    monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 1e6)
+    files = events_pipeline(SQL)
+    files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
+    project = write_files(tmp_path, files)
+    reconcile(project, "apply", "--auto-approve")
+    assert set(manifest(project, "p")["relations"]["by_kind"]["timings"]) == {"recomputed"}
+    _events(project, "1.json", 0, 40)
+    assert "by_kind recomputed (the change is 100.0% of its inputs' rows)" in \
+        reconcile(project, "run")
+    _events(project, "2.json", 40, 1)
+    out = reconcile(project, "run")
+    assert "; by_kind recomputed (the change is 2.4% of its inputs' rows; a recompute took " \
+        in out
+    assert "a maintained refresh costs at least about 1000000.0s)" in out
+    assert query(project, "p", "select * from by_kind order by kind") == query(
+        project, "p", "select kind, count(*) as n, sum(amount) as total from events "
+        "group by kind order by kind")
+
+
 def test_a_recompute_drops_the_state_and_maintaining_starts_it_again(
-        spark: SparkSession, tmp_path: Path) -> None:
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An aggregate recomputed by `auto` costs what `refresh: full`'s recompute does (no
     state computed beside it); the next maintained refresh starts its state from the rows."""
+    monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 0.0)
     files = events_pipeline(SQL)
     files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
     project = write_files(tmp_path, files)

@@ -38,7 +38,14 @@ from reconciler.engine.failures import engine_failure
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import recompute_view, refresh_view
 from reconciler.engine.maintenance.zset import ZSet
-from reconciler.engine.refresh_choice import Choice, change_share, choose, input_tables, timed
+from reconciler.engine.refresh_choice import (
+    Choice,
+    change_share,
+    choose,
+    input_tables,
+    maintained_fixed_cost,
+    timed,
+)
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.errors import ObjectFailed
 
@@ -105,8 +112,11 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
     """Maintain or recompute a `refresh: auto` view, as `choose` says; its time recorded."""
     tables = input_tables(runtime.program, view)
     record = runtime.relations[view]
-    choice: Choice = choose(change_share(tables, touched, {
-        table: runtime.relations[table].rows for table in tables}), record.timings)
+    choice: Choice = choose(
+        change_share(tables, touched, {table: runtime.relations[table].rows
+                                       for table in tables}),
+        record.timings,
+        maintained_fixed_cost([other.timings for other in list(runtime.relations.values())]))
     started = time.monotonic()
     if choice.recompute:
         change = recompute_view(runtime, frames, view, change_read=change_read,

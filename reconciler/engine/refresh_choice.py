@@ -20,7 +20,12 @@ The rule, in order:
    (never down: a maintained refresh has the fixed cost of several Spark jobs). Each way's
    time is measured again whenever it is chosen, so a recompute that grows slower with
    the data loses the choice again.
-3. Otherwise maintain (the change's size unknown, or not yet timed both ways).
+3. Timed only as a recompute (the step after its bootstrap, or a view always recomputed so
+   far): recompute when that took less than a maintained refresh's fixed cost here, i.e.
+   the pipeline's fastest maintained refresh of any view so far, or
+   `MAINTAINED_FIXED_SECONDS` before there is one. A view that cheap to recompute cannot be
+   maintained faster; one that grows past it is maintained at its next step, and timed.
+4. Otherwise maintain (the change's size unknown, or never timed).
 
 The choice and its reason go to the step's log line, the manifest's `last_step.choices`
 and `reconcile status`.
@@ -28,11 +33,18 @@ and `reconcile status`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 RECOMPUTE_SHARE = 0.25
 """A change touching at least this share of a view's inputs' rows is recomputed."""
+
+MAINTAINED_FIXED_SECONDS = 3.0
+"""What a maintained refresh is assumed to cost before any view of the pipeline has been
+maintained: the Spark jobs reading the change and the state, and the Delta commit. On 2
+cores, the first maintained refresh of TPC-H's views at scale 0.1 took 1.5 s at the
+fastest, 3.9 s at the median (`bench/tpch_bench.py --refresh auto --choices`)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,10 @@ class Choice:
         return f"{'recomputed' if self.recompute else 'maintained'} ({self.reason})"
 
 
-def choose(share: float | None, timings: dict[str, Any] | None) -> Choice:
-    """The rule above, for a change of `share` of the inputs' rows (None: unknown)."""
+def choose(share: float | None, timings: dict[str, Any] | None,
+           fixed_cost: float = MAINTAINED_FIXED_SECONDS) -> Choice:
+    """The rule above, for a change of `share` of the inputs' rows (None: unknown), with
+    `fixed_cost` the least a maintained refresh costs here (`maintained_fixed_cost`)."""
     if share is None:
         return Choice(False, "the change's size is unknown", None)
     percent = f"{share:.1%} of its inputs' rows"
@@ -56,6 +70,11 @@ def choose(share: float | None, timings: dict[str, Any] | None) -> Choice:
         return Choice(True, f"the change is {percent}", share)
     maintained = (timings or {}).get("maintained")
     recomputed = (timings or {}).get("recomputed")
+    if maintained is None and recomputed is not None:
+        cheap = recomputed["seconds"] < fixed_cost
+        return Choice(cheap, f"the change is {percent}; a recompute took "
+                      f"{recomputed['seconds']:.1f}s, a maintained refresh costs at least "
+                      f"about {fixed_cost:.1f}s", share)
     if maintained is None or recomputed is None:
         return Choice(False, f"the change is {percent}", share)
     seen = maintained.get("share") or 0.0
@@ -66,6 +85,14 @@ def choose(share: float | None, timings: dict[str, Any] | None) -> Choice:
                       share)
     return Choice(False, f"the change is {percent}; maintaining it about {expected:.1f}s, a "
                   f"recompute took {recomputed['seconds']:.1f}s", share)
+
+
+def maintained_fixed_cost(timings: Iterable[dict[str, Any] | None]) -> float:
+    """The fastest maintained refresh among the views' `timings` (what a maintained refresh
+    costs at least on this cluster), or `MAINTAINED_FIXED_SECONDS` if none was timed."""
+    seconds = [entry["maintained"]["seconds"] for entry in timings
+               if entry and "maintained" in entry]
+    return min(seconds, default=MAINTAINED_FIXED_SECONDS)
 
 
 def timed(timings: dict[str, Any] | None, *, recompute: bool, seconds: float,
