@@ -50,7 +50,7 @@ bench-view-tests: $(STAMP) check-java jars
 bench-evolve: $(STAMP) check-java jars
 	$(BIN)/python bench/evolve_bench.py
 
-# The 22 TPC-H queries at scale 1: refresh steps maintained vs recomputed (about an hour).
+# The 22 TPC-H queries at scale 1: refresh steps maintained, recomputed and under auto (about an hour).
 bench-tpch: $(STAMP) check-java jars
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/tpch_bench.py

@@ -66,13 +66,17 @@ def apply_seed_modification(project: Path) -> None:
     sql.write_text(sql.read_text() + (STORY / "new_view.sql").read_text())
 
 
-def events_pipeline(sql: str, settings: str = "") -> dict[str, str]:
+def events_pipeline(sql: str, settings: str = "", refresh: str = "incremental"
+                    ) -> dict[str, str]:
     """Files of a project whose pipeline `p` feeds table `events` from json files in
-    `input/events` (a `files` connector), with `sql` as its program."""
+    `input/events` (a `files` connector), with `sql` as its program. Its views are
+    maintained (`refresh: incremental`) unless `refresh` says otherwise: on rows this few
+    the default, `auto`, would recompute them, and these tests are about maintenance."""
     return {"reconcile.yaml": settings,
-            "pipelines/p/pipeline.yaml": """
+            "pipelines/p/pipeline.yaml": f"""
                 name: p
                 bootstrap_policy: allow
+                refresh: {refresh}
                 connectors:
                   - name: events_in
                     table: events

@@ -37,6 +37,7 @@ create materialized view big_regions as select region from by_region where total
 create materialized view customer_count as select count(*) as customers from customers;
 """
 SPEC = """name: shop
+refresh: incremental
 connectors:
   - {name: orders_in, table: orders, type: files, format: json, path: ../input/orders}
   - {name: customers_in, table: customers, type: files, format: json,

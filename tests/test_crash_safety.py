@@ -38,6 +38,7 @@ PROJECT_FILES = {
     "pipelines/p/pipeline.yaml": """
         name: p
         bootstrap_policy: allow
+        refresh: incremental  # the crash points between a maintained view's writes
         connectors:
           - name: grades_in
             table: grades

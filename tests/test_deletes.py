@@ -34,7 +34,7 @@ SQL = "create table orders (id bigint, customer int, amount decimal(10,2));\n" +
 
 def spec(changes: bool) -> str:
     flag = ", changes: true" if changes else ""
-    return ("name: p\nbootstrap_policy: allow\nconnectors:\n"
+    return ("name: p\nbootstrap_policy: allow\nrefresh: incremental\nconnectors:\n"
             f"  - {{name: orders_in, table: orders, type: files, format: json, "
             f"path: input{flag}}}\n"
             "  - {name: per_customer_out, view: per_customer, type: files, format: json, "

@@ -21,6 +21,7 @@ from tests.projects import write_files
 
 SPEC = """name: p
 bootstrap_policy: allow
+refresh: incremental
 connectors:
   - {name: orders_in, table: orders, type: files, format: json, path: ../input}
 """

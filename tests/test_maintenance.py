@@ -82,7 +82,8 @@ def test_opting_out_and_strict_mode(tmp_path: Path) -> None:
 
     strict = write_files(tmp_path / "b", events_pipeline(SQL))
     spec = strict / "pipelines/p/pipeline.yaml"
-    spec.write_text(spec.read_text() + "refresh: incremental_strict\n")
+    spec.write_text(spec.read_text().replace("refresh: incremental\n",
+                                             "refresh: incremental_strict\n"))
     error = reconcile(strict, "plan", expect=1)
     assert error.strip().splitlines() == [
         f"error: {strict / 'pipelines/p/program.sql'}:7: view 'ranked' cannot be maintained "
@@ -126,14 +127,14 @@ def test_steps_write_only_the_change(spark: SparkSession, tmp_path: Path) -> Non
 def test_a_mode_change_recomputes_nothing(spark: SparkSession, tmp_path: Path) -> None:
     project = write_files(tmp_path, events_pipeline(SQL))
     spec = project / "pipelines/p/pipeline.yaml"
-    spec.write_text(spec.read_text() + "refresh: full\n")
+    spec.write_text(spec.read_text().replace("refresh: incremental\n", "refresh: full\n"))
     reconcile(project, "apply", "--auto-approve")
     _events(project, "1.json", [(1, "a", "5.00"), (2, "b", "20.00")])
     reconcile(project, "run")
     assert "state" not in manifest(project, "p")["relations"]["by_kind"]
     before = versions(project, "p")
 
-    spec.write_text(spec.read_text().replace("refresh: full\n", ""))
+    spec.write_text(spec.read_text().replace("refresh: full\n", "refresh: incremental\n"))
     plan = json.loads(reconcile(project, "plan", "--json"))
     assert _actions(plan)["by_kind"]["action"] == "keep"
     assert _actions(plan)["by_kind"]["reasons"] == [
@@ -192,7 +193,8 @@ def test_the_tpch_queries_are_maintained_but_one(tmp_path: Path) -> None:
     sql = {name: (Path(__file__).parent.parent / "bench" / "tpch" / name).read_text()
            for name in ("tables.sql", "views.sql")}
     project = write_files(tmp_path, {
-        "pipelines/tpch/pipeline.yaml": "name: tpch\nsql: [tables.sql, views.sql]\n",
+        "pipelines/tpch/pipeline.yaml":
+            "name: tpch\nrefresh: incremental\nsql: [tables.sql, views.sql]\n",
         **{f"pipelines/tpch/{name}": text for name, text in sql.items()}})
     modes = dict(line.strip()[len("view "):].split(": ", 1)
                  for line in reconcile(project, "validate").splitlines()[1:])
@@ -277,7 +279,7 @@ def test_which_grouping_queries_are_maintained(tmp_path: Path, query: str, mode:
 
 def _assert_refresh(tmp_path: Path, query: str, mode: str) -> None:
     project = write_files(tmp_path, {
-        "pipelines/p/pipeline.yaml": "name: p\n",
+        "pipelines/p/pipeline.yaml": "name: p\nrefresh: incremental\n",
         "pipelines/p/program.sql": KEYED_TABLES + f"create materialized view q as {query};"})
     assert reconcile(project, "validate").splitlines()[1:] == [f"  view q: {mode}"]
 

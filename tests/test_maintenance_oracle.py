@@ -191,7 +191,7 @@ create materialized view active_regions as
 """
 OUTPUTS = ("big_sales", "busy_stores", "totals", "report", "region_sales", "labels",
            "store_days", "idle_stores", "store_size_histogram", "active_regions")
-SPEC = "name: shop\nconnectors:\n" + "".join(
+SPEC = "name: shop\nrefresh: incremental\nconnectors:\n" + "".join(
     f"  - {{name: {view}_out, view: {view}, type: files, format: json, path: out/{view}}}\n"
     for view in OUTPUTS)
 RECOMPUTED = {"global_rank": "window function RANK without PARTITION BY"}

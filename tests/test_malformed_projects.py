@@ -448,7 +448,7 @@ def test_valid_project_passes(tmp_path: Path) -> None:
     result = run_validate(write_project(tmp_path, {}))
     assert result.exit_code == 0, result.output
     assert result.output == ("p: 1 tables, 1 views, 1 input and 1 output connectors: ok\n"
-                             "  view daily: maintained incrementally\n")
+                             "  view daily: maintained or recomputed, whichever is cheaper\n")
 
 
 def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
@@ -469,8 +469,8 @@ def test_valid_project_with_cte_named_like_a_view(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         "p: 1 tables, 3 views, 1 input and 1 output connectors: ok",
-        "  view daily: maintained incrementally",
-        "  view summary: maintained incrementally",
+        "  view daily: maintained or recomputed, whichever is cheaper",
+        "  view summary: maintained or recomputed, whichever is cheaper",
         "  view totals: recomputed each step: aggregate in a derived table not grouped by a "
         "key (give it a view of its own)"]
 
@@ -504,9 +504,9 @@ def test_valid_project_two_pipelines_without_settings(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
         "p: 1 tables, 1 views, 1 input and 1 output connectors: ok",
-        "  view daily: maintained incrementally",
+        "  view daily: maintained or recomputed, whichever is cheaper",
         "q: 1 tables, 1 views, 0 input and 0 output connectors: ok",
-        "  view v: maintained incrementally",
+        "  view v: maintained or recomputed, whichever is cheaper",
     ]
 
 

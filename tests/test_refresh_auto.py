@@ -44,13 +44,12 @@ def test_a_large_change_is_recomputed_and_a_small_one_maintained(
     # On rows this few every recompute is cheaper than a maintained refresh's fixed cost
     # (rule 3); a cluster where that cost is nil maintains what it can.
     monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 0.0)
-    files = events_pipeline(SQL)
-    files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
+    files = events_pipeline(SQL, refresh="auto")
     project = write_files(tmp_path, files)
     assert reconcile(project, "validate").splitlines()[1:] == [
-        "  view by_kind: maintained incrementally, or recomputed where cheaper (refresh: auto)",
+        "  view by_kind: maintained or recomputed, whichever is cheaper",
         "  view ranked: recomputed each step: window function ROW_NUMBER without PARTITION BY",
-        "  view busy: maintained incrementally, or recomputed where cheaper (refresh: auto)"]
+        "  view busy: maintained or recomputed, whichever is cheaper"]
     reconcile(project, "apply", "--auto-approve")
 
     _events(project, "1.json", 0, 40)  # every row of the table is new: recomputed
@@ -63,13 +62,13 @@ def test_a_large_change_is_recomputed_and_a_small_one_maintained(
     out = reconcile(project, "run")
     share = f"{1 / 41:.1%}"
     reason = f"the change is {share} of its inputs' rows; a recompute took "
-    assert f"; by_kind maintained ({reason}" in out
+    assert f"; by_kind maintained ({reason}" in out  # its state starts again: not timed
     state = manifest(project, "p")
-    assert state["last_step"]["choices"]["by_kind"].startswith(f"maintained ({reason}")
-    timings = state["relations"]["by_kind"]["timings"]
+    assert state["last_step"]["choices"]["busy"].startswith(f"maintained ({reason}")
+    timings = state["relations"]["busy"]["timings"]
     assert set(timings) == {"maintained", "recomputed"}
     assert timings["maintained"]["share"] == pytest.approx(1 / 41)
-    assert f"refresh auto: by_kind maintained ({reason}" in reconcile(project, "status")
+    assert f"refresh auto: busy maintained ({reason}" in reconcile(project, "status")
     for view, scratch in (
             ("by_kind", "select kind, count(*) as n, sum(amount) as total from events "
                         "group by kind"),
@@ -78,11 +77,20 @@ def test_a_large_change_is_recomputed_and_a_small_one_maintained(
             query(project, "p", f"{scratch} order by kind")
 
 
+def test_auto_is_the_default(tmp_path: Path) -> None:
+    project = write_files(tmp_path, {"pipelines/p/pipeline.yaml": "name: p\n",
+                                     "pipelines/p/program.sql": SQL})
+    assert reconcile(project, "validate").splitlines()[1:] == [
+        "  view by_kind: maintained or recomputed, whichever is cheaper",
+        "  view ranked: recomputed each step: window function ROW_NUMBER without PARTITION BY",
+        "  view busy: maintained or recomputed, whichever is cheaper"]
+
+
 def test_switching_to_auto_recomputes_nothing(spark: SparkSession, tmp_path: Path) -> None:
     project = write_files(tmp_path, events_pipeline(SQL))
     reconcile(project, "apply", "--auto-approve")
     spec = project / "pipelines/p/pipeline.yaml"
-    spec.write_text(spec.read_text() + "refresh: auto\n")
+    spec.write_text(spec.read_text().replace("refresh: incremental\n", "refresh: auto\n"))
     plan = json.loads(reconcile(project, "plan", "--json"))
     [pipeline] = plan["pipelines"]
     actions = {action["name"]: action for action in pipeline["actions"]}
@@ -147,8 +155,7 @@ def test_a_view_cheaper_to_recompute_than_any_maintained_refresh_is_recomputed(
     """Rule 3: timed only by its bootstrap, a view whose recompute took less than a
     maintained refresh's fixed cost is recomputed, even for a small change."""
     monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 1e6)
-    files = events_pipeline(SQL)
-    files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
+    files = events_pipeline(SQL, refresh="auto")
     project = write_files(tmp_path, files)
     reconcile(project, "apply", "--auto-approve")
     assert set(manifest(project, "p")["relations"]["by_kind"]["timings"]) == {"recomputed"}
@@ -170,8 +177,7 @@ def test_a_recompute_drops_the_state_and_maintaining_starts_it_again(
     """An aggregate recomputed by `auto` costs what `refresh: full`'s recompute does (no
     state computed beside it); the next maintained refresh starts its state from the rows."""
     monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 0.0)
-    files = events_pipeline(SQL)
-    files["pipelines/p/pipeline.yaml"] += "refresh: auto\n"
+    files = events_pipeline(SQL, refresh="auto")
     project = write_files(tmp_path, files)
     reconcile(project, "apply", "--auto-approve")
     assert "state" in manifest(project, "p")["relations"]["by_kind"]  # empty, bootstrapped
@@ -179,10 +185,14 @@ def test_a_recompute_drops_the_state_and_maintaining_starts_it_again(
     assert "by_kind recomputed" in reconcile(project, "run")
     assert "state" not in manifest(project, "p")["relations"]["by_kind"]
     _events(project, "2.json", 40, 1)
-    assert "by_kind maintained" in reconcile(project, "run")
-    assert "state" in manifest(project, "p")["relations"]["by_kind"]
+    assert "; its state started again" in reconcile(project, "run")
+    by_kind = manifest(project, "p")["relations"]["by_kind"]
+    assert "state" in by_kind
+    # starting the state is not what maintaining costs: it is not taken as that time
+    assert "maintained" not in by_kind["timings"]
     _events(project, "3.json", 41, 1)
-    reconcile(project, "run")
+    assert "by_kind maintained" in reconcile(project, "run")
+    assert "maintained" in manifest(project, "p")["relations"]["by_kind"]["timings"]
     assert query(project, "p", "select * from by_kind order by kind") == query(
         project, "p", "select kind, count(*) as n, sum(amount) as total from events "
         "group by kind order by kind")

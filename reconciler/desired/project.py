@@ -224,7 +224,7 @@ class PipelineSpec(_Strict):
     sql: list[str] | None = None
     vars: dict[str, Any] = Field(default_factory=dict)
     bootstrap_policy: BootstrapPolicy = "await_approval"
-    refresh: Literal["incremental", "incremental_strict", "auto", "full"] = "incremental"
+    refresh: Literal["incremental", "incremental_strict", "auto", "full"] = "auto"
     connectors: list[ConnectorSpec] = Field(default_factory=list)
     # {old name: new name}: a rename that comes with an edit keeps the relation's state.
     renamed: dict[Annotated[str, Field(pattern=NAME_PATTERN)],

@@ -80,10 +80,10 @@ class Refresh:
     def describe(self) -> str:
         if self.mode == "full":
             return f"recomputed each step: {self.reason}"
-        return "maintained incrementally" + (
+        return ("maintained or recomputed, whichever is cheaper" if self.mode == "auto"
+                else "maintained incrementally") + (
             f" (a change to {', '.join(self.read_whole)} compares it in full)"
-            if self.read_whole else "") + (
-            ", or recomputed where cheaper (refresh: auto)" if self.mode == "auto" else "")
+            if self.read_whole else "")
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,16 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
     else:
         change = refresh_view(runtime, frames, view, change_read=change_read)
     seconds = time.monotonic() - started
-    runtime.relations[view] = replace(runtime.relations[view], timings=timed(
-        record.timings, recompute=choice.recompute, seconds=seconds, share=choice.share))
-    runtime.refresh_choices[view] = choice.describe()
+    # Maintaining an aggregate whose state an earlier recompute dropped starts that state:
+    # a recompute and more, not what maintaining it costs, so it times neither way (kept,
+    # it would make the recompute look cheaper ever after).
+    restarted = (not choice.recompute and record.state is None
+                 and runtime.relations[view].state is not None)
+    runtime.relations[view] = replace(runtime.relations[view], timings=record.timings
+                                      if restarted else timed(record.timings,
+                                                              recompute=choice.recompute,
+                                                              seconds=seconds,
+                                                              share=choice.share))
+    runtime.refresh_choices[view] = choice.describe() + ("; its state started again"
+                                                         if restarted else "")
     return change

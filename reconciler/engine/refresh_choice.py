@@ -19,7 +19,9 @@ The rule, in order:
    last maintained refresh, scaled up by how much larger this change is than that one's
    (never down: a maintained refresh has the fixed cost of several Spark jobs). Each way's
    time is measured again whenever it is chosen, so a recompute that grows slower with
-   the data loses the choice again.
+   the data loses the choice again. (A maintained refresh that had to start an aggregate's
+   state, dropped by an earlier recompute, is not taken as a maintained time: it is a
+   recompute and more.)
 3. Timed only as a recompute (the step after its bootstrap, or a view always recomputed so
    far): recompute when that took less than a maintained refresh's fixed cost here, i.e.
    the pipeline's fastest maintained refresh of any view so far, or
