@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.engine import refresh_choice
+from reconciler.engine.delta_writers import DeltaRsWriter, DeltaSparkWriter
 from reconciler.engine.refresh_choice import (
     RECOMPUTE_SHARE,
     change_share,
@@ -31,6 +31,12 @@ create materialized view ranked as
 """
 
 
+def _assume_maintaining_costs(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """What the writers assume a maintained refresh costs before one is timed (rule 3)."""
+    for writer in (DeltaSparkWriter, DeltaRsWriter):
+        monkeypatch.setattr(writer, "maintained_refresh_seconds", seconds)
+
+
 def _events(project: Path, name: str, first: int, count: int) -> None:
     inbox = project / "input/events"
     inbox.mkdir(parents=True, exist_ok=True)
@@ -43,7 +49,7 @@ def test_a_large_change_is_recomputed_and_a_small_one_maintained(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # On rows this few every recompute is cheaper than a maintained refresh's fixed cost
     # (rule 3); a cluster where that cost is nil maintains what it can.
-    monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 0.0)
+    _assume_maintaining_costs(monkeypatch, 0.0)
     files = events_pipeline(SQL, refresh="auto")
     project = write_files(tmp_path, files)
     assert reconcile(project, "validate").splitlines()[1:] == [
@@ -129,11 +135,17 @@ def test_the_rule(share: float | None, timings: dict[str, dict[str, float]] | No
 
 
 def test_the_fixed_cost_is_the_fastest_maintained_refresh_seen() -> None:
-    assert maintained_fixed_cost([None, {"recomputed": {"seconds": 0.2}}]) == \
-        refresh_choice.MAINTAINED_FIXED_SECONDS
+    assert maintained_fixed_cost([None, {"recomputed": {"seconds": 0.2}}], 3.0) == 3.0
     assert maintained_fixed_cost([
         {"maintained": {"seconds": 4.0, "share": 0.01}}, None,
-        {"recomputed": {"seconds": 9.0}, "maintained": {"seconds": 1.5, "share": 0.2}}]) == 1.5
+        {"recomputed": {"seconds": 9.0}, "maintained": {"seconds": 1.5, "share": 0.2}}],
+        3.0) == 1.5
+
+
+def test_each_writer_estimates_what_maintaining_costs() -> None:
+    """Delta Lake's Spark writer runs Spark jobs for every commit; delta-rs does not."""
+    assert DeltaSparkWriter.maintained_refresh_seconds > \
+        DeltaRsWriter.maintained_refresh_seconds > 0
 
 
 def test_each_way_keeps_its_own_last_time() -> None:
@@ -154,7 +166,7 @@ def test_a_view_cheaper_to_recompute_than_any_maintained_refresh_is_recomputed(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rule 3: timed only by its bootstrap, a view whose recompute took less than a
     maintained refresh's fixed cost is recomputed, even for a small change."""
-    monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 1e6)
+    _assume_maintaining_costs(monkeypatch, 1e6)
     files = events_pipeline(SQL, refresh="auto")
     project = write_files(tmp_path, files)
     reconcile(project, "apply", "--auto-approve")
@@ -176,7 +188,7 @@ def test_a_recompute_drops_the_state_and_maintaining_starts_it_again(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An aggregate recomputed by `auto` costs what `refresh: full`'s recompute does (no
     state computed beside it); the next maintained refresh starts its state from the rows."""
-    monkeypatch.setattr(refresh_choice, "MAINTAINED_FIXED_SECONDS", 0.0)
+    _assume_maintaining_costs(monkeypatch, 0.0)
     files = events_pipeline(SQL, refresh="auto")
     project = write_files(tmp_path, files)
     reconcile(project, "apply", "--auto-approve")

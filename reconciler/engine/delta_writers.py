@@ -74,6 +74,10 @@ class DeltaWriter:
     """Dropped columns, a dropped NOT NULL and added columns are commits without data."""
     reads_change_feed: bool
     """A table's change between versions can come from Delta's change data feed."""
+    maintained_refresh_seconds: float
+    """What maintaining a view is assumed to cost at least, before any view of the pipeline
+    was timed maintaining (`refresh: auto`'s third rule, `engine.refresh_choice`): mostly
+    the Spark jobs and commits of its writes."""
 
     def __repr__(self) -> str:
         return self.name
@@ -112,6 +116,9 @@ class DeltaSparkWriter(DeltaWriter):
     compacts = False
     evolves_in_the_log = True
     reads_change_feed = True
+    # 2 cores: the first maintained refreshes of TPC-H's views at scale 0.1 took 1.5 s at
+    # the fastest, 3.9 s at the median (`bench/tpch_bench.py --refresh auto --choices`).
+    maintained_refresh_seconds = 3.0
 
     def table_configuration(self, *, change_feed: bool, deletion_vectors: bool
                             ) -> dict[str, str]:
@@ -167,6 +174,9 @@ class DeltaRsWriter(DeltaWriter):
     compacts = True
     evolves_in_the_log = False
     reads_change_feed = False
+    # 2 cores: a step maintaining `bench/step_bench.py`'s four views over 16M rows takes
+    # 2.1 s (no Spark job per commit).
+    maintained_refresh_seconds = 1.0
 
     def table_configuration(self, *, change_feed: bool, deletion_vectors: bool
                             ) -> dict[str, str]:

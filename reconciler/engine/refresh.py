@@ -116,7 +116,8 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
         change_share(tables, touched, {table: runtime.relations[table].rows
                                        for table in tables}),
         record.timings,
-        maintained_fixed_cost([other.timings for other in list(runtime.relations.values())]))
+        maintained_fixed_cost([other.timings for other in list(runtime.relations.values())],
+                              runtime.storage.writer.maintained_refresh_seconds))
     started = time.monotonic()
     if choice.recompute:
         change = recompute_view(runtime, frames, view, change_read=change_read,

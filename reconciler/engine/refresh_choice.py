@@ -24,9 +24,11 @@ The rule, in order:
    recompute and more.)
 3. Timed only as a recompute (the step after its bootstrap, or a view always recomputed so
    far): recompute when that took less than a maintained refresh's fixed cost here, i.e.
-   the pipeline's fastest maintained refresh of any view so far, or
-   `MAINTAINED_FIXED_SECONDS` before there is one. A view that cheap to recompute cannot be
-   maintained faster; one that grows past it is maintained at its next step, and timed.
+   the pipeline's fastest maintained refresh of any view so far, or before there is one
+   the writer's estimate (`DeltaWriter.maintained_refresh_seconds`: 3 s for Delta Lake's
+   Spark writer, whose every commit runs Spark jobs; 1 s for delta-rs). A view that cheap
+   to recompute cannot be maintained faster; one that grows past it is maintained at its
+   next step, and timed.
 4. Otherwise maintain (the change's size unknown, or never timed).
 
 The choice and its reason go to the step's log line, the manifest's `last_step.choices`
@@ -42,11 +44,6 @@ from typing import Any
 RECOMPUTE_SHARE = 0.25
 """A change touching at least this share of a view's inputs' rows is recomputed."""
 
-MAINTAINED_FIXED_SECONDS = 3.0
-"""What a maintained refresh is assumed to cost before any view of the pipeline has been
-maintained: the Spark jobs reading the change and the state, and the Delta commit. On 2
-cores, the first maintained refresh of TPC-H's views at scale 0.1 took 1.5 s at the
-fastest, 3.9 s at the median (`bench/tpch_bench.py --refresh auto --choices`)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +58,8 @@ class Choice:
         return f"{'recomputed' if self.recompute else 'maintained'} ({self.reason})"
 
 
-def choose(share: float | None, timings: dict[str, Any] | None,
-           fixed_cost: float = MAINTAINED_FIXED_SECONDS) -> Choice:
+def choose(share: float | None, timings: dict[str, Any] | None, fixed_cost: float
+           ) -> Choice:
     """The rule above, for a change of `share` of the inputs' rows (None: unknown), with
     `fixed_cost` the least a maintained refresh costs here (`maintained_fixed_cost`)."""
     if share is None:
@@ -89,12 +86,13 @@ def choose(share: float | None, timings: dict[str, Any] | None,
                   f"recompute took {recomputed['seconds']:.1f}s", share)
 
 
-def maintained_fixed_cost(timings: Iterable[dict[str, Any] | None]) -> float:
+def maintained_fixed_cost(timings: Iterable[dict[str, Any] | None], estimate: float
+                          ) -> float:
     """The fastest maintained refresh among the views' `timings` (what a maintained refresh
-    costs at least on this cluster), or `MAINTAINED_FIXED_SECONDS` if none was timed."""
+    costs at least on this cluster), or `estimate` if none was timed."""
     seconds = [entry["maintained"]["seconds"] for entry in timings
                if entry and "maintained" in entry]
-    return min(seconds, default=MAINTAINED_FIXED_SECONDS)
+    return min(seconds, default=estimate)
 
 
 def timed(timings: dict[str, Any] | None, *, recompute: bool, seconds: float,
