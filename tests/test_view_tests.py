@@ -64,6 +64,21 @@ def test_the_examples_tests_pass(spark: SparkSession, tmp_path: Path) -> None:
     assert "revenue.yaml::revenue_per_country PASSED" in reconcile(orders, "test")
 
 
+def test_a_test_run_starts_a_short_lived_jvm(spark: SparkSession, tmp_path: Path) -> None:
+    """`reconcile test`'s own session gets JVM flags for a JVM that lives seconds; the test
+    suite's session exists already, so the settings it is asked for are what is checked."""
+    from reconciler.cli_test import SHORT_LIVED_JVM
+    from reconciler.engine import session
+
+    project = copy_example("grades", tmp_path)
+    asked = []
+    with patch.object(session, "get_spark", lambda settings, **_: asked.append(settings) or spark):
+        assert "2 passed" in reconcile(project, "test")
+    [settings] = asked
+    assert settings.conf["spark.driver.extraJavaOptions"] == SHORT_LIVED_JVM
+    assert settings.master is None and settings.remote is None
+
+
 def test_a_wrong_expectation_fails_with_a_diff(spark: SparkSession, tmp_path: Path) -> None:
     project = shop(tmp_path, {"totals.yaml": """
 view: per_customer
