@@ -130,11 +130,9 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
     # it would make the recompute look cheaper ever after).
     restarted = (not choice.recompute and record.state is None
                  and runtime.relations[view].state is not None)
-    runtime.relations[view] = replace(runtime.relations[view], timings=record.timings
-                                      if restarted else timed(record.timings,
-                                                              recompute=choice.recompute,
-                                                              seconds=seconds,
-                                                              share=choice.share))
+    timings = record.timings if restarted else timed(
+        record.timings, recompute=choice.recompute, seconds=seconds, share=choice.share)
+    runtime.relations[view] = replace(runtime.relations[view], timings=timings)
     runtime.refresh_choices[view] = choice.describe() + ("; its state started again"
                                                          if restarted else "")
     return change
