@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from unittest.mock import patch
 
+import pytest
 import yaml
 from pyspark.sql import SparkSession
 
@@ -22,7 +23,7 @@ from tests.github_harness import Workspace, approve, only_sticky
 from tests.projects import copy_example, write_files
 
 SQL = """
-create table orders (id bigint, customer string, amount int);
+create table orders (id bigint not null, customer string, amount int);
 create materialized view big_orders as select id, customer, amount from orders where amount > 10;
 create materialized view per_customer as
   select customer, count(*) as n, sum(amount) as total from orders group by customer;
@@ -118,6 +119,23 @@ def test_a_test_of_an_unknown_view_is_one_line(spark: SparkSession, tmp_path: Pa
     assert output.startswith("error: ") and output.count("\n") == 1, output
     assert output.endswith("pipelines/shop/tests/bad.yaml:2: test of an unknown view "
                            "'nope'\n"), output
+
+
+@pytest.mark.parametrize("row, problem", [
+    ("{customer: ann, amount: 50}", "table 'orders' needs a value for its NOT NULL column(s) id"),
+    ("{id: 4, client: ann}", "unknown column(s) client of table 'orders'; its columns are "
+                             "id, customer, amount"),
+])
+def test_a_bad_fixture_row_is_one_line(tmp_path: Path, row: str,
+                                                           problem: str) -> None:
+    """Rows are checked against the table when the file loads: one line naming the file
+    and the line of the rows' key, before any Spark work."""
+    bad = CHANGE_TEST.replace("insert: [{id: 3, customer: bob, amount: 20}]",
+                              f"insert:\n      - {row}")
+    project = shop(tmp_path, {"bad.yaml": bad})
+    output = reconcile(project, "test", expect=1)
+    assert output.startswith("error: ") and output.count("\n") == 1, output
+    assert output.endswith(f"pipelines/shop/tests/bad.yaml:13: {problem}\n"), output
 
 
 def test_tests_are_not_part_of_the_pipeline(tmp_path: Path) -> None:

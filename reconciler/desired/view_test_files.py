@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reconciler.desired.documents import YamlDocument, load_yaml
-from reconciler.desired.program import Program
+from reconciler.desired.program import Program, Table
 from reconciler.errors import ReconcileError
 
 TESTS_FOLDER = "tests"
@@ -132,9 +132,37 @@ def _test(entry: Any, document: YamlDocument, where: str, key: tuple[Any, ...],
             raise ReconcileError(f"change: '{relation}' is a view; a change is to tables",
                                  file=where, line=document.line_of((*key, "change", relation)))
     change = spec.change or {}
+    for relation, rows in spec.given.items():
+        if relation.lower() in program.tables:
+            _check_rows(rows, program.tables[relation.lower()], document, where,
+                        (*key, "given", relation))
+    for relation, part in change.items():
+        for section in ("insert", "delete"):
+            _check_rows(getattr(part, section), program.tables[relation.lower()], document,
+                        where, (*key, "change", relation, section))
     return ViewTest(
         name=spec.name or default, file=where, line=line, view=view,
         given={name.lower(): rows for name, rows in spec.given.items()}, expect=spec.expect,
         inserts={name.lower(): part.insert for name, part in change.items()},
         deletes={name.lower(): part.delete for name, part in change.items()},
         expect_after=spec.expect_after)
+
+
+def _check_rows(rows: list[Row], table: Table, document: YamlDocument, where: str,
+                key: tuple[Any, ...]) -> None:
+    """A table's fixture rows name its columns (any case) and give each NOT NULL one."""
+    columns = {column.name.lower(): column for column in table.columns}
+    for index, row in enumerate(rows):
+        given = {name.lower(): value for name, value in row.items()}
+        unknown = [name for name in row if name.lower() not in columns]
+        if unknown:
+            raise ReconcileError(f"unknown column(s) {', '.join(unknown)} of table "
+                                 f"'{table.name}'; its columns are "
+                                 f"{', '.join(c.name for c in table.columns)}", file=where,
+                                 line=document.line_of((*key, index)))
+        missing = [column.name for column in table.columns
+                   if not column.nullable and given.get(column.name.lower()) is None]
+        if missing:
+            raise ReconcileError(f"table '{table.name}' needs a value for its NOT NULL "
+                                 f"column(s) {', '.join(missing)}", file=where,
+                                 line=document.line_of((*key, index)))

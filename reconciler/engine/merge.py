@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import PathLike, has_deletion_vectors, relative_file, table_uri
+from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.writer import commit_files, write_errors, write_files
@@ -68,7 +69,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     if storage.latest_version(uri) != version:
         storage.restore(uri, version)
     if inserts is None:
-        inserts = storage.spark.createDataFrame([], schema)
+        inserts = empty_frame(storage.spark, schema)
     app_id, txn_version = app_transaction or (None, None)
     if deletes is None:
         return storage.append(uri, inserts, app_id=app_id, txn_version=txn_version)

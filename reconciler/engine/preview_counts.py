@@ -30,6 +30,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
 
 WEIGHT = "__preview_weight"
@@ -86,7 +87,7 @@ def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) 
         return computed[name]
     if name in runtime.relations:
         return runtime.frame(name)
-    return runtime.spark.createDataFrame([], table_schema(runtime.program["tables"][name]))
+    return empty_frame(runtime.spark, table_schema(runtime.program["tables"][name]))
 
 
 def _new_view(after: DataFrame, samples: Samples) -> dict[str, Any]:

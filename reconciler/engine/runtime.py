@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from reconciler.desired.expectation_clauses import executable_view_query
+from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.schema import spark_schema, struct_from_json
 from reconciler.engine.storage import DeltaStorage
@@ -143,7 +144,7 @@ class PipelineRuntime:
         """Create (or empty, with the new schema) a table; returns its record."""
         schema = table_schema(self.program["tables"][name])
         path = self.layout.relation("table", name)
-        version = (self.storage.overwrite(path, self.spark.createDataFrame([], schema), schema)
+        version = (self.storage.overwrite(path, empty_frame(self.spark, schema), schema)
                    if self.storage.latest_version(path) is not None
                    else self.storage.create(path, schema, change_feed=True))
         # The Delta log keeps `execute` app transactions across an overwrite: keep their mark.

@@ -61,6 +61,7 @@ from reconciler.engine.delta_log import (
     table_uri,
 )
 from reconciler.engine.delta_writers import COMMIT_TAG, WRITERS, DeltaWriter, Writer
+from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.schema import arrow_schema, conform, same_schema, struct_from_json
 from reconciler.engine.session import has_delta_extension
 from reconciler.errors import ReconcileError
@@ -340,7 +341,7 @@ class DeltaStorage:
     def scan(self, files: list[str], schema: T.StructType) -> DataFrame:
         """Spark reading these data files with ``schema`` (lazily, in parallel)."""
         if not files:
-            return self.spark.createDataFrame([], schema)
+            return empty_frame(self.spark, schema)
         if all(is_local(file) for file in files):
             return self.spark.read.schema(schema).parquet(*[spark_local_path(f) for f in files])
         try:

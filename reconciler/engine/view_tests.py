@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 
 from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap import bootstrap
+from reconciler.engine.local_rows import local_frame
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
 from reconciler.engine.session import session_settings
@@ -178,7 +179,7 @@ def rows_frame(spark: SparkSession, rows: list[Row], schema: T.StructType) -> Da
                                  f"{', '.join(schema.names)}")
     values = [tuple(_value(next((v for k, v in row.items() if k.lower() == name), None),
                            field.dataType) for name, field in fields.items()) for row in rows]
-    return spark.createDataFrame(values, schema)
+    return local_frame(spark, values, schema)
 
 
 def _value(value: Any, data_type: T.DataType) -> Any:
