@@ -5,13 +5,13 @@ Spark session (``session``) and Spark dying under a command (``failures``), colu
 types (``schema``), Delta storage (``delta_log``, ``deletion_vectors`` and
 ``column_mapping`` for what delta-rs does not read, ``files``, ``storage`` with
 ``delta_writers`` (one class per writer), ``writer``, ``merge`` for row-level
-changes, ``compaction``, ``retention``), a pipeline's relations as DataFrames
-(``runtime``), input and output connectors (``connectors``, ``input_batch``,
-``input_files``, ``listed_ingest``, ``delta_source``, ``bad_input``),
-incremental view maintenance (``maintenance/``),
-a step (``step``, ``refresh``, ``refresh_choice``, ``expectations``), a bootstrap (``bootstrap``,
-``evolve``, ``state_moves``), the data preview's counts (``preview_counts``) and view tests on Spark
-(``view_tests``).
+changes, ``compaction``, ``retention``), rows the driver holds as DataFrames
+(``local_rows``), a pipeline's relations as DataFrames (``runtime``), input and
+output connectors (``connectors``, ``input_batch``, ``input_files``,
+``listed_ingest``, ``delta_source``, ``bad_input``), incremental view maintenance
+(``maintenance/``), a step (``step``, ``refresh``, ``refresh_choice``,
+``expectations``), a bootstrap (``bootstrap``, ``evolve``, ``state_moves``), the
+data preview's counts (``preview_counts``) and view tests on Spark (``view_tests``).
 
 May import: ``desired`` (a program's definitions), the plan's data types (a
 bootstrap carries out a ``plan.diff``), ``errors`` and the shared helpers. Never
