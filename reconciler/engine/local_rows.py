@@ -22,13 +22,19 @@ def local_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.Stru
                 ) -> DataFrame:
     """`rows` (Python values in `schema`'s column order) as a DataFrame of `schema`."""
     try:
-        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        table = arrow_rows(rows, schema)
     except PySparkTypeError:  # e.g. an interval column: Spark's own conversion carries it
         return spark.createDataFrame(rows, schema)
-    table = pa.Table.from_arrays([pa.array([row[index] for row in rows], type=field.type)
-                                  for index, field in enumerate(arrow_schema)],
-                                 schema=arrow_schema)
     return spark.createDataFrame(table, schema)
+
+
+def arrow_rows(rows: list[tuple[Any, ...]], schema: T.StructType) -> pa.Table:
+    """`rows` as an Arrow table of `schema`'s Arrow form (raises PySparkTypeError for a
+    type Arrow cannot carry)."""
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    return pa.Table.from_arrays([pa.array([row[index] for row in rows], type=field.type)
+                                 for index, field in enumerate(arrow_schema)],
+                                schema=arrow_schema)
 
 
 def empty_frame(spark: SparkSession, schema: T.StructType) -> DataFrame:

@@ -6,9 +6,11 @@
 2. With a `change`, **recomputed:** the same after the change (the given rows less one
    copy of each deleted row, plus the inserted ones) must be `expect_after`; and
    **maintained:** the view's part of the pipeline is deployed into a scratch folder
-   (real Delta tables, the real bootstrap and step), the given rows are a first step,
-   the change a second, and the view as the step leaves it must be `expect_after`. A
-   rule of incremental maintenance that is wrong for the engineer's data fails here.
+   (real Delta tables, the real bootstrap and step): the given rows are written into
+   its tables (by delta-rs, straight from the test's rows: no Spark job), the view is
+   bootstrapped over them, the change is a step, and the view as the step leaves it
+   must be `expect_after`. A rule of incremental maintenance that is wrong for the
+   engineer's data fails here.
 
 Rows compare as multisets on the columns `expect` names; doubles to 9 decimals. The
 rows reaching the driver are the test's own and the differing ones (fixture-sized).
@@ -23,13 +25,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap import bootstrap
-from reconciler.engine.local_rows import local_frame
+from reconciler.engine.delta_log import table_uri
+from reconciler.engine.local_rows import arrow_rows, local_frame
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
 from reconciler.engine.session import session_settings
@@ -143,11 +147,11 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
     tables_only = {**program, "views": {}, "order": list(program["tables"])}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=scratch,
               silent=True)
-    for name, rows in test.given.items():
+    for name, rows in test.given.items():  # fixture rows: written by delta-rs, no Spark job
+        path = table_uri(runtime.relations[name].path)
         schema = table_schema(program["tables"][name])
-        runtime.storage.append(runtime.relations[name].path, rows_frame(spark, rows, schema))
-        runtime.adopt_table_version(name, runtime.storage.latest_version(
-            runtime.relations[name].path))
+        write_deltalake(path, arrow_rows(_values(rows, schema), schema), mode="append")
+        runtime.adopt_table_version(name, runtime.storage.latest_version(path))
     started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
                         base_dir=scratch, silent=True)
     for name in sorted({*test.inserts, *test.deletes}):
@@ -177,9 +181,13 @@ def rows_frame(spark: SparkSession, rows: list[Row], schema: T.StructType) -> Da
         if unknown:
             raise ReconcileError(f"unknown column(s) {', '.join(unknown)}; the columns are "
                                  f"{', '.join(schema.names)}")
-    values = [tuple(_value(next((v for k, v in row.items() if k.lower() == name), None),
-                           field.dataType) for name, field in fields.items()) for row in rows]
-    return local_frame(spark, values, schema)
+    return local_frame(spark, _values(rows, schema), schema)
+
+
+def _values(rows: list[Row], schema: T.StructType) -> list[tuple[Any, ...]]:
+    """Each row's values in `schema`'s column order, as Spark's Python types."""
+    return [tuple(_value(next((v for k, v in row.items() if k.lower() == field.name.lower()),
+                              None), field.dataType) for field in schema) for row in rows]
 
 
 def _value(value: Any, data_type: T.DataType) -> Any:
