@@ -18,8 +18,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
   its lock) and ``preview`` (``plan --preview``), ``statements`` (``execute`` and
   ``query``) with ``query_output``, ``runner`` (``run --continuous`` as a service)
   with its ``metrics``, ``status`` (``reconcile status``, without Spark), the
-  ``manifest`` with ``relation_records`` (its typed records) and ``state`` (the commit
-  point and where it is stored), ``errors``
+  ``manifest`` with ``relation_records`` and ``connector_records`` (its typed records)
+  and ``state`` (the commit point and where it is stored), ``errors``
   and small shared helpers (``layout``, ``progress``, ``faults``, ``redact``;
   ``git`` and ``child_process``, which run helper programs without obeying a pull
   request's files or passing on secrets), and ``scaffold`` (``reconcile init``).

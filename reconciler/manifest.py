@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
 from reconciler import __version__
+from reconciler.connector_records import ConnectorState, connectors_from_json
 from reconciler.errors import ReconcileError
 from reconciler.layout import Layout
 from reconciler.relation_records import RelationRecord, relations_from_json
@@ -54,7 +55,7 @@ class Manifest:
     engine: dict[str, str] = field(default_factory=engine_versions)
     git_sha: str | None = None
     updated_at: str = field(default_factory=utc_now)
-    connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    connectors: dict[str, ConnectorState] = field(default_factory=dict)
     relations: dict[str, RelationRecord] = field(default_factory=dict)
     last_step: dict[str, Any] | None = None
     # The approved or awaiting change: {"desired_fingerprint": ...}; None when Running.
@@ -80,7 +81,7 @@ class Manifest:
                 program=document["program"], status_details=document.get("status_details"),
                 engine=dict(document.get("engine") or {}), git_sha=document.get("git_sha"),
                 updated_at=document.get("updated_at", ""),
-                connectors=dict(document.get("connectors") or {}),
+                connectors=connectors_from_json(document.get("connectors"), where),
                 relations=relations_from_json(document.get("relations"), where),
                 last_step=document.get("last_step"),
                 pending=document.get("pending"),
@@ -130,7 +131,7 @@ class Manifest:
             "git_sha": self.git_sha,
             "updated_at": self.updated_at,
             "program": self.program,
-            "connectors": self.connectors,
+            "connectors": {name: state.to_json() for name, state in self.connectors.items()},
             "relations": {name: record.to_json() for name, record in self.relations.items()},
             "last_step": self.last_step,
             "pending": self.pending,
@@ -157,7 +158,7 @@ PathRule = Callable[[str, Any, str], str]
 
 
 def _map_paths(manifest: Manifest, layout: Layout, where: str, rule: PathRule
-               ) -> tuple[dict[str, RelationRecord], dict[str, dict[str, Any]]]:
+               ) -> tuple[dict[str, RelationRecord], dict[str, ConnectorState]]:
     """The relations and connectors with every storage path passed through `rule`: Delta
     folders of tables and views, state tables of maintained views, connector checkpoints."""
     relations: dict[str, RelationRecord] = {}
@@ -169,12 +170,12 @@ def _map_paths(manifest: Manifest, layout: Layout, where: str, rule: PathRule
             record = replace(record, state=replace(record.state, path=rule(
                 f"state of {kind} '{name}'", record.state.path, layout.state(name))))
         relations[name] = record
-    connectors: dict[str, dict[str, Any]] = {}
+    connectors: dict[str, ConnectorState] = {}
     for name, state in manifest.connectors.items():
-        if isinstance(state, dict) and "checkpoint" in state:
-            state = {**state, "checkpoint": rule(
-                f"connector '{name}'", state["checkpoint"],
-                layout.checkpoint(name, str(state.get("generation"))))}
+        if state.checkpoint is not None:
+            state = state.model_copy(update={"checkpoint": rule(
+                f"connector '{name}'", state.checkpoint,
+                layout.checkpoint(name, str(state.generation)))})
         connectors[name] = state
     return relations, connectors
 

@@ -43,7 +43,8 @@ def status_reports(project: Project, backend: StateBackend,
             else {},
             "expectations": {n: record.expectations for n, record in manifest.relations.items()
                              if record.expectations} if manifest else {},
-            "connectors": manifest.connectors if manifest else {},
+            "connectors": {name: state.to_json() for name, state in manifest.connectors.items()}
+            if manifest else {},
             "spark": manifest.engine.get("spark_target") if manifest else None,
             "lock": lock.to_dict() if lock else None,
             "runner": backend.read_runner_report(name),
@@ -64,10 +65,10 @@ def waiting_input(project: Project, manifest: Manifest) -> dict[str, int | None]
         source, state = resolve_path(definition["path"], project.root), manifest.connectors[name]
         if definition["type"] == "delta":
             latest = probe_latest_version(source)
-            done = state.get("source_version")
+            done = state.source_version
             waiting[name] = 0 if latest is None else latest - (-1 if done is None else done)
         else:
-            waiting[name] = waiting_files(source, state["checkpoint"])
+            waiting[name] = waiting_files(source, state.input_checkpoint)
     return waiting
 
 

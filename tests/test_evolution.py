@@ -138,7 +138,7 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     committed, _ = read_manifest(open_backend(loaded), "p", pipeline_layout(loaded, "p"))
     assert committed is not None
     runtime = Engine(loaded).runtime("p", committed.program, committed.relations)
-    connector = dict(committed.connectors["orders_in"])
+    connector = committed.connectors["orders_in"].copy_for_step()
     assert ingest(runtime, "orders_in", committed.program["connectors"]["orders_in"],
                   connector, project) is not None  # appended, never committed
 

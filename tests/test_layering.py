@@ -19,7 +19,8 @@ SHARED = {"reconciler", "reconciler.errors", "reconciler.faults", "reconciler.pr
           "reconciler.layout", "reconciler.redact",
           "reconciler.child_process", "reconciler.git"}
 """Leaf helpers any layer may use; they import nothing of the package but its version."""
-STATE = {"reconciler.manifest", "reconciler.relation_records", "reconciler.state"}
+STATE = {"reconciler.manifest", "reconciler.relation_records", "reconciler.connector_records",
+         "reconciler.state"}
 
 ALLOWED: dict[str, set[str]] = {
     "shared": {"shared"},

@@ -161,3 +161,23 @@ def test_a_moved_files_input_is_refused_not_read_twice(spark: SparkSession,
     assert "the input (or the project) moved" in refused
     assert len(refused.strip().splitlines()) == 1
     assert query(moved, "p", "SELECT n FROM n") == [{"n": 2}]
+
+
+@pytest.mark.parametrize("state, problem", [
+    ({"generation": "g1", "checkpoint": ["/etc"]}, "checkpoint"),
+    ({"generation": "g1", "checkpoint": "c", "source_version": "7"}, "source_version"),
+    ({"generation": "g1", "checkpoint": "c", "command": "rm -rf /"}, "command"),
+], ids=["checkpoint-not-text", "version-not-a-number", "unknown-field"])
+def test_a_crafted_connector_state_is_refused(spark: SparkSession, tmp_path: Path,
+                                              state: dict[str, object], problem: str) -> None:
+    """A connector's state is typed where the manifest is read: a field of the wrong type,
+    or one no version writes, is one line naming the connector, before anything runs."""
+    project = deployed_with_old_view(tmp_path / "project")
+    manifest_file = project / ".reconcile/state/p/manifest.json"
+    document = json.loads(manifest_file.read_text())
+    document["connectors"] = {"orders_in": state}
+    manifest_file.write_text(json.dumps(document))
+    for command in (["plan"], ["status"], ["run"]):
+        output = reconcile(project, *command, expect=1)
+        assert output.startswith("error: ") and output.count("\n") == 1, output
+        assert f"manifest: connector 'orders_in' has a bad {problem}" in output, output

@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.files import FileStore
 from reconciler.engine.input_files import local_path
 from reconciler.errors import ReconcileError
@@ -163,8 +164,8 @@ def stream_batch_files(checkpoint: str, batch_id: int) -> list[str]:
     return [entry["path"] for entry in entries if entry.get("batchId", batch_id) == batch_id]
 
 
-def note_skipped(state: dict[str, Any]) -> None:
+def note_skipped(state: ConnectorState) -> None:
     """Copy the checkpoint's record of skipped files into the connector's manifest state."""
-    skipped = skipped_files(state["checkpoint"])
+    skipped = skipped_files(state.input_checkpoint)
     if skipped:
-        state["skipped_files"] = skipped
+        state.skipped_files = skipped

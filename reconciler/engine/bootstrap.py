@@ -26,11 +26,11 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.evolve import evolve_table
 from reconciler.engine.expectations import check_view
@@ -50,7 +50,7 @@ from reconciler.relation_records import RelationRecord
 @dataclass
 class BootstrapResult:
     relations: dict[str, RelationRecord]
-    connectors: dict[str, dict[str, Any]]
+    connectors: dict[str, ConnectorState]
     recomputed: list[str] = field(default_factory=list)
     created_tables: list[str] = field(default_factory=list)
     evolved_tables: list[str] = field(default_factory=list)
@@ -59,29 +59,29 @@ class BootstrapResult:
 
 
 def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
-                     previous: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+                     previous: dict[str, ConnectorState]) -> dict[str, ConnectorState]:
     """Input connectors keep their checkpoint unless they or their table changed."""
-    states: dict[str, dict[str, Any]] = {}
+    states: dict[str, ConnectorState] = {}
     for name, definition in diff.new["connectors"].items():
         if definition["direction"] != "input":
-            states[name] = {}
+            states[name] = ConnectorState()
             continue
         before = previous.get(name)
         reset = (before is None or diff.connectors[name] != "unchanged"
                  or not diff.keeps_rows(definition["relation"]))
         if before is not None and not reset:
-            states[name] = dict(before)  # offsets (checkpoint, source_version) carry over
+            states[name] = before.copy_for_step()  # offsets (checkpoint, source_version) carry over
             continue
         # A new id, never a counter: a retried bootstrap or a re-added connector must not
         # find the checkpoint or the app transactions of an attempt that never committed.
         generation = uuid.uuid4().hex[:12]
-        states[name] = {"generation": generation,
-                        "checkpoint": runtime.layout.checkpoint(name, generation)}
+        states[name] = ConnectorState(generation=generation,
+                                      checkpoint=runtime.layout.checkpoint(name, generation))
     return states
 
 
 def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
-              previous_connectors: dict[str, dict[str, Any]], *, serial: int, base_dir: Path,
+              previous_connectors: dict[str, ConnectorState], *, serial: int, base_dir: Path,
               silent: bool = False) -> BootstrapResult:
     """Compute the desired state; `runtime.relations` starts as the committed state."""
     relations = runtime.relations

@@ -29,6 +29,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.bad_input import (
     BadInput,
     note_skipped,
@@ -71,21 +72,22 @@ def _first_line(text: str) -> str:
 
 
 def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-           state: dict[str, Any], base_dir: Path) -> IngestResult | None:
+           state: ConnectorState, base_dir: Path) -> IngestResult | None:
     """Run one input connector to the end of its available input; None if nothing new.
 
-    `state` is the connector's state for the next manifest (updated in place).
+    `state` is the connector's state for the next manifest (advanced in place).
     """
-    transaction = app_id(runtime.layout.pipeline, name, state["generation"])
+    checkpoint = state.input_checkpoint
+    transaction = app_id(runtime.layout.pipeline, name, str(state.generation))
     if definition["type"] == "delta":
         version = ingest_delta(runtime, name, definition, state, base_dir, transaction)
         return None if version is None else IngestResult(name, definition["relation"], 1)
     path = resolve_path(definition["path"], base_dir)
-    if not has_new_files(path, state["checkpoint"]):
+    if not has_new_files(path, checkpoint):
         return None
     with _quiet_stream_failure(runtime.spark):
         try:
-            if is_connect(runtime.spark) or uses_listed_batches(state["checkpoint"]):
+            if is_connect(runtime.spark) or uses_listed_batches(checkpoint):
                 batches = ingest_listed(runtime, name, definition, state, path, transaction)
             else:
                 batches = _ingest_streamed(runtime, name, definition, state, path, transaction)
@@ -95,7 +97,7 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
 
 
 def _ingest_streamed(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-                     state: dict[str, Any], path: str, transaction: str) -> int:
+                     state: ConnectorState, path: str, transaction: str) -> int:
     """A files connector as a Structured Streaming query; returns how many batches ran."""
     batches: list[int] = []
     # Why a batch failed, kept here rather than fished out of the
@@ -106,7 +108,7 @@ def _ingest_streamed(runtime: PipelineRuntime, name: str, definition: dict[str, 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
         try:
             write_checked(runtime, name, definition, state, frame, batch_id, transaction,
-                          files=lambda: stream_batch_files(state["checkpoint"], batch_id))
+                          files=lambda: stream_batch_files(state.input_checkpoint, batch_id))
         except Exception as error:
             failures.append(error)
             raise
@@ -115,7 +117,7 @@ def _ingest_streamed(runtime: PipelineRuntime, name: str, definition: dict[str, 
     stream = configured(runtime.spark.readStream, definition, schema).load(path)  # type: ignore[union-attr]
     query = (with_file_column(stream).writeStream
              .foreachBatch(each_batch)
-             .option("checkpointLocation", state["checkpoint"])
+             .option("checkpointLocation", state.input_checkpoint)
              .trigger(availableNow=True).start())
     try:
         query.awaitTermination()

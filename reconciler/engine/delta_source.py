@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.delta_log import probe_latest_version, table_uri
 from reconciler.engine.input_batch import apply_change_rows
 from reconciler.engine.maintenance.zset import OP_COLUMN
@@ -30,17 +31,17 @@ from reconciler.errors import ReconcileError, error_class
 from reconciler.layout import resolve_path
 
 
-def has_new_versions(definition: dict[str, Any], state: dict[str, Any], base_dir: Path) -> bool:
+def has_new_versions(definition: dict[str, Any], state: ConnectorState, base_dir: Path) -> bool:
     """Whether the source has versions the connector has not ingested (no Spark)."""
     latest = probe_latest_version(resolve_path(definition["path"], base_dir))
-    return latest is not None and latest != state.get("source_version")
+    return latest is not None and latest != state.source_version
 
 
-def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dict[str, Any],
+def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: ConnectorState,
                  base_dir: Path, transaction: str) -> int | None:
     """Append the source's new rows to the connector's table; returns the new source version.
 
-    `state` is updated in place with the new `source_version`; None when nothing is new.
+    `state` is advanced in place to the new `source_version`; None when nothing is new.
     """
     if not has_new_versions(definition, state, base_dir):
         return None
@@ -48,7 +49,7 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     table = definition["relation"]
     schema = table_schema(runtime.program["tables"][table])
     table_path = runtime.relations[table].path
-    since = state.get("source_version")
+    since = state.source_version
     # A step that crashed after its append but before its commit left the rows up to
     # its source version in the table: continue after them, even if the source moved on.
     appended = runtime.storage.transaction_version(table_path, transaction)
@@ -70,7 +71,7 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: dic
     elif latest != since:
         runtime.storage.append(table_path, with_defaults(rows, runtime.program["tables"][table]),
                                app_id=transaction, txn_version=latest)
-    state["source_version"] = latest
+    state.source_version = latest
     return latest
 
 

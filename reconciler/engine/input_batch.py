@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.bad_input import (
     FILE_COLUMN,
     BadInput,
@@ -130,7 +131,7 @@ def _without_bad_files(bad: DataFrame, rows: DataFrame, bad_rows: int, batch_id:
 
 
 def write_checked(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-                  state: dict[str, Any], frame: DataFrame, batch_id: int, transaction: str,
+                  state: ConnectorState, frame: DataFrame, batch_id: int, transaction: str,
                   files: Callable[[], list[str]]) -> None:
     """Write one batch of a files connector, its bad files failing it or skipped
     (`engine.bad_input`); `files` lists the batch's files, asked only to skip one."""
@@ -145,8 +146,8 @@ def write_checked(runtime: PipelineRuntime, name: str, definition: dict[str, Any
 
     write_skipping(lambda rows, set_aside: write_batch(
         runtime, name, rows, batch_id, table=table, transaction=transaction,
-        generation=state["generation"], set_aside=set_aside), frame, connector=name,
-        policy=definition.get("on_bad_input", "fail"), checkpoint=state["checkpoint"],
+        generation=str(state.generation), set_aside=set_aside), frame, connector=name,
+        policy=definition.get("on_bad_input", "fail"), checkpoint=state.input_checkpoint,
         batch_id=batch_id, files=files, reread=reread)
 
 

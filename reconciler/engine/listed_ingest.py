@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.bad_input import BadInput, with_file_column
 from reconciler.engine.input_batch import configured, reader_options, write_checked
 from reconciler.engine.input_files import (
@@ -48,9 +49,9 @@ def uses_listed_batches(checkpoint: str) -> bool:
 
 
 def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-                  state: dict[str, Any], path: str, transaction: str) -> int:
+                  state: ConnectorState, path: str, transaction: str) -> int:
     """Ingest the connector's new files as listed batches; returns how many ran."""
-    checkpoint, source = local_path(state["checkpoint"]), local_path(path)
+    checkpoint, source = local_path(state.input_checkpoint), local_path(path)
     if checkpoint is None or source is None:
         raise ReconcileError(f"input connector '{name}': over Spark Connect, a files "
                              "connector needs its input and its checkpoint on a local or "
@@ -82,7 +83,7 @@ def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any
 
 
 def _run(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-         state: dict[str, Any], checkpoint: str, batch_id: int, files: list[str],
+         state: ConnectorState, checkpoint: str, batch_id: int, files: list[str],
          transaction: str) -> None:
     schema = table_schema(runtime.program["tables"][definition["relation"]])
     frame = with_file_column(configured(runtime.spark.read, definition, schema)

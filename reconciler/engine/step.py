@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from reconciler.connector_records import ConnectorState
 from reconciler.engine.bad_input import BadInput
 from reconciler.engine.compaction import compact
 from reconciler.engine.connectors import emit, ingest, outputs_by_relation
@@ -48,7 +49,7 @@ class StepResult:
     refreshed: list[str] = field(default_factory=list)
     emitted: dict[str, int] = field(default_factory=dict)
     discarded_inserts: list[str] = field(default_factory=list)
-    connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    connectors: dict[str, ConnectorState] = field(default_factory=dict)
     bad_input: dict[str, str] = field(default_factory=dict)
     """Input connectors held by a bad file this step (name -> the one-line error)."""
 
@@ -89,7 +90,7 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
 
 
 def has_pending_input(program: dict[str, Any], relations: dict[str, RelationRecord],
-                      connectors: dict[str, dict[str, Any]], base_dir: Path) -> bool:
+                      connectors: dict[str, ConnectorState], base_dir: Path) -> bool:
     """Whether a step could find anything to do, decided without Spark.
 
     New files in an input folder, or a table version newer than the manifest's (an
@@ -105,13 +106,13 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, RelationReco
             if has_new_versions(definition, connectors[name], base_dir):
                 return True
         elif has_new_files(resolve_path(definition["path"], base_dir),
-                           connectors[name]["checkpoint"]):
+                           connectors[name].input_checkpoint):
             return True
     return any(probe_latest_version(relations[table].path) != relations[table].version
                for table in program["tables"])
 
 
-def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *, serial: int,
+def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *, serial: int,
              base_dir: Path, ingest_inputs: bool = True,
              after_discard: Callable[[PipelineRuntime], None] | None = None) -> StepResult:
     """Advance the pipeline by one step; `runtime.relations` is updated in place.
@@ -121,7 +122,8 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, dict[str, Any]], *,
     """
     program = runtime.program
     result = StepResult(discarded_inserts=discard_uncommitted_inserts(runtime),
-                        connectors={name: dict(state) for name, state in connectors.items()})
+                        connectors={name: state.copy_for_step()
+                                    for name, state in connectors.items()})
     if after_discard is not None:
         after_discard(runtime)
     if ingest_inputs:
