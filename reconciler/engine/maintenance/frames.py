@@ -15,6 +15,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,6 +27,7 @@ from reconciler.engine.maintenance.zset import ZSet
 Part = Literal["old", "new", "inserts", "deletes"]
 Side = Literal["inserts", "deletes"]
 Range = tuple[str, Any, Any]  # column, lowest and highest value (None, None: no value)
+SIDE_COLUMN = "__side"
 RANGED_TYPES = (T.IntegralType, T.StringType, T.DateType, T.DecimalType)
 """Types whose min and max come back to Python and go back to Spark as the same value (a
 TIMESTAMP would pass through the driver's time zone, a float's NaN does not compare)."""
@@ -64,21 +66,37 @@ class StepFrames:
 
     def value_range(self, relation: str, side: Side, column: str) -> Range | None:
         """The lowest and highest `column` of one side of `relation`'s change, or None when
-        its type does not travel (`RANGED_TYPES`). One job per side and step finds every
-        column's (one aggregated row), as the terms of several views ask for several."""
+        its type does not travel (`RANGED_TYPES`). One job per relation and step finds every
+        column's on both sides (one aggregated row per side), as the terms of several views
+        ask for several, and a join's terms ask for both sides."""
         if (relation, side) not in self._ranges:
-            frame = self._frame(relation, side)
-            ranged = [field.name for field in frame.schema.fields
-                      if isinstance(field.dataType, RANGED_TYPES)]
-            found = frame.agg(*(function(name) for name in ranged
-                                for function in (F.min, F.max))).first() if ranged else None
-            ranges: dict[str, Range | None] = {
-                field.name.lower(): None for field in frame.schema.fields}
-            for i, name in enumerate(ranged):
-                assert found is not None
-                ranges[name.lower()] = (name, found[2 * i], found[2 * i + 1])
-            self._ranges[relation, side] = ranges  # whole: views refreshed at once read it
+            self._find_ranges(relation)
         return self._ranges[relation, side][column.lower()]
+
+    def _find_ranges(self, relation: str) -> None:
+        change = self.changes[relation]
+        ranged: dict[Side, list[str]] = {}
+        rows: list[DataFrame] = []
+        for side in ("inserts", "deletes"):
+            frame = getattr(change, side)
+            if frame is None:
+                continue
+            ranged[side] = [field.name for field in frame.schema.fields
+                            if isinstance(field.dataType, RANGED_TYPES)]
+            self._ranges[relation, side] = {field.name.lower(): None
+                                            for field in frame.schema.fields}
+            if ranged[side]:
+                rows.append(frame.agg(F.lit(side).alias(SIDE_COLUMN), *(
+                    function(name).alias(f"__{function.__name__}_{name}")
+                    for name in ranged[side] for function in (F.min, F.max))))
+        if not rows:
+            return
+        both = reduce(lambda one, other: one.unionByName(other, allowMissingColumns=True), rows)
+        for found in both.collect():  # one aggregated row per side
+            side = found[SIDE_COLUMN]
+            for name in ranged[side]:
+                self._ranges[relation, side][name.lower()] = (
+                    name, found[f"__min_{name}"], found[f"__max_{name}"])
 
     def within(self, relation: str, part: Part, ranges: tuple[Range, ...]) -> str:
         """The temporary view of `part` of `relation` with only the rows whose columns lie in
