@@ -36,10 +36,18 @@ class ConnectorState(BaseModel):
     @property
     def input_checkpoint(self) -> str:
         """The checkpoint folder of an input connector (a bootstrap always gives one)."""
-        if self.checkpoint is None or self.generation is None:
-            raise ReconcileError("an input connector's state has no checkpoint: run "
-                                 "`reconcile apply` to start it")
-        return self.checkpoint
+        return self._started()[1]
+
+    @property
+    def input_generation(self) -> str:
+        """The generation of an input connector (a bootstrap always gives one)."""
+        return self._started()[0]
+
+    def _started(self) -> tuple[str, str]:
+        if self.generation is None or self.checkpoint is None:
+            raise ReconcileError("an input connector's state has no generation or "
+                                 "checkpoint: run `reconcile apply` to start it")
+        return self.generation, self.checkpoint
 
     def to_json(self) -> dict[str, Any]:
         """The manifest's JSON: only what is set, so documents stay as they were."""

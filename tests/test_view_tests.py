@@ -133,7 +133,8 @@ def test_a_bad_fixture_row_is_one_line(tmp_path: Path, row: str,
     bad = CHANGE_TEST.replace("insert: [{id: 3, customer: bob, amount: 20}]",
                               f"insert:\n      - {row}")
     project = shop(tmp_path, {"bad.yaml": bad})
-    output = reconcile(project, "test", expect=1)
+    with patch("reconciler.engine.session.get_spark", side_effect=AssertionError("Spark")):
+        output = reconcile(project, "test", expect=1)
     assert output.startswith("error: ") and output.count("\n") == 1, output
     assert output.endswith(f"pipelines/shop/tests/bad.yaml:13: {problem}\n"), output
 

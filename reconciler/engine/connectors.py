@@ -78,7 +78,7 @@ def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
     `state` is the connector's state for the next manifest (advanced in place).
     """
     checkpoint = state.input_checkpoint
-    transaction = app_id(runtime.layout.pipeline, name, str(state.generation))
+    transaction = app_id(runtime.layout.pipeline, name, state.input_generation)
     if definition["type"] == "delta":
         version = ingest_delta(runtime, name, definition, state, base_dir, transaction)
         return None if version is None else IngestResult(name, definition["relation"], 1)

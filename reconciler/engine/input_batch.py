@@ -146,7 +146,7 @@ def write_checked(runtime: PipelineRuntime, name: str, definition: dict[str, Any
 
     write_skipping(lambda rows, set_aside: write_batch(
         runtime, name, rows, batch_id, table=table, transaction=transaction,
-        generation=str(state.generation), set_aside=set_aside), frame, connector=name,
+        generation=state.input_generation, set_aside=set_aside), frame, connector=name,
         policy=definition.get("on_bad_input", "fail"), checkpoint=state.input_checkpoint,
         batch_id=batch_id, files=files, reread=reread)
 

@@ -92,7 +92,7 @@ class StepFrames:
         if not rows:
             return
         both = reduce(lambda one, other: one.unionByName(other, allowMissingColumns=True), rows)
-        for found in both.collect():  # one aggregated row per side
+        for found in both.collect():  # small: one row per side, a min and max per column
             side = found[SIDE_COLUMN]
             for name in ranged[side]:
                 self._ranges[relation, side][name.lower()] = (
