@@ -54,7 +54,7 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: b
             click.echo("no view tests found (pipelines/<name>/tests/*.yaml)")
         return
     from reconciler.engine.session import get_spark  # the engine: Spark
-    from reconciler.engine.view_tests import run_view_test
+    from reconciler.engine.view_tests import run_view_tests
 
     started = time.monotonic()
     # reconcile.yaml may not pass JVM options (`desired.project`): these are the only ones
@@ -63,8 +63,8 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: b
                                                       "conf": conf})
     spark = get_spark(local, master="local[2]", log_level="WARN" if obj.debug else "ERROR")
     results = []
-    for program, test in selected:
-        outcome = run_view_test(spark, program.document(), test)
+    outcomes = run_view_tests(spark, [(program.document(), test) for program, test in selected])
+    for (program, test), outcome in zip(selected, outcomes, strict=True):
         results.append({"pipeline": program.pipeline, "file": test.file, "name": test.name,
                         "passed": outcome.passed, "failure": outcome.failure,
                         "diff": list(outcome.diff)})

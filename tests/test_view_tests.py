@@ -113,6 +113,37 @@ def test_a_wrong_maintenance_rule_is_caught_in_the_maintained_form(
     assert "  + extra    {id: 1, customer: ann, amount: 50}" in output, output
 
 
+def test_checks_side_by_side_keep_their_own_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """Every check runs at once in a session of its own: tests of one view over different
+    rows each see their own, outcomes come in the file's order, and the caller's session
+    keeps its settings."""
+    tests = "tests:\n" + "".join(f"""
+  - name: {name}
+    view: per_customer
+    given:
+      orders: [{{id: 1, customer: {customer}, amount: {amount}}}]
+    expect:
+      - {{customer: {customer}, total: {expected}}}
+    change:
+      orders:
+        insert: [{{id: 2, customer: {customer}, amount: 1}}]
+    expect_after:
+      - {{customer: {customer}, total: {expected + 1}}}
+""" for name, customer, amount, expected in [("ann_alone", "ann", 10, 10),
+                                             ("bob_alone", "bob", 20, 20),
+                                             ("cy_wrong", "cy", 30, 31),
+                                             ("dan_alone", "dan", 40, 40)])
+    project = shop(tmp_path, {"side.yaml": tests})
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    lines = reconcile(project, "test", expect=1).strip().splitlines()
+    assert [line.rsplit("::", 1)[-1] for line in lines if "::" in line] == [
+        "ann_alone PASSED", "bob_alone PASSED",
+        "cy_wrong FAILED (computed from the given rows)", "dan_alone PASSED"], lines
+    assert "  - missing  {customer: cy, total: 31}" in lines
+    assert "  + extra    {customer: cy, total: 30}" in lines
+    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+
+
 def test_a_test_of_an_unknown_view_is_one_line(spark: SparkSession, tmp_path: Path) -> None:
     project = shop(tmp_path, {"bad.yaml": "tests:\n  - view: nope\n    expect: []\n"})
     output = reconcile(project, "test", expect=1)

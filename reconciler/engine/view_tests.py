@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import datetime as dt
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -36,7 +38,7 @@ from reconciler.engine.delta_log import table_uri
 from reconciler.engine.local_rows import arrow_rows, local_frame
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
-from reconciler.engine.session import session_settings
+from reconciler.engine.session import with_safe_sql_conf
 from reconciler.engine.step import run_step
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
@@ -66,37 +68,82 @@ FIXTURE_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled
 planning, which runs each shuffle's map stage as a job of its own (a test runs half the
 jobs without it: 19 instead of 40 for the grades example's test with a change)."""
 
+CHECKS_AT_ONCE = 3
+"""Checks run side by side, each in a session of its own on the one JVM. A fixture-sized
+check keeps the driver busy, not the cores: its time goes to planning queries and
+committing writes, one round trip after another, so two checks at once take little longer
+than one (`make bench-view-tests`). Three: a test with a change has three checks."""
+
+TIME_ZONE = "spark.sql.session.timeZone"
+
+Check = Callable[[SparkSession], tuple[str, ...]]
+
+
+def run_view_tests(spark: SparkSession, cases: Iterable[tuple[dict[str, Any], ViewTest]]
+                   ) -> Iterator[TestOutcome]:
+    """Each test's outcome, in the order given, as soon as it is known. Every check of every
+    test (computed; with a change, recomputed and maintained) is submitted at once to
+    `CHECKS_AT_ONCE` workers; a test's outcome is its first failing check, in that order."""
+    pool = ThreadPoolExecutor(max_workers=CHECKS_AT_ONCE, thread_name_prefix="view-test")
+    try:
+        submitted = [(test, [(what, pool.submit(_in_own_session, spark, check))
+                             for what, check in _checks(document, test)])
+                     for document, test in cases]
+        for test, checks in submitted:
+            failed = next(((what, diff) for what, future in checks
+                           if (diff := future.result())), None)
+            yield TestOutcome(test.name) if failed is None else TestOutcome(test.name, *failed)
+    finally:  # an error stops what has not started; what runs ends before this returns
+        pool.shutdown(wait=True, cancel_futures=True)
+
 
 def run_view_test(spark: SparkSession, document: dict[str, Any], test: ViewTest
                   ) -> TestOutcome:
-    """One test: computed, and with a change, recomputed and maintained after it; under
-    `FIXTURE_CONF`, and the session's own settings back afterwards."""
-    with session_settings(spark, FIXTURE_CONF):
-        return _run(spark, document, test)
+    """One test's outcome (`run_view_tests` of one)."""
+    return next(run_view_tests(spark, [(document, test)]))
 
 
-def _run(spark: SparkSession, document: dict[str, Any], test: ViewTest) -> TestOutcome:
+def _in_own_session(spark: SparkSession, check: Check) -> tuple[str, ...]:
+    """`check` in a new session of `spark`'s JVM: its temporary views and `FIXTURE_CONF`
+    are its own, so checks side by side cannot see each other's."""
+    session = with_safe_sql_conf(spark.newSession())
+    # A new session starts from the JVM's conf, not from `spark`'s changes since: the
+    # time zone is carried, as dates and timestamps are read in it
+    carried = {TIME_ZONE: str(spark.conf.get(TIME_ZONE))}
+    for key, value in (carried | FIXTURE_CONF).items():
+        session.conf.set(key, value)
+    return check(session)
+
+
+def _checks(document: dict[str, Any], test: ViewTest) -> list[tuple[str, Check]]:
+    """What a test checks, in the order its outcome reports the first failure: the view
+    computed from the given rows; with a change, recomputed and maintained after it."""
     program = lineage_of(document, test.view)
-    diff = _difference(_computed(spark, program, test.view, test.given), test.expect)
-    if diff:
-        return TestOutcome(test.name, "computed from the given rows", diff)
+
+    def computed(spark: SparkSession) -> tuple[str, ...]:
+        return _difference(_computed(spark, program, test.view, test.given), test.expect)
+
     if test.expect_after is None:
-        return TestOutcome(test.name)
-    changed = {name: _changed(rows, test.inserts.get(name, []), test.deletes.get(name, []))
-               for name, rows in {**{n: [] for n in test.inserts}, **test.given}.items()}
-    diff = _difference(_computed(spark, program, test.view, changed), test.expect_after)
-    if diff:
-        return TestOutcome(test.name, "recomputed after the change", diff)
+        return [("computed from the given rows", computed)]
     given_views = sorted(set(test.given) & set(program["views"]))
     if given_views:
         raise ReconcileError(f"test '{test.name}' gives rows of view(s) "
                              f"{', '.join(given_views)}: a test with a change gives tables "
                              "only, as a step changes tables", file=test.file, line=test.line)
-    diff = _difference(_maintained(spark, program, test), test.expect_after)
-    if diff:
-        return TestOutcome(test.name, "maintained through the change (the recomputed view "
-                                      "is right: an incremental rule is wrong here)", diff)
-    return TestOutcome(test.name)
+    changed = {name: _changed(rows, test.inserts.get(name, []), test.deletes.get(name, []))
+               for name, rows in {**{n: [] for n in test.inserts}, **test.given}.items()}
+    expect_after = test.expect_after
+
+    def recomputed(spark: SparkSession) -> tuple[str, ...]:
+        return _difference(_computed(spark, program, test.view, changed), expect_after)
+
+    def maintained(spark: SparkSession) -> tuple[str, ...]:
+        return _difference(_maintained(spark, program, test), expect_after)
+
+    return [("computed from the given rows", computed),
+            ("recomputed after the change", recomputed),
+            ("maintained through the change (the recomputed view is right: an incremental "
+             "rule is wrong here)", maintained)]
 
 
 def lineage_of(document: dict[str, Any], view: str) -> dict[str, Any]:
