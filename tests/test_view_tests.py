@@ -66,18 +66,23 @@ def test_the_examples_tests_pass(spark: SparkSession, tmp_path: Path) -> None:
 
 
 def test_a_test_run_starts_a_short_lived_jvm(spark: SparkSession, tmp_path: Path) -> None:
-    """`reconcile test`'s own session gets JVM flags for a JVM that lives seconds; the test
-    suite's session exists already, so the settings it is asked for are what is checked."""
+    """`reconcile test`'s own session gets JVM flags for a JVM that lives seconds, and no
+    Delta or S3A jars; the test suite's session exists already, so the settings it is
+    asked for are what is checked."""
     from reconciler.cli_test import SHORT_LIVED_JVM
     from reconciler.engine import session
 
     project = copy_example("grades", tmp_path)
     asked = []
-    with patch.object(session, "get_spark", lambda settings, **_: asked.append(settings) or spark):
+    with patch.object(session, "get_spark",
+                      lambda settings, **flags: asked.append((settings, flags)) or spark):
         assert "2 passed" in reconcile(project, "test")
-    [settings] = asked
+    [(settings, flags)] = asked
     assert settings.conf["spark.driver.extraJavaOptions"] == SHORT_LIVED_JVM
     assert settings.master is None and settings.remote is None
+    assert flags["delta_jars"] is False  # delta-rs writes the scratch tables
+    assert "spark.driver.extraClassPath" not in session.spark_conf("local[2]", {},
+                                                                   delta_jars=False)
 
 
 def test_a_wrong_expectation_fails_with_a_diff(spark: SparkSession, tmp_path: Path) -> None:

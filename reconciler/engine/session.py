@@ -253,8 +253,9 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
-               log_level: str = "ERROR") -> dict[str, str]:
-    """The conf a classic (non-Connect) session is built with; exposed for tests and docs."""
+               log_level: str = "ERROR", *, delta_jars: bool = True) -> dict[str, str]:
+    """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
+    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,
@@ -278,7 +279,8 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                 f"-Dderby.system.home={scratch / 'derby'}"
             ),
         }
-    conf |= jars_conf(master)
+    if delta_jars:
+        conf |= jars_conf(master)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
@@ -319,6 +321,7 @@ def get_spark(
     master: str | None = None,
     remote: str | None = None,
     log_level: str = "ERROR",
+    delta_jars: bool = True,
 ) -> SparkSession:
     """The reconciler's Spark session; reuses the active one when there is one.
 
@@ -328,6 +331,8 @@ def get_spark(
     checked first so a missing JDK is one clear line, not a Py4J traceback.
     An existing session keeps its static settings (master, warehouse); only
     runtime SQL conf from ``settings.conf`` is applied to it, as Spark does.
+    ``delta_jars=False`` starts an embedded JVM without Delta Lake's and S3A's jars
+    (`jars_conf`), for work that writes with delta-rs into local folders only.
     """
     settings = settings or SparkSettings()
     if not (master or remote):  # a flag says where Spark runs, whatever the file says
@@ -358,7 +363,8 @@ def get_spark(
 
     require_java()
     builder = SparkSession.builder
-    for key, value in spark_conf(master or default_master(), user_conf, log_level).items():
+    for key, value in spark_conf(master or default_master(), user_conf, log_level,
+                                 delta_jars=delta_jars).items():
         builder = builder.config(key, value)
     with jvm_launch():
         return with_safe_sql_conf(builder.getOrCreate())

@@ -12,7 +12,6 @@ refuses while a test of a pipeline it applies fails, unless the trusted
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,18 +23,14 @@ from reconciler.github.runner import log
 TESTS_TIMEOUT = 1800.0
 """Seconds the view tests of one pipeline may take (a JVM start, then fixture-sized jobs)."""
 
-PASSED_ON = ("RECONCILE_JARS",)
-"""Variables beyond the helper environment the child needs: where the jars were cached."""
-
 
 def run_view_tests(project_dir: Path, pipeline: str) -> dict[str, Any]:
     """`{"passed": n, "failed": n, "results": [...]}` for one pipeline's tests, or `{"error":
     why}` when they could not run (a test file that does not load, a JVM that failed)."""
     argv = [sys.executable, "-m", "reconciler", "-C", str(project_dir), "test", "-p", pipeline,
             "--json"]
-    extra = {name: os.environ[name] for name in PASSED_ON if name in os.environ}
     try:
-        done = run_helper(argv, cwd=project_dir, timeout=TESTS_TIMEOUT, extra_environment=extra)
+        done = run_helper(argv, cwd=project_dir, timeout=TESTS_TIMEOUT)
     except subprocess.TimeoutExpired:
         return {"error": f"the view tests took over {TESTS_TIMEOUT:.0f} s"}
     except OSError as error:
