@@ -27,8 +27,7 @@ def helper_environment(environment: Mapping[str, str] | None = None) -> dict[str
     return {key: value for key, value in source.items() if HELPER_ENVIRONMENT.fullmatch(key)}
 
 
-def run_helper(argv: Sequence[str], *, cwd: Path | None = None, timeout: float = 30.0,
-               extra_environment: Mapping[str, str] | None = None,
+def run_helper(argv: Sequence[str], *, cwd: Path | None = None, timeout: float = 30.0
                ) -> subprocess.CompletedProcess[str]:
     """Run a helper without a shell and with `helper_environment()`; output captured as text.
 
@@ -36,4 +35,4 @@ def run_helper(argv: Sequence[str], *, cwd: Path | None = None, timeout: float =
     """
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, check=False,
                           timeout=timeout, stdin=subprocess.DEVNULL,
-                          env={**helper_environment(), **(extra_environment or {})})
+                          env=helper_environment())
