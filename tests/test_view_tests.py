@@ -120,8 +120,9 @@ def test_a_wrong_maintenance_rule_is_caught_in_the_maintained_form(
 
 def test_checks_side_by_side_keep_their_own_rows(spark: SparkSession, tmp_path: Path) -> None:
     """Every check runs at once in a session of its own: tests of one view over different
-    rows each see their own, outcomes come in the file's order, and the caller's session
-    keeps its settings."""
+    rows each see their own (checks sharing one session would replace each other's
+    temporary views as they run), outcomes come in the file's order, and the caller's
+    session keeps its settings."""
     tests = "tests:\n" + "".join(f"""
   - name: {name}
     view: per_customer

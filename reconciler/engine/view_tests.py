@@ -83,9 +83,14 @@ than one (`make bench-view-tests`). Three: a test with a change has three checks
 
 TIME_ZONE = "spark.sql.session.timeZone"
 
-Check = Callable[[SparkSession], tuple[str, ...]]
-MAINTAINED = 2
-"""Where the maintained check stands in a test's checks (`_checks`)."""
+
+@dataclass(eq=False)  # each check is its own: hashed by identity
+class _Check:
+    """One check of a test: run in a session, it gives the diff lines (none: it holds)."""
+
+    what: str  # the outcome's `failure` when it fails
+    run: Callable[[SparkSession], tuple[str, ...]]
+    longest: bool = False  # the maintained check (a bootstrap, then a step): queued first
 
 
 def run_view_tests(spark: SparkSession, cases: Iterable[tuple[dict[str, Any], ViewTest]]
@@ -94,16 +99,18 @@ def run_view_tests(spark: SparkSession, cases: Iterable[tuple[dict[str, Any], Vi
     test (computed; with a change, recomputed and maintained) is submitted at once to
     `CHECKS_AT_ONCE` workers; a test's outcome is its first failing check, in that order."""
     planned = [(test, _checks(document, test)) for document, test in cases]
-    # A maintained check (a bootstrap, then a step) takes longest: all of them go first
-    queued = sorted(((i, j) for i, (_, checks) in enumerate(planned) for j in range(len(checks))),
-                    key=lambda check: check[1] != MAINTAINED)
+    # A new session starts from the JVM's conf, not from `spark`'s changes since: the time
+    # zone is carried, as dates and timestamps are read in it
+    settings = {TIME_ZONE: str(spark.conf.get(TIME_ZONE))} | FIXTURE_CONF
+    every = sorted((check for _, checks in planned for check in checks),
+                   key=lambda check: not check.longest)
     pool = ThreadPoolExecutor(max_workers=CHECKS_AT_ONCE, thread_name_prefix="view-test")
     try:
-        futures = {(i, j): pool.submit(_in_own_session, spark, planned[i][1][j][1])
-                   for i, j in queued}
-        for i, (test, checks) in enumerate(planned):
-            failed = next(((what, diff) for j, (what, _) in enumerate(checks)
-                           if (diff := futures[i, j].result())), None)
+        futures = {check: pool.submit(_in_own_session, spark, settings, check.run)
+                   for check in every}
+        for test, checks in planned:
+            diffs = ((check.what, futures[check].result()) for check in checks)
+            failed = next(((what, diff) for what, diff in diffs if diff), None)
             yield TestOutcome(test.name) if failed is None else TestOutcome(test.name, *failed)
     finally:  # an error stops what has not started; what runs ends before this returns
         pool.shutdown(wait=True, cancel_futures=True)
@@ -115,28 +122,24 @@ def run_view_test(spark: SparkSession, document: dict[str, Any], test: ViewTest
     return next(run_view_tests(spark, [(document, test)]))
 
 
-def _in_own_session(spark: SparkSession, check: Check) -> tuple[str, ...]:
-    """`check` in a new session of `spark`'s JVM: its temporary views and `FIXTURE_CONF`
-    are its own, so checks side by side cannot see each other's."""
+def _in_own_session(spark: SparkSession, settings: dict[str, str],
+                    run: Callable[[SparkSession], tuple[str, ...]]) -> tuple[str, ...]:
+    """`run` in a new session of `spark`'s JVM, with `settings`: its temporary views and
+    `FIXTURE_CONF` are its own, so checks side by side cannot see each other's."""
     session = with_safe_sql_conf(spark.newSession())
-    # A new session starts from the JVM's conf, not from `spark`'s changes since: the
-    # time zone is carried, as dates and timestamps are read in it
-    carried = {TIME_ZONE: str(spark.conf.get(TIME_ZONE))}
-    for key, value in (carried | FIXTURE_CONF).items():
+    for key, value in settings.items():
         session.conf.set(key, value)
-    return check(session)
+    return run(session)
 
 
-def _checks(document: dict[str, Any], test: ViewTest) -> list[tuple[str, Check]]:
+def _checks(document: dict[str, Any], test: ViewTest) -> list[_Check]:
     """What a test checks, in the order its outcome reports the first failure: the view
     computed from the given rows; with a change, recomputed and maintained after it."""
     program = lineage_of(document, test.view)
-
-    def computed(spark: SparkSession) -> tuple[str, ...]:
-        return _difference(_computed(spark, program, test.view, test.given), test.expect)
-
+    computed = _Check("computed from the given rows", lambda spark: _difference(
+        _computed(spark, program, test.view, test.given), test.expect))
     if test.expect_after is None:
-        return [("computed from the given rows", computed)]
+        return [computed]
     given_views = sorted(set(test.given) & set(program["views"]))
     if given_views:
         raise ReconcileError(f"test '{test.name}' gives rows of view(s) "
@@ -145,17 +148,12 @@ def _checks(document: dict[str, Any], test: ViewTest) -> list[tuple[str, Check]]
     changed = {name: _changed(rows, test.inserts.get(name, []), test.deletes.get(name, []))
                for name, rows in {**{n: [] for n in test.inserts}, **test.given}.items()}
     expect_after = test.expect_after
-
-    def recomputed(spark: SparkSession) -> tuple[str, ...]:
-        return _difference(_computed(spark, program, test.view, changed), expect_after)
-
-    def maintained(spark: SparkSession) -> tuple[str, ...]:
-        return _difference(_maintained(spark, program, test), expect_after)
-
-    return [("computed from the given rows", computed),
-            ("recomputed after the change", recomputed),
-            ("maintained through the change (the recomputed view is right: an incremental "
-             "rule is wrong here)", maintained)]
+    return [computed,
+            _Check("recomputed after the change", lambda spark: _difference(
+                _computed(spark, program, test.view, changed), expect_after)),
+            _Check("maintained through the change (the recomputed view is right: an "
+                   "incremental rule is wrong here)", lambda spark: _difference(
+                       _maintained(spark, program, test), expect_after), longest=True)]
 
 
 def lineage_of(document: dict[str, Any], view: str) -> dict[str, Any]:
