@@ -12,6 +12,8 @@ directly, without Delta's snapshot rebuild.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -21,7 +23,15 @@ from reconciler.errors import ReconcileError
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
-def physical_schema(stored: T.StructType, wanted: T.StructType, where: str) -> T.StructType:
+def read_by_physical_names(scan: Callable[[list[str], T.StructType], DataFrame],
+                           files: list[str], stored: T.StructType, wanted: T.StructType,
+                           where: str) -> DataFrame:
+    """`wanted`'s columns of a column-mapped version's `files`: `scan` reads them by the
+    physical names the log's schema `stored` gives, and the columns are renamed back."""
+    return _by_logical_names(scan(files, _physical_schema(stored, wanted, where)), wanted)
+
+
+def _physical_schema(stored: T.StructType, wanted: T.StructType, where: str) -> T.StructType:
     """`wanted`'s columns as the files name them, from the log's schema `stored`."""
     fields = {field.name: field for field in stored.fields}
     missing = [field.name for field in wanted.fields if field.name not in fields]
@@ -30,7 +40,7 @@ def physical_schema(stored: T.StructType, wanted: T.StructType, where: str) -> T
     return T.StructType([_physical_field(fields[field.name]) for field in wanted.fields])
 
 
-def by_logical_names(frame: DataFrame, wanted: T.StructType) -> DataFrame:
+def _by_logical_names(frame: DataFrame, wanted: T.StructType) -> DataFrame:
     """Columns read by physical names renamed to `wanted`'s (top level by alias, nested
     fields by a cast, which Spark applies to a struct's fields by position)."""
     return frame.select(*(F.col(f"`{physical}`").cast(field.dataType).alias(field.name)

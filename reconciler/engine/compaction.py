@@ -10,15 +10,9 @@ from __future__ import annotations
 import uuid
 from urllib.parse import unquote
 
-import pyarrow as pa
-
 from reconciler.engine.delta_log import (
     PathLike,
-    has_deletion_vectors,
-    needs_delta_reader,
-    table_uri,
 )
-from reconciler.engine.schema import struct_from_json
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.writer import clustered, commit_files, write_files
 
@@ -41,22 +35,21 @@ def compact(storage: DeltaStorage, path: PathLike) -> int | None:
     """
     if not storage.writer.compacts:
         return None
-    uri = table_uri(path)
-    table = storage.require(uri)
-    if needs_delta_reader(table) or has_deletion_vectors(table):  # files are not the rows
+    latest = storage.at(path)
+    if latest.needs_delta_reader or latest.deletion_vectors:  # files are not the rows
         return None
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = latest.add_actions()
     small = [(file, size) for file, size in zip(actions.column("path").to_pylist(),
                                                 actions.column("size_bytes").to_pylist(),
                                                 strict=True) if size < SMALL_FILE_BYTES]
     if len(small) <= COMPACT_AFTER:
         return None
-    schema = struct_from_json(table.schema().to_json())
+    uri, schema = latest.uri, storage.stored_schema(latest)
     root = uri.rstrip("/")
     frame = storage.scan([f"{root}/{unquote(file)}" for file, _ in small], schema)
     pieces = max(1, -(-sum(size for _, size in small) // TARGET_FILE_BYTES))
     files = write_files(storage.spark, clustered(frame, pieces), uri, schema)
-    tag, before = uuid.uuid4().hex, table.version()
+    tag, before = uuid.uuid4().hex, latest.version
     commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                 table=table, storage_options=storage.storage_options(uri), replaces=small)
+                 table=latest.table, storage_options=storage.storage_options(uri), replaces=small)
     return storage.rs_commit_version(uri, tag, before)

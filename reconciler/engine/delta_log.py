@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -121,44 +120,6 @@ def probe_latest_version(path: PathLike) -> int | None:
     uri = table_uri(path)
     table = open_delta_rs(uri.replace("s3a://", "s3://", 1))
     return None if table is None else table.version()
-
-
-def needs_delta_reader(table: DeltaTable) -> bool:
-    """Whether raw parquet scanning would be wrong for this table whatever its version holds:
-    partition values live in paths, column mapping renames the Parquet columns. (Deletion
-    vectors make it wrong only for versions with deleted rows: ``deletion_vectors``.)"""
-    metadata = table.metadata()
-    if metadata.partition_columns:
-        return True
-    if (metadata.configuration or {}).get("delta.columnMapping.mode", "none") not in ("none", None):
-        return True
-    return "columnMapping" in (table.protocol().reader_features or [])
-
-
-def is_column_mapped(table: DeltaTable) -> bool:
-    """Whether the table names its Parquet columns by physical names (column mapping)."""
-    mode = (table.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
-    return mode not in ("none", None)
-
-
-def has_deletion_vectors(table: DeltaTable) -> bool:
-    """Whether the table may mark rows deleted in deletion vectors (the protocol feature)."""
-    return "deletionVectors" in (table.protocol().reader_features or [])
-
-
-def has_change_feed(table: DeltaTable) -> bool:
-    """Whether the table records its deleted rows for Delta's change data feed."""
-    enabled = (table.metadata().configuration or {}).get("delta.enableChangeDataFeed", "")
-    return str(enabled).lower() == "true"
-
-
-def data_bytes(table: DeltaTable) -> int | None:
-    """Bytes of a table version's data files, from its log (no data read; rows a deletion
-    vector marks count still); None for a table only Delta's Spark reader can open."""
-    if needs_delta_reader(table):
-        return None
-    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
-    return int(sum(sizes.to_pylist()))
 
 
 _HADOOP_GLOB_CHARS = re.compile(r"([\\\[\]{}*?])")

@@ -24,6 +24,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from reconciler.connector_records import ConnectorState
 from reconciler.engine.delta_log import probe_latest_version, table_uri
 from reconciler.engine.input_batch import apply_change_rows
+from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import table_schema, with_defaults
 from reconciler.engine.storage import DeltaStorage
@@ -86,18 +87,19 @@ def read_source_change(storage: DeltaStorage, source: str, since: int | None,
     latest = storage.require(uri).version()
     if since is None:
         return storage.read(uri, latest, schema), None, latest
-    if storage.has_change_feed(uri):
-        try:
-            inserts, deletes = storage.read_change_feed(uri, since, latest, schema)
+    try:
+        inserts, deletes, from_feed = storage.change_since(uri, since, latest, schema)
+        if from_feed:
             _ = inserts.schema  # analysed here, so a feed not kept since `since` says so
-        except Exception as error:  # e.g. the feed was turned on after `since`
-            raise ReconcileError(f"{uri}: cannot read the change data feed from version "
-                                 f"{since + 1}: {error_class(error)}") from None
-        return inserts, deletes, latest
-    appended, removed = storage.changed_files(uri, since)
-    if removed:
+    except ReconcileError:
+        raise
+    except Exception as error:  # e.g. the feed was turned on after `since`
+        raise ReconcileError(f"{uri}: cannot read the change data feed from version "
+                             f"{since + 1}: {error_class(error)}") from None
+    if deletes is not None and not from_feed:
         raise ReconcileError(f"{uri}: files were removed between versions {since} and "
                              f"{latest}; the delta connector reads deletions from tables with "
                              "the change data feed (delta.enableChangeDataFeed) and otherwise "
                              "only append-only tables")
-    return storage.scan(appended, schema), None, latest
+    return (inserts if inserts is not None else empty_frame(storage.spark, schema),
+            deletes, latest)

@@ -2,9 +2,10 @@
 
 `DeltaStorage` (`engine/storage.py`) holds one of these, chosen once from the
 session (`storage.chosen_writer`), and asks it for what differs between them;
-everything else (creating tables, versions, pinned reads, row counts) is
-shared. Callers outside storage read a writer's capabilities (`marks_rows`,
-`compacts`, `evolves_in_the_log`, `reads_change_feed`), never its name.
+everything else (creating tables, versions, file scans) is shared, in
+`engine.delta_tables`, which is all a writer uses: writers never call back into
+the storage that holds them. Callers outside storage read a writer's capabilities
+(`marks_rows`, `compacts`, `evolves_in_the_log`, `reads_change_feed`), never its name.
 
 * `DeltaSparkWriter`: Spark writes `format("delta")` with Delta Lake's jars, the
   writer users run on a cluster; Delta's own app transactions, MERGE with
@@ -17,22 +18,20 @@ shared. Callers outside storage read a writer's capabilities (`marks_rows`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Literal
 
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
+from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import check_delta_rs_location
+from reconciler.engine.delta_tables import COMMIT_TAG, DeltaTables
 from reconciler.engine.schema import conform
 from reconciler.engine.writer import PARQUET_CONF, commit_files, write_errors, write_files
 from reconciler.errors import ReconcileError
 from reconciler.faults import crash_point
 
 Writer = Literal["delta-spark", "delta-rs"]
-
-COMMIT_TAG = "reconciler.commit"
-"""Commit-info key (delta-rs) carrying the id of the reconciler write that made the commit."""
 
 DELTA_SPARK_CONF = {
     # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
@@ -47,21 +46,9 @@ CHANGE_FEED = {"delta.enableChangeDataFeed": "true"}
 table's change when a delete left its files in place (`read_change_feed`)."""
 
 
-class DeltaStorage(Protocol):
-    """What a writer uses of the storage that holds it (`engine.storage.DeltaStorage`)."""
-
-    spark: SparkSession
-
-    def open(self, uri: str, version: int | None = None) -> DeltaTable | None: ...
-    def require(self, uri: str, version: int | None = None) -> DeltaTable: ...
-    def latest_version(self, path: str) -> int | None: ...
-    def create(self, path: str, schema: T.StructType) -> int: ...
-    def storage_options(self, uri: str) -> dict[str, str]: ...
-    def rs_commit_version(self, uri: str, tag: str, before: int | None) -> int: ...
-
-
 class DeltaWriter:
-    """What differs between the writers. `storage` is the `DeltaStorage` that holds this."""
+    """What differs between the writers. `tables` is the shared part of the storage that
+    holds this writer (`engine.delta_tables`)."""
 
     name: Writer
     session_conf: Mapping[str, str]
@@ -87,22 +74,22 @@ class DeltaWriter:
         """Table properties a new table of this writer gets."""
         raise NotImplementedError
 
-    def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
+    def overwrite(self, tables: DeltaTables, uri: str, data: DataFrame,
                   schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
                   ) -> int:
         """Replace the table's contents with `data` (conformed) in one tagged commit."""
         raise NotImplementedError
 
-    def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
+    def append(self, tables: DeltaTables, uri: str, df: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
         """Add `df`'s rows in one tagged commit recording `transaction`, if any."""
         raise NotImplementedError
 
-    def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
+    def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
         """Make the table's contents those of `version` again, in a new version."""
         raise NotImplementedError
 
-    def read_marked(self, storage: DeltaStorage, uri: str, version: int,
+    def read_marked(self, tables: DeltaTables, uri: str, version: int,
                     schema: T.StructType) -> DataFrame:
         """A version whose files are not its rows (marked rows, column mapping, partitions)."""
         raise ReconcileError(f"{uri}: partitioned, column-mapped or deletion-vector tables "
@@ -125,36 +112,37 @@ class DeltaSparkWriter(DeltaWriter):
         return ((DELETION_VECTORS if deletion_vectors else {}) |
                 (CHANGE_FEED if change_feed else {}))
 
-    def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
+    def overwrite(self, tables: DeltaTables, uri: str, data: DataFrame,
                   schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
                   ) -> int:
-        before = storage.latest_version(uri)
+        before = tables.latest_version(uri)
         if before is None:  # created as `create` does: with deletion vectors
-            before = storage.create(uri, schema)
+            before = tables.create_table(uri, schema, self.table_configuration(
+                change_feed=False, deletion_vectors=True))
         writer = data.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-        return _save(storage, writer, uri, tag, app_transaction, before)
+        return _save(tables, writer, uri, tag, app_transaction, before)
 
-    def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
+    def append(self, tables: DeltaTables, uri: str, df: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
         # Delta records (txnAppId, txnVersion) atomically with the commit, and skips the
         # write if a concurrent one recorded it first.
         writer = conform(df, schema, where=uri).write.format("delta").mode("append")
-        return _save(storage, writer, uri, tag, transaction, table.version())
+        return _save(tables, writer, uri, tag, transaction, table.version())
 
-    def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
-        storage.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
-        latest = storage.latest_version(uri)
+    def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
+        tables.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
+        latest = tables.latest_version(uri)
         if latest is None:
             raise ReconcileError(f"{uri}: no Delta table there to restore")
         return latest
 
-    def read_marked(self, storage: DeltaStorage, uri: str, version: int,
+    def read_marked(self, tables: DeltaTables, uri: str, version: int,
                     schema: T.StructType) -> DataFrame:
-        df = storage.spark.read.format("delta").option("versionAsOf", version).load(uri)
+        df = tables.spark.read.format("delta").option("versionAsOf", version).load(uri)
         return conform(df, schema, where=uri)
 
 
-def _save(storage: DeltaStorage, writer: DataFrameWriter, uri: str, tag: str,
+def _save(tables: DeltaTables, writer: DataFrameWriter, uri: str, tag: str,
           transaction: tuple[str, int] | None, before: int) -> int:
     """Delta's write of `writer` to `uri`, tagged, recording `transaction` (app id, version)
     with the commit; the version it made."""
@@ -164,7 +152,7 @@ def _save(storage: DeltaStorage, writer: DataFrameWriter, uri: str, tag: str,
                                                                   str(transaction[1]))
     with write_errors(uri):
         writer.save(uri)
-    return storage.rs_commit_version(uri, tag, before)
+    return tables.rs_commit_version(uri, tag, before)
 
 
 class DeltaRsWriter(DeltaWriter):
@@ -182,30 +170,30 @@ class DeltaRsWriter(DeltaWriter):
                             ) -> dict[str, str]:
         return {}
 
-    def overwrite(self, storage: DeltaStorage, uri: str, data: DataFrame,
+    def overwrite(self, tables: DeltaTables, uri: str, data: DataFrame,
                   schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
                   ) -> int:
         check_delta_rs_location(uri)
-        table = storage.open(uri)
+        table = tables.open(uri)
         before = None if table is None else table.version()
-        files = write_files(storage.spark, data, uri, schema)
+        files = write_files(tables.spark, data, uri, schema)
         commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=storage.storage_options(uri),
+                     table=table, storage_options=tables.storage_options(uri),
                      app_transaction=app_transaction)
-        return storage.rs_commit_version(uri, tag, before)
+        return tables.rs_commit_version(uri, tag, before)
 
-    def append(self, storage: DeltaStorage, uri: str, df: DataFrame, schema: T.StructType,
+    def append(self, tables: DeltaTables, uri: str, df: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
         before = table.version()
-        files = write_files(storage.spark, df, uri, schema)
+        files = write_files(tables.spark, df, uri, schema)
         crash_point("storage-before-commit")  # the files exist, no log names them yet
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=storage.storage_options(uri),
+                     table=table, storage_options=tables.storage_options(uri),
                      app_transaction=transaction)
-        return storage.rs_commit_version(uri, tag, before)
+        return tables.rs_commit_version(uri, tag, before)
 
-    def restore(self, storage: DeltaStorage, uri: str, version: int) -> int:
-        table = storage.require(uri)
+    def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
+        table = tables.require(uri)
         table.restore(version)
         return table.version()
 

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.table_evolution import Evolution
-from reconciler.engine.delta_log import is_column_mapped
+from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.merge import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.schema import arrow_schema, struct_from_json
@@ -117,7 +117,7 @@ def alter_columns(storage: DeltaStorage, path: str, schema: T.StructType,
     statements = [f"{table_sql} ALTER COLUMN {quoted(name)} DROP NOT NULL"
                   for name in evolved.relaxed]
     if evolved.dropped:
-        if not is_column_mapped(table):
+        if not DeltaVersion(uri, table).column_mapped:
             statements.append(f"{table_sql} SET TBLPROPERTIES "
                               "('delta.columnMapping.mode' = 'name')")
         statements.append(f"{table_sql} DROP COLUMNS "

@@ -45,7 +45,6 @@ from reconciler.engine.maintenance.view import maintained_shape
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.engine.schema import struct_from_json
 from reconciler.errors import ReconcileError
 
 SAMPLE = 5
@@ -77,7 +76,7 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
         return change
     rejected = change.inserts.filter(" OR ".join(violated(c) for c in drops))
     record = runtime.relations[table]
-    schema = struct_from_json(record.schema)
+    schema = runtime.schema_of(record)
     version = apply_changes(runtime.storage, record.path, record.version, schema, None,
                             rejected.localCheckpoint(eager=True),
                             distinct=bool(runtime.program["tables"][table]["primary_key"]))

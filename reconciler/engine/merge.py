@@ -33,12 +33,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine.delta_log import PathLike, has_deletion_vectors, relative_file, table_uri
+from reconciler.engine.delta_log import PathLike, relative_file, table_uri
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
@@ -80,18 +79,18 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     if storage.writer.marks_rows:
         return _merge(storage, uri, version, schema, inserts, deletes, app_transaction,
                       unique_by, distinct)
-    table = storage.require(uri)
-    if has_deletion_vectors(table):  # its files hold rows its deletion vectors removed
+    latest = storage.at(uri)
+    if latest.deletion_vectors:  # its files hold rows its deletion vectors removed
         raise ReconcileError(f"{uri}: Delta's Spark writer keeps this table with deletion "
                              "vectors; the delta-rs writer cannot change its rows "
                              "(RECONCILE_DELTA_WRITER=delta-spark)")
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = latest.add_actions()
     sizes = dict(zip(actions.column("path").to_pylist(),
                      actions.column("size_bytes").to_pylist(), strict=True))
     if sum(sizes.values()) <= REWRITE_WHOLE_BYTES:  # one job fewer than finding the files
         replaced: list[tuple[str, int | None]] = list(sizes.items())
     else:
-        files = _files_holding(storage.scan(table.file_uris(), schema), deletes, schema)
+        files = _files_holding(storage.scan(latest.files, schema), deletes, schema)
         replaced = [(relative, sizes.get(relative)) for relative in
                     (relative_file(uri, file) for file in files)]
     unknown = [relative for relative, size in replaced if size is None]
@@ -102,8 +101,9 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     rewritten = storage.scan([f"{root}/{relative}" for relative, _ in replaced], schema)
     rows = _without(rewritten, deletes, unique_by).union(inserts) if replaced else inserts
     written = write_files(storage.spark, rows, uri, schema)
-    tag, before = uuid.uuid4().hex, table.version()
-    commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag, table=table,
+    tag, before = uuid.uuid4().hex, latest.version
+    commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
+                 table=latest.table,
                  storage_options=storage.storage_options(uri), replaces=replaced,
                  changes_rows=True, app_transaction=app_transaction)
     return storage.rs_commit_version(uri, tag, before)

@@ -31,13 +31,8 @@ import time
 from typing import Any
 
 from reconciler.engine.deletion_vectors import change_data_files, live_files
-from reconciler.engine.delta_log import (
-    has_change_feed,
-    has_deletion_vectors,
-    open_delta_rs,
-    relative_file,
-    table_uri,
-)
+from reconciler.engine.delta_log import open_delta_rs, relative_file, table_uri
+from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.files import Collected, FileStore
 from reconciler.layout import Layout
 
@@ -91,9 +86,9 @@ def _collect_table(store: FileStore, path: str, versions: set[int], cutoff: floa
             uri.replace("s3a://", "s3://", 1), version)
         if table is not None:
             live.update(relative_file(uri, file) for file in table.file_uris())
-            if has_deletion_vectors(table):
+            if DeltaVersion(uri, table).deletion_vectors:
                 live.update(live_files(uri, version).vector_files())
-    if has_change_feed(latest_table):
+    if DeltaVersion(uri, latest_table).change_feed:
         live.update(change_data_files(uri, min(versions | {latest}), latest))
     emptied: set[str] = set()
     for relative, size, modified in store.files(uri):

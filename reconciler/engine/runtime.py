@@ -78,11 +78,17 @@ class PipelineRuntime:
 
     def frame_of(self, stored: StoredTable) -> DataFrame:
         """A relation (or a view's maintenance state) at the version its record pins."""
-        return self.storage.read(stored.path, stored.version, struct_from_json(stored.schema))
+        return self.storage.read(stored.path, stored.version, self.schema_of(stored))
 
     def schema(self, name: str) -> StructType:
         """A relation's columns as its record holds them."""
-        return struct_from_json(self.relations[name].schema)
+        return self.schema_of(self.relations[name])
+
+    @staticmethod
+    def schema_of(stored: StoredTable) -> StructType:
+        """A record's schema as a Spark type: the one place the engine decodes the JSON form
+        the manifest keeps (`relation_records`), each distinct schema once."""
+        return struct_from_json(stored.schema)
 
     def evaluate(self, view: str) -> DataFrame:
         """The contents of `view` computed from the pinned state of the relations it reads."""
@@ -131,7 +137,7 @@ class PipelineRuntime:
         record = self.relations[table]
         latest = self.storage.latest_version(record.path)
         assert latest is not None
-        schema = struct_from_json(record.schema)
+        schema = self.schema_of(record)
         self.register_queryable()
         self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
         doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}"
@@ -165,10 +171,7 @@ class PipelineRuntime:
     def replace_view_contents(self, name: str, contents: DataFrame) -> None:
         """Replace a maintained view's stored contents, keeping its state entry (the caller
         has just written the state these contents come from)."""
-        record = self.relations[name]
-        version = self._overwrite(record, contents)
-        self.relations[name] = replace(record, version=version,
-                                       rows=self.storage.row_count(record.path, version))
+        self._repin(name, self._overwrite(self.relations[name], contents))
 
     def replace_state_contents(self, name: str, contents: DataFrame) -> None:
         """Replace an aggregate view's per-group state, keeping its schema."""
@@ -178,16 +181,14 @@ class PipelineRuntime:
             self._overwrite(record.state, contents)))
 
     def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
-        return self.storage.overwrite(stored.path, contents, struct_from_json(stored.schema))
+        return self.storage.overwrite(stored.path, contents, self.schema_of(stored))
 
     def apply_view_changes(self, name: str, inserts: DataFrame | None,
                            deletes: DataFrame | None) -> None:
         """Apply a maintained view's change to its stored contents (its state entry stays)."""
         record = self.relations[name]
-        version = apply_changes(self.storage, record.path, record.version,
-                                struct_from_json(record.schema), inserts, deletes)
-        self.relations[name] = replace(record, version=version,
-                                       rows=self.storage.row_count(record.path, version))
+        self._repin(name, apply_changes(self.storage, record.path, record.version,
+                                        self.schema_of(record), inserts, deletes))
 
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
@@ -201,12 +202,17 @@ class PipelineRuntime:
         record = self.relations[name]
         assert record.state is not None
         version = apply_changes(self.storage, record.state.path, record.state.version,
-                                struct_from_json(record.state.schema), inserts, deletes,
+                                self.schema_of(record.state), inserts, deletes,
                                 unique_by=unique_by)
         self.relations[name] = replace(record, state=record.state.at(version))
 
     def adopt_table_version(self, name: str, version: int) -> RelationRecord:
         """Point a table's record at a newer Delta version written by ingestion or `execute`."""
+        return self._repin(name, version)
+
+    def _repin(self, name: str, version: int) -> RelationRecord:
+        """A relation's record pinned at `version` (its state entry kept), with its row count
+        read from that version's log."""
         record = self.relations[name]
         self.relations[name] = replace(record, version=version,
                                        rows=self.storage.row_count(record.path, version))

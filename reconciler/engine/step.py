@@ -36,7 +36,6 @@ from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.engine.schema import struct_from_json
 from reconciler.faults import crash_point
 from reconciler.layout import resolve_path
 from reconciler.relation_records import RelationRecord
@@ -195,15 +194,10 @@ def table_change(runtime: PipelineRuntime, before: RelationRecord,
     files' rows compared (a multiset difference over the touched files, not the table).
     A table with Delta's change data feed (Delta's writer marks deleted rows in deletion
     vectors, leaving the files as they were) reads its change from the feed."""
-    schema = struct_from_json(after.schema)
-    if runtime.storage.has_change_feed(after.path):
-        inserts, deletes = runtime.storage.read_change_feed(
-            after.path, before.version, after.version, schema)
-        return ZSet(inserts=inserts, deletes=deletes).net()
-    added, removed = runtime.storage.changed_files(after.path, before.version)
-    if not removed:
-        return ZSet(inserts=runtime.storage.scan(added, schema)) if added else ZSet()
-    old = runtime.storage.scan(removed, struct_from_json(before.schema))
-    new = runtime.storage.scan(added, schema)
+    inserts, deletes, _ = runtime.storage.change_since(
+        after.path, before.version, after.version, runtime.schema_of(after),
+        runtime.schema_of(before))
+    if deletes is None:  # files were only added: their rows are the change
+        return ZSet(inserts=inserts)
     # Computed once (as small as the deletion), not by each view that reads the table.
-    return ZSet.between(old, new)
+    return ZSet(inserts=inserts, deletes=deletes).net()

@@ -29,7 +29,6 @@ from pyspark.sql.types import StructType
 
 from reconciler.desired.keyed import Keyed
 from reconciler.desired.shapes import Aggregate, Fallback, Linear, Shape, analyse
-from reconciler.engine.delta_log import data_bytes, table_uri
 from reconciler.engine.maintenance.aggregate import (
     aggregate_change,
     argument_types,
@@ -158,8 +157,7 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
 def _is_small(runtime: PipelineRuntime, view: str) -> bool:
     record = runtime.relations[view]
     entries = (record, record.state) if record.state is not None else (record,)
-    sizes = [data_bytes(runtime.storage.require(table_uri(entry.path), entry.version))
-             for entry in entries]
+    sizes = [runtime.storage.at(entry.path, entry.version).data_bytes() for entry in entries]
     return None not in sizes and sum(sizes) <= SMALL_AGGREGATE_BYTES  # type: ignore[arg-type]
 
 

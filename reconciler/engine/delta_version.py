@@ -1,0 +1,91 @@
+"""One version of a Delta table as its log describes it, opened once and asked many times.
+
+A pinned read, a table's change between two versions, a row count, a merge, a
+compaction and retention all ask the same questions of a version: which data
+files it holds, and whether scanning those files as plain Parquet gives its rows
+(no partition values in paths, no column mapping, no rows marked deleted in
+deletion vectors). `DeltaVersion` wraps the delta-rs handle of that version and
+answers each from the log once, so the code that reads tables asks one object
+instead of passing the handle back and forth to free functions. Nothing here
+needs a JVM or PySpark (`reconcile gc` reads logs with it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from reconciler.engine.deletion_vectors import live_files
+
+
+@dataclass(frozen=True)
+class DeltaVersion:
+    """A table's version as delta-rs opened it; each fact is read from the log on first use."""
+
+    uri: str
+    table: DeltaTable
+
+    @cached_property
+    def version(self) -> int:
+        return self.table.version()
+
+    @cached_property
+    def files(self) -> list[str]:
+        """The version's data files, as delta-rs names them (absolute URIs)."""
+        return self.table.file_uris()
+
+    @cached_property
+    def partitioned(self) -> bool:
+        return bool(self.table.metadata().partition_columns)
+
+    @cached_property
+    def column_mapped(self) -> bool:
+        """Whether the table names its Parquet columns by physical names (column mapping)."""
+        mode = (self.table.metadata().configuration or {}).get("delta.columnMapping.mode",
+                                                                 "none")
+        return mode not in ("none", None)
+
+    @cached_property
+    def deletion_vectors(self) -> bool:
+        """Whether the table may mark rows deleted in deletion vectors (the protocol feature)."""
+        return "deletionVectors" in (self.table.protocol().reader_features or [])
+
+    @cached_property
+    def change_feed(self) -> bool:
+        """Whether the table records its deleted rows for Delta's change data feed."""
+        enabled = (self.table.metadata().configuration or {}).get(
+            "delta.enableChangeDataFeed", "")
+        return str(enabled).lower() == "true"
+
+    @cached_property
+    def needs_delta_reader(self) -> bool:
+        """Whether raw Parquet scanning would be wrong whatever this version holds: partition
+        values live in paths, column mapping renames the Parquet columns. (Deletion vectors
+        make it wrong only for versions with deleted rows: `deleted_rows`.)"""
+        return (self.partitioned or self.column_mapped
+                or "columnMapping" in (self.table.protocol().reader_features or []))
+
+    @cached_property
+    def deleted_rows(self) -> int:
+        """Rows of this version's files that deletion vectors mark deleted (0 without them)."""
+        return live_files(self.uri, self.version).deleted_rows if self.deletion_vectors else 0
+
+    @property
+    def files_are_rows(self) -> bool:
+        """Whether this version's rows are its files' rows, read by name or by physical name
+        (`column_mapped`): not partitioned and no row marked deleted."""
+        return not self.partitioned and self.deleted_rows == 0
+
+    def add_actions(self) -> pa.Table:
+        """The version's add actions, one row per data file (path, size_bytes, num_records)."""
+        return pa.table(self.table.get_add_actions(flatten=True))
+
+    def data_bytes(self) -> int | None:
+        """Bytes of the version's data files, from its log (no data read; rows a deletion
+        vector marks count still); None for a table only Delta's Spark reader can open."""
+        if self.needs_delta_reader:
+            return None
+        return int(sum(self.add_actions().column("size_bytes").to_pylist()))
