@@ -5,8 +5,9 @@ Spark session (``session``) and Spark dying under a command (``failures``), colu
 types (``schema``), Delta storage (``delta_log``, ``delta_version`` for the facts
 of one opened version, ``deletion_vectors`` and ``column_mapping`` for what delta-rs
 does not read, ``files``, ``delta_tables`` for opening, inspecting and scanning
-tables, ``storage`` adding the writes with ``delta_writers`` (one class per writer), ``writer``, ``merge`` for row-level
-changes, ``compaction``, ``retention``), rows the driver holds as DataFrames
+tables, ``storage`` adding the writes with ``delta_writers`` (one class per writer),
+``writer``, ``merge`` for row-level changes, ``compaction``, ``retention``), rows the
+driver holds as DataFrames
 (``local_rows``), a pipeline's relations as DataFrames (``runtime``), input and
 output connectors (``connectors``, ``input_batch``, ``input_files``,
 ``listed_ingest``, ``delta_source``, ``bad_input``), incremental view maintenance
