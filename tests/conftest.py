@@ -41,6 +41,14 @@ DUMMY_AWS_ENV = {
 }
 REAL_AWS_ENV = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
+# Set for the whole test process, before anything can start a JVM: a JVM reads its
+# environment once, and with the suite split across workers the first JVM of a worker
+# may be started by code under test (a CLI run in-process) before any fixture runs.
+# Dummy credentials also mean nothing in the run can reach a real account.
+os.environ.update(DUMMY_AWS_ENV)
+for _name in REAL_AWS_ENV:
+    os.environ.pop(_name, None)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # pyspark 4.x warns about pandas 3 on each use of its pandas helpers; pytest
@@ -60,11 +68,12 @@ TEST_SPARK_CONF = {
 
 
 @pytest.fixture(scope="session")
-def spark(s3_endpoint: str) -> Iterator[SparkSession]:
-    """The single embedded Spark session of the test run, stopped at the end.
+def spark() -> Iterator[SparkSession]:
+    """The single embedded Spark session of the test run (of each worker when the run is
+    split: `docs/development.md`), stopped at the end.
 
-    Started after `s3_endpoint` set the dummy AWS credentials, as a production JVM starts
-    with its own: Hadoop's S3A connector reads them from the JVM's environment."""
+    Its JVM has the dummy AWS credentials (set above), as a production JVM starts with its
+    own: Hadoop's S3A connector reads them from the JVM's environment."""
     session = get_spark(SparkSettings(conf=TEST_SPARK_CONF))
     yield session
     session.stop()
@@ -85,18 +94,12 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def s3_endpoint() -> Iterator[str]:
     """moto's S3 server on loopback, e.g. ``http://127.0.0.1:41234``.
 
-    Dummy credentials and region are set for the rest of the run (and real
-    profile/session variables removed), so nothing can reach a real account.
-    The endpoint itself is not exported: tests pass it (or set
-    ``AWS_ENDPOINT_URL`` with monkeypatch) where they need it.
+    The dummy credentials and region are set for the whole run (above). The
+    endpoint itself is not exported: tests pass it (or set ``AWS_ENDPOINT_URL``
+    with monkeypatch) where they need it.
     """
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in DUMMY_AWS_ENV.items():
-            patch.setenv(name, value)
-        for name in REAL_AWS_ENV:
-            patch.delenv(name, raising=False)
-        with moto_s3_server() as endpoint:
-            yield endpoint
+    with moto_s3_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
