@@ -8,8 +8,8 @@ step started from stays as it was beside the state it makes.
 
 The schema is kept as Spark's JSON form of a `StructType`. This layer (read by
 `plan`, which must not load PySpark) cannot hold a Spark type; the engine turns
-it into one with `engine.schema.struct_from_json`, which decodes each distinct
-schema once.
+it into one in one place, `engine.runtime.PipelineRuntime.schema_of`, which decodes
+each distinct schema once.
 
 A manifest may come from a pull request's checkout: a record whose fields have
 the wrong types is refused with its relation's name, before anything reads it.

@@ -39,7 +39,6 @@ from reconciler.engine.maintenance.view import write_from_scratch
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh_choice import timed
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.engine.schema import struct_from_json
 from reconciler.engine.state_moves import move_relation
 from reconciler.errors import ObjectFailed, ReconcileError
 from reconciler.faults import crash_point
@@ -162,7 +161,7 @@ def _net_change(runtime: PipelineRuntime, before: RelationRecord | None,
                 contents: DataFrame) -> ZSet | None:
     """Old contents (as the committed manifest pins them) against new; None when there is no
     old version or its columns differ (a reader of the changelog must start over)."""
-    if before is None or _columns(struct_from_json(before.schema)) != _columns(contents.schema):
+    if before is None or _columns(runtime.schema_of(before)) != _columns(contents.schema):
         return None
     return ZSet.between(runtime.frame_of(before), contents)
 

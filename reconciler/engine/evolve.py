@@ -32,7 +32,7 @@ from reconciler.desired.table_evolution import Evolution
 from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.merge import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
-from reconciler.engine.schema import arrow_schema, struct_from_json
+from reconciler.engine.schema import arrow_schema
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage, table_uri
 from reconciler.relation_records import RelationRecord
@@ -81,7 +81,7 @@ def _rows_after(runtime: PipelineRuntime, record: RelationRecord,
                 pending: list[str] | None) -> DataFrame | None:
     """Rows the table holds beyond its pinned version, read before the rewrite replaces them
     (checkpointed: the rewrite removes the files they are read from)."""
-    old_schema = struct_from_json(record.schema)
+    old_schema = runtime.schema_of(record)
     if pending == []:
         return None
     if pending is None:  # files were also removed (a compaction): compare the versions
