@@ -23,7 +23,7 @@ jars: $(STAMP)
 
 test: $(STAMP) check-java jars
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
