@@ -50,21 +50,6 @@ for _name in REAL_AWS_ENV:
     os.environ.pop(_name, None)
 
 
-# The files whose tests take minutes, longest first (`--durations` of a run). With the
-# suite split between workers (each takes the next file when it is free), starting them
-# first leaves short files, not one of these, running alone at the end.
-SLOW_FILES = ("test_spark_connect.py", "test_deletes.py", "test_spark_standalone.py",
-              "test_evolution.py", "test_maintenance_oracle.py", "test_view_tests.py",
-              "test_continuous_runner.py", "test_deletion_vectors.py", "test_maintenance.py",
-              "test_connectors.py", "test_s3_storage.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow files first, in `SLOW_FILES`' order; the others after, as collected."""
-    rank = {name: i for i, name in enumerate(SLOW_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))
-
-
 def pytest_configure(config: pytest.Config) -> None:
     # pyspark 4.x warns about pandas 3 on each use of its pandas helpers; pytest
     # resets warning filters per test, so the filter in session.py is not enough.
