@@ -64,6 +64,7 @@ class DeltaTables:
         return open_delta_rs(uri, version, self._storage_options)
 
     def require(self, uri: str, version: int | None = None) -> DeltaTable:
+        """The delta-rs handle of a table (at ``version``); an error names what is missing."""
         return self.at(uri, version).table
 
     def at(self, path: PathLike, version: int | None = None) -> DeltaVersion:
@@ -115,15 +116,15 @@ class DeltaTables:
         `DeltaTable.createIfNotExists` needs Delta's plugin on a Spark Connect server.
         """
         uri = table_uri(path)
-        current = self.latest_version(uri)
-        if current is not None:
-            existing = self.table_schema(uri)
-            if existing is not None and not same_schema(existing, schema):
+        table = self.open(uri)  # once: its version and its schema
+        if table is not None:
+            existing = self.stored_schema(DeltaVersion(uri, table))
+            if not same_schema(existing, schema):
                 raise ReconcileError(
                     f"{uri}: a Delta table with another schema exists "
                     f"({existing.simpleString()} instead of {schema.simpleString()})"
                 )
-            return current
+            return table.version()
         check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,
@@ -146,12 +147,16 @@ class DeltaTables:
                       latest: int | None = None) -> tuple[list[str], list[str]]:
         """Data files version ``latest`` (the newest when None) has that ``since``'s had not,
         and the reverse: a table's change between two versions lies in these files alone."""
-        after = self.at(path, latest)
+        return self.files_between(self.at(path, latest), since)
+
+    def files_between(self, after: DeltaVersion, since: int | None
+                      ) -> tuple[list[str], list[str]]:
+        """`changed_files` of a version already opened."""
         if after.needs_delta_reader or after.deletion_vectors:
             raise ReconcileError(f"{after.uri}: partitioned, column-mapped or deletion-vector "
                                  "tables change in more than their files (read their change "
                                  "feed)")
-        before = [] if since is None else self.at(path, since).files
+        before = [] if since is None else self.at(after.uri, since).files
         now = after.files
         known, current = set(before), set(now)
         return [f for f in now if f not in known], [f for f in before if f not in current]

@@ -29,7 +29,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.table_evolution import Evolution
-from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.merge import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.schema import arrow_schema
@@ -108,8 +107,8 @@ def alter_columns(storage: DeltaStorage, path: str, schema: T.StructType,
     TABLE` is a commit; the manifest, still pinning the version before them, is what
     commits the evolution (a crash between them is redone as a rewrite)."""
     uri = table_uri(path)
-    table = storage.require(uri)
-    before = table.version()
+    opened = storage.at(uri)
+    table, before = opened.table, opened.version
     known = {field.name for field in table.schema().fields}
     if not storage.writer.evolves_in_the_log:
         return add_columns(storage, table, schema, known) if evolved.added else before
@@ -117,7 +116,7 @@ def alter_columns(storage: DeltaStorage, path: str, schema: T.StructType,
     statements = [f"{table_sql} ALTER COLUMN {quoted(name)} DROP NOT NULL"
                   for name in evolved.relaxed]
     if evolved.dropped:
-        if not DeltaVersion(uri, table).column_mapped:
+        if not opened.column_mapped:
             statements.append(f"{table_sql} SET TBLPROPERTIES "
                               "('delta.columnMapping.mode' = 'name')")
         statements.append(f"{table_sql} DROP COLUMNS "

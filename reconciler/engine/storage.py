@@ -222,10 +222,11 @@ class DeltaStorage(DeltaTables):
         files ``latest`` has and ``since`` had not are inserted, those of the reverse
         deleted (read with ``old_schema``, the columns ``since`` had). A side with no
         files is None, so a caller knows an append-only change without reading a row."""
-        if self.has_change_feed(path):
-            return TableChange(*self.read_change_feed(path, since, latest, schema),
+        after = self.at(path, latest)  # opened once for both questions
+        if self.writer.reads_change_feed and after.change_feed:
+            return TableChange(*self.read_change_feed(after.uri, since, latest, schema),
                                from_feed=True)
-        added, removed = self.changed_files(path, since, latest)
+        added, removed = self.files_between(after, since)
         return TableChange(self.scan(added, schema) if added or removed else None,
                            self.scan(removed, old_schema or schema) if removed else None,
                            from_feed=False)
