@@ -192,8 +192,8 @@ def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], change
         contents = runtime.frame(view)
         if runtime.storage.latest_version(path) is None:  # readers of all ages open it
             runtime.storage.create(path, contents.schema, deletion_vectors=False)
-        runtime.storage.overwrite(path, contents, contents.schema)
-        return runtime.storage.row_count(path, runtime.storage.latest_version(path) or 0)
+        version = runtime.storage.overwrite(path, contents, contents.schema)
+        return runtime.storage.row_count(path, version)
     kind = "snapshot" if snapshot else "changes"
     name_in_folder = f"{serial:010d}-{kind}.{definition['format']}"
     # Spark writes the file (one task, as the file is one by contract), never the driver.

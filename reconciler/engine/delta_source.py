@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.connector_records import ConnectorState
-from reconciler.engine.delta_log import probe_latest_version, table_uri
+from reconciler.engine.delta_log import probe_latest_version
 from reconciler.engine.input_batch import apply_change_rows
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.maintenance.zset import OP_COLUMN
@@ -83,12 +83,12 @@ def read_source_change(storage: DeltaStorage, source: str, since: int | None,
     version's rows. After that, a source with Delta's change data feed says its change
     itself (deletes and updates included; Delta's writer reads it); any other must have
     stayed append-only, as its added data files are then its change."""
-    uri = table_uri(source)
-    latest = storage.require(uri).version()
+    after = storage.at(source)  # the latest version, opened once for the read or the change
+    uri, latest = after.uri, after.version
     if since is None:
-        return storage.read(uri, latest, schema), None, latest
+        return storage.read_version(after, schema), None, latest
     try:
-        inserts, deletes, from_feed = storage.change_since(uri, since, latest, schema)
+        inserts, deletes, from_feed = storage.change_between(after, since, schema)
         if from_feed:
             _ = inserts.schema  # analysed here, so a feed not kept since `since` says so
     except ReconcileError:

@@ -88,21 +88,22 @@ class DeltaTables:
         """The schema a version's log records, as a Spark type."""
         return struct_from_json(at.table.schema().to_json())
 
-    def latest_version(self, path: PathLike) -> int | None:
-        """The newest committed version, or None when there is no Delta table at ``path``."""
-        table = self.open(table_uri(path))
-        return None if table is None else table.version()
-
-    def table_schema(self, path: PathLike) -> T.StructType | None:
-        """The table's current schema as recorded in its log, or None when there is no table."""
+    def find(self, path: PathLike) -> DeltaVersion | None:
+        """The table's latest version, opened once for all that is asked of it (its number,
+        its app transactions, its files), or None when there is no Delta table at ``path``."""
         uri = table_uri(path)
         table = self.open(uri)
-        return None if table is None else self.stored_schema(DeltaVersion(uri, table))
+        return None if table is None else DeltaVersion(uri, table)
+
+    def latest_version(self, path: PathLike) -> int | None:
+        """The newest committed version, or None when there is no Delta table at ``path``."""
+        latest = self.find(path)
+        return None if latest is None else latest.version
 
     def transaction_version(self, path: PathLike, app_id: str) -> int | None:
         """The last app-transaction version recorded for ``app_id``; None if none (or no table)."""
-        table = self.open(table_uri(path))
-        return None if table is None else table.transaction_version(app_id)
+        latest = self.find(path)
+        return None if latest is None else latest.recorded_transaction(app_id)
 
     def create_table(self, path: PathLike, schema: T.StructType,
                      configuration: Mapping[str, str]) -> int:
@@ -116,15 +117,15 @@ class DeltaTables:
         `DeltaTable.createIfNotExists` needs Delta's plugin on a Spark Connect server.
         """
         uri = table_uri(path)
-        table = self.open(uri)  # once: its version and its schema
-        if table is not None:
-            existing = self.stored_schema(DeltaVersion(uri, table))
-            if not same_schema(existing, schema):
+        existing = self.find(uri)  # once: its version and its schema
+        if existing is not None:
+            stored = self.stored_schema(existing)
+            if not same_schema(stored, schema):
                 raise ReconcileError(
                     f"{uri}: a Delta table with another schema exists "
-                    f"({existing.simpleString()} instead of {schema.simpleString()})"
+                    f"({stored.simpleString()} instead of {schema.simpleString()})"
                 )
-            return table.version()
+            return existing.version
         check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,

@@ -79,6 +79,10 @@ class DeltaVersion:
         (`column_mapped`): not partitioned and no row marked deleted."""
         return not self.partitioned and self.deleted_rows == 0
 
+    def recorded_transaction(self, app_id: str) -> int | None:
+        """The last app-transaction version this version records for ``app_id``, or None."""
+        return self.table.transaction_version(app_id)
+
     def add_actions(self) -> pa.Table:
         """The version's add actions, one row per data file (path, size_bytes, num_records)."""
         return pa.table(self.table.get_add_actions(flatten=True))

@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import PathLike, relative_file, table_uri
+from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.session import session_settings
 from reconciler.engine.storage import COMMIT_TAG, DeltaStorage
@@ -65,21 +66,24 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     PRIMARY KEY, trusted as Spark and Delta trust theirs), so a deletion removes the one
     equal row and no copies are counted."""
     uri = table_uri(path)
-    if storage.latest_version(uri) != version:
-        storage.restore(uri, version)
     if inserts is None:
         inserts = empty_frame(storage.spark, schema)
     app_id, txn_version = app_transaction or (None, None)
-    if deletes is None:
+    if deletes is None:  # an append: it asks the table for its transactions itself
+        if storage.latest_version(uri) != version:
+            storage.restore(uri, version)
         return storage.append(uri, inserts, app_id=app_id, txn_version=txn_version)
+    latest = storage.at(uri)  # opened once: its version, transactions, files and sizes
+    if latest.version != version:
+        storage.restore(uri, version)
+        latest = storage.at(uri)
     if app_transaction is not None:
-        done = storage.transaction_version(uri, app_transaction[0])
+        done = latest.recorded_transaction(app_transaction[0])
         if done is not None and done >= app_transaction[1]:
             return version
     if storage.writer.marks_rows:
-        return _merge(storage, uri, version, schema, inserts, deletes, app_transaction,
-                      unique_by, distinct)
-    latest = storage.at(uri)
+        return _merge(storage, latest, schema, inserts, deletes, app_transaction, unique_by,
+                      distinct)
     if latest.deletion_vectors:  # its files hold rows its deletion vectors removed
         raise ReconcileError(f"{uri}: Delta's Spark writer keeps this table with deletion "
                              "vectors; the delta-rs writer cannot change its rows "
@@ -109,17 +113,19 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     return storage.rs_commit_version(uri, tag, before)
 
 
-def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
+def _merge(storage: DeltaStorage, latest: DeltaVersion, schema: T.StructType,
            inserts: DataFrame, deletes: DataFrame, app_transaction: tuple[str, int] | None,
            unique_by: Sequence[str], distinct: bool) -> int:
-    """One Delta `MERGE`: deletions (one copy each) and insertions, in one commit that records
-    `app_transaction` and is tagged so its version is found (`rs_commit_version`)."""
+    """One Delta `MERGE` into the table's `latest` version (the pinned version's rows):
+    deletions (one copy each) and insertions, in one commit that records `app_transaction`
+    and is tagged so its version is found (`rs_commit_version`)."""
+    uri = latest.uri
     names = [field.name for field in schema.fields]
     keys = list(unique_by) or names
     doomed = deletes.select(*keys).distinct()
     bounds = _key_bounds(deletes, schema.fields[names.index(keys[0])])
     if not unique_by and not distinct:  # equal rows held several times: keep those that stay
-        held = storage.read(uri, version, schema)
+        held = storage.read_version(latest, schema)
         if bounds:
             held = held.filter(F.expr(_within(quoted(keys[0]), bounds)))
         inserts = inserts.unionByName(_surviving_copies(held, deletes, names))
@@ -142,7 +148,7 @@ def _merge(storage: DeltaStorage, uri: str, version: int, schema: T.StructType,
         f"WHEN NOT MATCHED AND s.{MERGE_OP} = 'insert' THEN INSERT "
         f"({', '.join(quoted(name) for name in names)}) "
         f"VALUES ({', '.join(f's.{quoted(name)}' for name in names)})")
-    tag, before = uuid.uuid4().hex, storage.latest_version(uri)
+    tag, before = uuid.uuid4().hex, latest.version
     settings = {"spark.databricks.delta.commitInfo.userMetadata": tag}
     if app_transaction is not None:  # Delta's idempotent DML: skipped if already recorded
         settings |= {"spark.databricks.delta.write.txnAppId": app_transaction[0],

@@ -76,11 +76,12 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
     app = insert_app_id(runtime.layout.pipeline)
     for table in runtime.program["tables"]:
         record = runtime.relations[table]
-        written = runtime.storage.transaction_version(record.path, app) or 0
-        if written <= (record.insert_txn or 0):
+        latest = runtime.storage.find(record.path)  # once: its transactions and its version
+        written = (latest.recorded_transaction(app) if latest is not None else None) or 0
+        if latest is None or written <= (record.insert_txn or 0):
             continue
         version = record.version
-        if runtime.storage.latest_version(record.path) != version:
+        if latest.version != version:
             version = runtime.storage.restore(record.path, version)
             discarded.append(table)
         # Either way the next insert must use a higher transaction version than `written`.

@@ -147,19 +147,17 @@ class DeltaStorage(DeltaTables):
         """
         if (app_id is None) != (txn_version is None):
             raise ValueError("app_id and txn_version go together")
-        uri = table_uri(path)
-        tag = uuid.uuid4().hex
-        table = self.open(uri)
-        if table is None:
-            raise ReconcileError(f"{uri}: no Delta table there to append to")
+        latest = self.find(path)
+        if latest is None:
+            raise ReconcileError(f"{table_uri(path)}: no Delta table there to append to")
         transaction = None
         if app_id is not None and txn_version is not None:
-            done = table.transaction_version(app_id)
+            done = latest.recorded_transaction(app_id)
             if done is not None and done >= txn_version:
-                return table.version()
+                return latest.version
             transaction = (app_id, txn_version)
-        schema = self.stored_schema(DeltaVersion(uri, table))
-        return self.writer.append(self, uri, df, schema, tag, table, transaction)
+        return self.writer.append(self, latest.uri, df, self.stored_schema(latest),
+                                  uuid.uuid4().hex, latest.table, transaction)
 
     def restore(self, path: PathLike, version: int) -> int:
         """Make the table's contents those of ``version`` again, in a new version.
@@ -181,9 +179,12 @@ class DeltaStorage(DeltaTables):
         deletion vectors, column mapping, partition values in paths) need Delta's own
         reader: delta-spark's ``versionAsOf``.
         """
-        at = self.at(path, version)
+        return self.read_version(self.at(path, version), schema)
+
+    def read_version(self, at: DeltaVersion, schema: T.StructType) -> DataFrame:
+        """`read` of a version already opened."""
         if not at.files_are_rows:
-            return self.writer.read_marked(self, at.uri, version, schema)
+            return self.writer.read_marked(self, at.uri, at.version, schema)
         if not at.column_mapped:
             return self.scan(at.files, schema)
         return read_by_physical_names(self.scan, at.files, self.stored_schema(at), schema, at.uri)
@@ -193,9 +194,8 @@ class DeltaStorage(DeltaTables):
         (`read_change_feed`) rather than from the data files that differ (`changed_files`)."""
         if not self.writer.reads_change_feed:
             return False
-        uri = table_uri(path)
-        table = self.open(uri)
-        return table is not None and DeltaVersion(uri, table).change_feed
+        latest = self.find(path)
+        return latest is not None and latest.change_feed
 
     def read_change_feed(self, path: PathLike, since: int, latest: int,
                          schema: T.StructType) -> tuple[DataFrame, DataFrame]:
@@ -222,9 +222,14 @@ class DeltaStorage(DeltaTables):
         files ``latest`` has and ``since`` had not are inserted, those of the reverse
         deleted (read with ``old_schema``, the columns ``since`` had). A side with no
         files is None, so a caller knows an append-only change without reading a row."""
-        after = self.at(path, latest)  # opened once for both questions
+        return self.change_between(self.at(path, latest), since, schema, old_schema)
+
+    def change_between(self, after: DeltaVersion, since: int, schema: T.StructType,
+                       old_schema: T.StructType | None = None) -> TableChange:
+        """`change_since` up to a version already opened (asked both questions: its feed,
+        else its files)."""
         if self.writer.reads_change_feed and after.change_feed:
-            return TableChange(*self.read_change_feed(after.uri, since, latest, schema),
+            return TableChange(*self.read_change_feed(after.uri, since, after.version, schema),
                                from_feed=True)
         added, removed = self.files_between(after, since)
         return TableChange(self.scan(added, schema) if added or removed else None,
@@ -240,7 +245,7 @@ class DeltaStorage(DeltaTables):
             counts = at.add_actions().column("num_records")
             if counts.null_count == 0:
                 return int(sum(counts.to_pylist())) - at.deleted_rows
-        return self.read(at.uri, version, self.stored_schema(at)).count()
+        return self.read_version(at, self.stored_schema(at)).count()
 
     def delete(self, path: PathLike) -> None:
         """Remove the whole table folder (data and log). Missing is fine.
