@@ -87,8 +87,7 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
     tables_only = {**document, "views": {}, "order": ["events"]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=root, silent=True)
     storage.append(runtime.relations["events"].path, _events(spark, rows))
-    runtime.adopt_table_version("events",
-                                storage.latest_version(runtime.relations["events"].path))
+    runtime.adopt_latest("events")
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, base_dir=root,
               silent=True)
     return runtime, root, document
@@ -118,8 +117,7 @@ def rebuild(spark: SparkSession, rows: int) -> dict[str, Any]:
     started = time.perf_counter()
     runtime.create_table("events")
     runtime.storage.append(runtime.relations["events"].path, _events(spark, rows))
-    runtime.adopt_table_version("events", runtime.storage.latest_version(
-        runtime.relations["events"].path))
+    runtime.adopt_latest("events")
     for view in ("totals", "kinds", "counted"):
         runtime.write_view(view, runtime.evaluate(view))
     return {"time": time.perf_counter() - started, "written": _new_bytes(root / "state", before),

@@ -103,7 +103,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
                                          "concat('c', cast(id % 30 as string)) as country")
     storage.append(runtime.relations["users"].path, users)
     for table in ("events", "users"):
-        runtime.adopt_table_version(table, storage.latest_version(runtime.relations[table].path))
+        runtime.adopt_latest(table)
     # The views, computed from the tables' state as a bootstrap that adds them does.
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, base_dir=root,
               silent=True)

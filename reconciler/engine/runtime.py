@@ -206,6 +206,18 @@ class PipelineRuntime:
                                 unique_by=unique_by)
         self.relations[name] = replace(record, state=record.state.at(version))
 
+    def adopt_latest(self, name: str) -> bool:
+        """Point a table's record at its latest Delta version when a write that no manifest
+        has committed yet (ingestion, `execute`) made a newer one; whether it did. That
+        version is opened once, for its number and its row count."""
+        record = self.relations[name]
+        latest = self.storage.find(record.path)
+        if latest is None or latest.version == record.version:
+            return False
+        self.relations[name] = replace(record, version=latest.version,
+                                       rows=self.storage.rows_in(latest))
+        return True
+
     def adopt_table_version(self, name: str, version: int) -> RelationRecord:
         """Point a table's record at a newer Delta version written by ingestion or `execute`."""
         return self._repin(name, version)

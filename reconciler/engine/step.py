@@ -143,10 +143,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
     frames = StepFrames(runtime.spark, old=lambda name: runtime.frame_of(before[name]),
                         new=runtime.frame)
     for table in program["tables"]:
-        record = runtime.relations[table]
-        latest = runtime.storage.latest_version(record.path)
-        if latest is not None and latest != record.version:
-            runtime.adopt_table_version(table, latest)
+        if runtime.adopt_latest(table):  # ingestion or an `execute` wrote a new version
             frames.changes[table] = table_change(runtime, before[table], runtime.relations[table])
             result.changed_tables.append(table)
     if not result.changed_tables:

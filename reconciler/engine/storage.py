@@ -237,10 +237,13 @@ class DeltaStorage(DeltaTables):
                            from_feed=False)
 
     def row_count(self, path: PathLike, version: int) -> int:
-        """Rows in the table at ``version``: from the log's per-file stats when all files have
+        """Rows in the table at ``version`` (`rows_in`)."""
+        return self.rows_in(self.at(path, version))
+
+    def rows_in(self, at: DeltaVersion) -> int:
+        """Rows in a version already opened: from the log's per-file stats when all files have
         them, less the rows deletion vectors mark (no data read), else by counting a pinned
         read."""
-        at = self.at(path, version)
         if not at.partitioned:
             counts = at.add_actions().column("num_records")
             if counts.null_count == 0:

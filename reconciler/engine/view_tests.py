@@ -208,7 +208,7 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
         path = table_uri(runtime.relations[name].path)
         schema = table_schema(program["tables"][name])
         write_deltalake(path, arrow_rows(_values(rows, schema), schema), mode="append")
-        runtime.adopt_table_version(name, runtime.storage.latest_version(path))
+        runtime.adopt_latest(name)
     started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
                         base_dir=scratch, silent=True)
     for name in sorted({*test.inserts, *test.deletes}):
