@@ -14,6 +14,8 @@ nothing here depends on which writer a pipeline uses.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from deltalake import DeltaTable
@@ -41,6 +43,11 @@ COMMIT_TAG = "reconciler.commit"
 how ``rs_commit_version`` finds it."""
 _HISTORY_SCAN = 32
 """How far back in the history to look for our own commit tag before falling back."""
+KEPT_VERSIONS = 64
+"""Opened versions each `DeltaTables` keeps (least recently used dropped first): a step
+reads a relation at its pinned version many times (each view that reads it, the old and
+the new frames, its change, its row count), and a committed version's log never changes,
+so it is opened once. A handle holds its version's file list, hence a bound."""
 
 
 class DeltaTables:
@@ -54,6 +61,8 @@ class DeltaTables:
     def __init__(self, spark: SparkSession, storage_options: Mapping[str, str] | None = None):
         self.spark = spark
         self._storage_options = dict(storage_options) if storage_options is not None else None
+        self._kept: OrderedDict[tuple[str, int], DeltaVersion] = OrderedDict()
+        self._kept_lock = threading.Lock()  # a streaming batch's callback runs on its own thread
 
     def storage_options(self, uri: str) -> dict[str, str]:
         """Options for delta-rs for this location (explicit ones win over the environment)."""
@@ -69,8 +78,18 @@ class DeltaTables:
 
     def at(self, path: PathLike, version: int | None = None) -> DeltaVersion:
         """A table at ``version`` (the latest when None), opened once for all that is asked
-        of it; an error names the table when it, or that version, is not there."""
+        of it; an error names the table when it, or that version, is not there.
+
+        A given version is opened once and kept (`KEPT_VERSIONS`): it is only read, never
+        handed to a write, which may move a delta-rs handle on to the version it commits.
+        The latest is opened afresh each time, as a write may follow."""
         uri = table_uri(path)
+        if version is not None:
+            with self._kept_lock:
+                kept = self._kept.get((uri, version))
+                if kept is not None:
+                    self._kept.move_to_end((uri, version))
+                    return kept
         try:
             table = self.open(uri, version)
         except ReconcileError:
@@ -81,7 +100,25 @@ class DeltaTables:
             raise ReconcileError(f"{uri}: cannot load Delta version {version}: {error}") from None
         if table is None:
             raise ReconcileError(f"{uri}: no Delta table there")
-        return DeltaVersion(uri, table)
+        opened = DeltaVersion(uri, table)
+        if version is not None:
+            self._keep(opened)
+        return opened
+
+    def _keep(self, opened: DeltaVersion) -> None:
+        with self._kept_lock:
+            self._kept[(opened.uri, opened.version)] = opened
+            self._kept.move_to_end((opened.uri, opened.version))
+            while len(self._kept) > KEPT_VERSIONS:
+                self._kept.popitem(last=False)
+
+    def forget(self, path: PathLike) -> None:
+        """Drop the kept versions of a table that is deleted: one created at its place
+        starts again at version 0."""
+        uri = table_uri(path)
+        with self._kept_lock:
+            for key in [key for key in self._kept if key[0] == uri]:
+                del self._kept[key]
 
     @staticmethod
     def stored_schema(at: DeltaVersion) -> T.StructType:
@@ -199,9 +236,10 @@ class DeltaTables:
         """
         table = self.require(uri)
         latest = table.version()
-        if latest == (0 if before is None else before + 1):
-            return latest
-        if before is not None and latest == before:  # Delta skipped a write it had seen
+        if latest == (0 if before is None else before + 1) or latest == before:
+            # (equal to `before`: Delta skipped a write it had seen) The caller pins this
+            # version next, and counts its rows: this handle is kept for that.
+            self._keep(DeltaVersion(uri, table))
             return latest
         for entry in table.history(_HISTORY_SCAN):
             if tag in (entry.get(COMMIT_TAG), entry.get("userMetadata")):

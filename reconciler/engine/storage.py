@@ -256,6 +256,7 @@ class DeltaStorage(DeltaTables):
         Only for a view or table the manifest no longer points at; callers decide when.
         """
         uri = table_uri(path)
+        self.forget(uri)
         if is_local(uri):
             if os.path.isdir(uri):
                 shutil.rmtree(uri)
