@@ -20,7 +20,7 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 
 from reconciler.desired.sql import ColumnDef
 from reconciler.engine.delta_log import table_uri
+from reconciler.engine.delta_tables import KEPT_VERSIONS
 from reconciler.engine.failures import engine_failure
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.schema import (
@@ -320,6 +321,40 @@ def test_delete_and_errors(spark: SparkSession, storage: DeltaStorage, tmp_path:
         storage.read(path, 7, SIMPLE)
     with pytest.raises(ReconcileError, match="no column"):
         storage.overwrite(path, spark.createDataFrame([(1,)], "id bigint"), SIMPLE)
+
+
+def test_a_version_is_opened_once_and_forgotten_with_its_table(
+    spark: SparkSession, storage: DeltaStorage, tmp_path: Path
+) -> None:
+    """A committed version's log never changes, so it is opened once per storage; a table
+    deleted and created again at the same place starts at version 0 again and is read as
+    it now is, not as the kept version said."""
+    path = tmp_path / "again"
+    storage.create(path, SIMPLE)
+    assert storage.append(path, spark.createDataFrame([(1, "a")], SIMPLE)) == 1
+    assert storage.at(path, 1) is storage.at(path, 1)  # kept since the append's commit
+    assert storage.at(path, 1).files == DeltaTable(str(path), version=1).file_uris()
+    assert rows_of(storage.read(path, 1, SIMPLE)) == [(1, "a")]
+    assert storage.at(path) is not storage.at(path)  # the latest is opened afresh
+    storage.delete(path)
+    storage.create(path, SIMPLE)
+    assert storage.append(path, spark.createDataFrame([(2, "b"), (3, "c")], SIMPLE)) == 1
+    assert rows_of(storage.read(path, 1, SIMPLE)) == [(2, "b"), (3, "c")]
+    assert storage.row_count(path, 1) == 2
+
+
+def test_kept_versions_are_bounded(storage: DeltaStorage, tmp_path: Path) -> None:
+    """Only the most recently used versions stay open (a handle holds a file list)."""
+    path = str(tmp_path / "many")
+    rows = pa.table({"id": pa.array([1], pa.int32()), "name": pa.array(["a"])})
+    for _ in range(KEPT_VERSIONS + 1):
+        write_deltalake(path, rows, mode="append")
+    first = storage.at(path, 0)
+    assert storage.at(path, 0) is first
+    for version in range(1, KEPT_VERSIONS + 1):
+        storage.at(path, version)
+    assert storage.at(path, 0) is not first  # dropped, opened again
+    assert storage.at(path, KEPT_VERSIONS) is storage.at(path, KEPT_VERSIONS)
 
 
 def test_s3_table_through_moto(
