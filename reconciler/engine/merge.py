@@ -68,15 +68,13 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     uri = table_uri(path)
     if inserts is None:
         inserts = empty_frame(storage.spark, schema)
-    app_id, txn_version = app_transaction or (None, None)
-    if deletes is None:  # an append: it asks the table for its transactions itself
-        if storage.latest_version(uri) != version:
-            storage.restore(uri, version)
-        return storage.append(uri, inserts, app_id=app_id, txn_version=txn_version)
     latest = storage.at(uri)  # opened once: its version, transactions, files and sizes
     if latest.version != version:
         storage.restore(uri, version)
         latest = storage.at(uri)
+    if deletes is None:  # an append, which asks the table for its transactions itself
+        app_id, txn_version = app_transaction or (None, None)
+        return storage.append(uri, inserts, app_id=app_id, txn_version=txn_version)
     if app_transaction is not None:
         done = latest.recorded_transaction(app_transaction[0])
         if done is not None and done >= app_transaction[1]:

@@ -77,8 +77,8 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
     for table in runtime.program["tables"]:
         record = runtime.relations[table]
         latest = runtime.storage.find(record.path)  # once: its transactions and its version
-        written = (latest.recorded_transaction(app) if latest is not None else None) or 0
-        if latest is None or written <= (record.insert_txn or 0):
+        written = latest.recorded_transaction(app) if latest is not None else None
+        if latest is None or written is None or written <= (record.insert_txn or 0):
             continue
         version = record.version
         if latest.version != version:
