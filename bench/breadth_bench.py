@@ -459,6 +459,7 @@ def reason_of(mode: str) -> str | None:
 
 def committed_runtime(root: Path, spark: Any) -> Any:
     """The pipeline's runtime at its committed manifest (what `reconcile query` reads)."""
+    from reconciler.connector_records import connector_definitions
     from reconciler.desired.project import load_project
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.storage import DeltaStorage
@@ -469,7 +470,8 @@ def committed_runtime(root: Path, spark: Any) -> Any:
     manifest, _ = read_manifest(open_backend(settings), PIPELINE, layout)
     assert manifest is not None, "not deployed"
     return PipelineRuntime(spark, DeltaStorage(spark), layout, manifest.program,
-                           dict(manifest.relations))
+                           dict(manifest.relations),
+                           connectors=connector_definitions(manifest.program, settings.root))
 
 
 def chunks(names: list[str], size: int) -> Iterator[list[str]]:

@@ -71,6 +71,7 @@ def _events(spark: SparkSession, rows: int) -> DataFrame:
 
 
 def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
+    from reconciler.connector_records import connector_definitions
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.storage import DeltaStorage
@@ -83,12 +84,13 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
                        "pipelines/bench/program.sql": SQL})
     document = program_of(root).document()
     storage = DeltaStorage(spark)
-    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {})
+    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {},
+                              connectors=connector_definitions(document, root))
     tables_only = {**document, "views": {}, "order": ["events"]}
-    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=root, silent=True)
+    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
     storage.append(runtime.relations["events"].path, _events(spark, rows))
     runtime.adopt_latest("events")
-    bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, base_dir=root,
+    bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1,
               silent=True)
     return runtime, root, document
 
@@ -105,7 +107,7 @@ def change(spark: SparkSession, rows: int, sql: str) -> dict[str, Any]:
     runtime.program = desired
     before = _inodes(root / "state")
     started = time.perf_counter()
-    result = bootstrap(runtime, diff, {}, serial=2, base_dir=root, silent=True)
+    result = bootstrap(runtime, diff, {}, serial=2, silent=True)
     return {"time": time.perf_counter() - started, "written": _new_bytes(root / "state", before),
             "recomputed": result.recomputed}
 

@@ -79,6 +79,7 @@ def _events(spark: SparkSession, start: int, rows: int) -> DataFrame:
 
 def run(spark: SparkSession, rows: int, refresh: str, steps: int,
         writer: str) -> dict[str, float]:
+    from reconciler.connector_records import connector_definitions
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
@@ -93,10 +94,11 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
                        "pipelines/bench/program.sql": SQL})
     document = program_of(root).document()
     storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
-    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {})
+    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {},
+                              connectors=connector_definitions(document, root))
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}
-    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=root,
+    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
               silent=True)
     storage.append(runtime.relations["events"].path, _events(spark, 0, rows))
     users = spark.range(1000).selectExpr("cast(id as int) as id",
@@ -105,7 +107,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
     for table in ("events", "users"):
         runtime.adopt_latest(table)
     # The views, computed from the tables' state as a bootstrap that adds them does.
-    bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, base_dir=root,
+    bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1,
               silent=True)
     assert runtime.relations["big_events"].rows > rows // 3
     times, written, inputs = [], [], []
@@ -116,7 +118,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
         appended = {path: size for path, size in file_sizes(root / "state").items()
                     if path not in before}
         started = time.perf_counter()
-        result = run_step(runtime, {}, serial=step + 2, base_dir=root, ingest_inputs=False)
+        result = run_step(runtime, {}, serial=step + 2, ingest_inputs=False)
         times.append(time.perf_counter() - started)
         assert result.changed_tables == ["events"] and version is not None
         after = file_sizes(root / "state")

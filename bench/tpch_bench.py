@@ -137,6 +137,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     """The pipeline in `root` with the unsliced tables and `slices` of orders and lineitem
     ingested (a step), then its views computed (a bootstrap that adds them); returns its
     runtime (whose reports go to `report`) and its connectors' state."""
+    from reconciler.connector_records import connector_definitions
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
@@ -155,16 +156,17 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
-                              tables_only, {}, report=report)
+                              tables_only, {}, report=report,
+                              connectors=connector_definitions(tables_only, root))
     started = time.perf_counter()
     connectors = bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
-                           base_dir=root, silent=True).connectors
-    connectors = run_step(runtime, connectors, serial=2, base_dir=root).connectors
+                           silent=True).connectors
+    connectors = run_step(runtime, connectors, serial=2).connectors
     load_time = time.perf_counter() - started
     started = time.perf_counter()
     runtime.program = document
     bootstrap(runtime, diff_programs(tables_only, document), connectors, serial=3,
-              base_dir=root, silent=True)
+              silent=True)
     print(f"[{refresh}] loaded {runtime.relations['lineitem'].rows:,} lineitems in "
           f"{load_time:.0f} s, views computed in {time.perf_counter() - started:.0f} s",
           flush=True)
@@ -206,7 +208,7 @@ def run(spark: SparkSession, data: Path, work: Path, refresh: str, parts: int, s
             timer.marks.clear()
             runtime.refresh_choices.clear()
             started = time.perf_counter()
-            result = run_step(runtime, connectors, serial=serial, base_dir=root)
+            result = run_step(runtime, connectors, serial=serial)
             ended = time.perf_counter()
             connectors, serial = result.connectors, serial + 1
             assert sorted(result.changed_tables) == sorted(SLICED), result.changed_tables

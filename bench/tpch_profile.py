@@ -67,6 +67,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     """One step on a copy of the prepared state, each view's jobs in its own job group."""
     import reconciler.engine.refresh as refresh
     import reconciler.engine.step as step
+    from reconciler.connector_records import connector_definitions
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
     from reconciler.engine.storage import DeltaStorage
@@ -75,7 +76,8 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     document, relations, connectors = pickle.loads((root / "saved.pickle").read_bytes())
     timer = Timer()
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
-                              document, relations, report=timer)
+                              document, relations, report=timer,
+                              connectors=connector_definitions(document, root))
     refresh_view = refresh.refresh_view
 
     def grouped(runtime: PipelineRuntime, frames: Any, view: str, **options: Any) -> Any:
@@ -96,7 +98,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
             else:
                 deletion_file(slice_file(data, table, parts - warm),
                               root / "input" / f"{table}_rf2" / f"warm.{warm}.parquet")
-        connectors = run_step(runtime, connectors, serial=serial, base_dir=root).connectors
+        connectors = run_step(runtime, connectors, serial=serial).connectors
         serial += 1
         print(f"warm step {warm + 1}: {time.perf_counter() - started:.1f} s, views refreshed "
               f"in {timer.phase():.1f} s, the JIT's CPU {cpu.used().get(JIT, 0.0):.1f} s",
@@ -115,7 +117,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/jobs"
     earlier = {job["jobId"] for job in json.load(urllib.request.urlopen(url))}
     started, cpu, python = time.perf_counter(), JvmCpu(spark), time.process_time()
-    run_step(runtime, connectors, serial=serial, base_dir=root)
+    run_step(runtime, connectors, serial=serial)
     print(f"{kind}: step {time.perf_counter() - started:.1f} s, views refreshed in "
           f"{timer.phase():.1f} s; the driver's Python process used "
           f"{time.process_time() - python:.1f} s of CPU")

@@ -12,15 +12,23 @@ manifest may come from a pull request's checkout, and a bad field is refused wit
 its connector's name before anything reads it. A step works on its own copy, which
 ingestion advances in place (offsets move even when a bad file stops the
 connector); the manifest the step commits holds that copy.
+
+A connector's definition (what the committed program says it reads or writes) is
+read once too, when a pipeline's runtime is made (`connector_definitions`): its
+fields typed, its path resolved against the project folder (`layout.resolve_path`),
+so a step neither looks fields up in the document nor resolves a path again.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reconciler.errors import ReconcileError
+from reconciler.layout import resolve_path
 
 
 class ConnectorState(BaseModel):
@@ -74,3 +82,44 @@ def connectors_from_json(entries: Any, where: str) -> dict[str, ConnectorState]:
             raise ReconcileError(f"manifest: connector '{name}' has a bad {field} "
                                  f"({problem['msg']})", file=where) from None
     return states
+
+
+@dataclass(frozen=True)
+class ConnectorDefinition:
+    """One connector as the committed program defines it (see the module docstring)."""
+
+    name: str
+    direction: Literal["input", "output"]
+    relation: str
+    type: str
+    format: str | None
+    path: str
+    """As `pipeline.yaml` writes it: what messages name."""
+    location: str
+    """`path` resolved: a URL, or a local folder's absolute path. Every read and write."""
+    reader_options: dict[str, Any]
+    """Every option Spark's reader gets: the program's and the throughput ones, which the
+    program keeps apart because changing them is not a modification."""
+    on_error: str = "fail"
+    on_bad_input: str = "fail"
+    changes: bool = False
+    snapshot_on_bootstrap: bool = False
+
+    @property
+    def is_input(self) -> bool:
+        return self.direction == "input"
+
+
+def connector_definitions(program: dict[str, Any], base_dir: Path
+                          ) -> dict[str, ConnectorDefinition]:
+    """A program document's connectors, typed, their paths resolved against `base_dir`
+    (the project folder)."""
+    return {name: ConnectorDefinition(
+        name=name, direction=entry["direction"], relation=entry["relation"],
+        type=entry["type"], format=entry.get("format"), path=entry["path"],
+        location=resolve_path(entry["path"], base_dir),
+        reader_options={**entry.get("options", {}), **entry.get("throughput_options", {})},
+        on_error=entry.get("on_error", "fail"), on_bad_input=entry.get("on_bad_input", "fail"),
+        changes=bool(entry.get("changes")),
+        snapshot_on_bootstrap=bool(entry.get("snapshot_on_bootstrap")))
+        for name, entry in program["connectors"].items()}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from reconciler.connector_records import connector_definitions
 from reconciler.desired.connector_options import check_committed_options
 from reconciler.desired.program import Program
 from reconciler.desired.project import Project, settings_summary
@@ -74,6 +75,7 @@ class Engine:
         self.report("prepare", pipeline)
         layout = pipeline_layout(self.project, pipeline)
         return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations),
+                               connectors=connector_definitions(program, self.project.root),
                                report=self.report)
 
 
@@ -237,7 +239,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     runtime = engine.runtime(program.pipeline, document, {})
     diff = diff_programs(None, document)
     # A new pipeline has empty views: there are no contents to send to its outputs yet.
-    result = bootstrap(runtime, diff, {}, serial=1, base_dir=project.root, silent=True)
+    result = bootstrap(runtime, diff, {}, serial=1, silent=True)
     manifest = first_manifest(program, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha, settings=settings)
     _commit(project, backend, manifest, None, engine)
@@ -260,7 +262,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
     runtime = engine.runtime(name, document, manifest.relations)
     try:
         result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,
-                           base_dir=project.root, silent=silent)
+                           silent=silent)
     except Exception as error:
         # Manifests are shown again by plans (and so in pull requests): no error text.
         failed = started.next(status="Failed", status_details={
@@ -309,8 +311,8 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
         name: state for name, state in manifest.relations.items() if name in program.tables})
     serial = started.serial + 1
     result = bootstrap(runtime, diff_programs(None, document), manifest.connectors,
-                       serial=serial, base_dir=project.root, silent=True)
-    step = run_step(runtime, result.connectors, serial=serial, base_dir=project.root)
+                       serial=serial, silent=True)
+    step = run_step(runtime, result.connectors, serial=serial)
     done = started.next(status="Running", status_details=None, pending=None, program=document,
                          relations=runtime.relations, connectors=step.connectors,
                          settings=settings_summary(project.settings),
@@ -408,7 +410,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         started = time.monotonic()
         runtime = engine.runtime(name, manifest.program, manifest.relations)
         step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,
-                        base_dir=project.root, ingest_inputs=insert is None,
+                        ingest_inputs=insert is None,
                         after_discard=insert)
         held = {"bad_input": step.bad_input} if step.bad_input else {}
         if not step.has_changes:

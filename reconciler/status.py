@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
+from reconciler.connector_records import connector_definitions
 from reconciler.desired.project import Project
-from reconciler.layout import resolve_path
 from reconciler.manifest import Manifest
 from reconciler.runner import HEARTBEAT
 from reconciler.state import pipeline_layout, read_manifest
@@ -59,11 +59,11 @@ def waiting_input(project: Project, manifest: Manifest) -> dict[str, int | None]
     from reconciler.engine.input_files import waiting_files
 
     waiting: dict[str, int | None] = {}
-    for name, definition in manifest.program["connectors"].items():
-        if definition["direction"] != "input":
+    for name, connector in connector_definitions(manifest.program, project.root).items():
+        if not connector.is_input:
             continue
-        source, state = resolve_path(definition["path"], project.root), manifest.connectors[name]
-        if definition["type"] == "delta":
+        source, state = connector.location, manifest.connectors[name]
+        if connector.type == "delta":
             latest = probe_latest_version(source)
             done = state.source_version
             waiting[name] = 0 if latest is None else latest - (-1 if done is None else done)

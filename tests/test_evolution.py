@@ -139,8 +139,8 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     assert committed is not None
     runtime = Engine(loaded).runtime("p", committed.program, committed.relations)
     connector = committed.connectors["orders_in"].copy_for_step()
-    assert ingest(runtime, "orders_in", committed.program["connectors"]["orders_in"],
-                  connector, project) is not None  # appended, never committed
+    assert ingest(runtime, runtime.connectors["orders_in"],
+                  connector) is not None  # appended, never committed
 
     (project / "pipelines/p/program.sql").write_text(EVOLVE)
     reconcile(project, "apply")

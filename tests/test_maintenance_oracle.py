@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import reconciler.engine.maintenance.view as view_refresh
+from reconciler.connector_records import connector_definitions
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.maintenance.aggregate import regroups
 from reconciler.engine.runtime import PipelineRuntime, table_schema
@@ -261,10 +262,10 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
     assert {name: view.refresh.reason for name, view in program.views.items()
             if view.refresh.mode == "full"} == RECOMPUTED
     document = program.document()
-    runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "shop"),
-                              document, {})
     base = root / "pipelines" / "shop"
-    started = bootstrap(runtime, diff_programs(None, document), {}, serial=1, base_dir=base)
+    runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "shop"),
+                              document, {}, connectors=connector_definitions(document, base))
+    started = bootstrap(runtime, diff_programs(None, document), {}, serial=1)
     assert all(runtime.relations[view].state is not None for view in
                ("by_store", "totals", "regions", "region_qty", "report", "region_sales"))
     next_id = 0
@@ -283,8 +284,7 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
                              wraps=view_refresh.aggregate_change) as by_changes, \
                 patch.object(view_refresh, "merged_state",
                              wraps=view_refresh.merged_state) as by_rewrites:
-            run_step(runtime, started.connectors, serial=serial, base_dir=base,
-                     ingest_inputs=False)
+            run_step(runtime, started.connectors, serial=serial, ingest_inputs=False)
         # The step took the path it was meant to, for its aggregates, and only that one: a
         # MIN/MAX whose source deleted rows, or a COUNT(DISTINCT), is refreshed by its
         # touched groups either way.

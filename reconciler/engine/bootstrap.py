@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -80,9 +79,10 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
 
 
 def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
-              previous_connectors: dict[str, ConnectorState], *, serial: int, base_dir: Path,
+              previous_connectors: dict[str, ConnectorState], *, serial: int,
               silent: bool = False) -> BootstrapResult:
-    """Compute the desired state; `runtime.relations` starts as the committed state."""
+    """Compute the desired state; `runtime.relations` starts as the committed state and
+    `runtime.connectors` are the desired program's."""
     relations = runtime.relations
     result = BootstrapResult(relations=relations, connectors={})
     # What outputs compare against: each relation as the committed manifest pins it.
@@ -108,10 +108,10 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
             runtime.create_table(name)
             result.created_tables.append(name)
     result.connectors = connector_states(runtime, diff, previous_connectors)
-    outputs = outputs_by_relation(diff.new)
+    outputs = outputs_by_relation(runtime.connectors)
     frames = StepFrames(runtime.spark, old=runtime.frame, new=runtime.frame)
     try:
-        _compute(runtime, diff, frames, result, outputs, committed, serial, base_dir, silent)
+        _compute(runtime, diff, frames, result, outputs, committed, serial, silent)
     finally:
         frames.close()
     return result
@@ -119,8 +119,7 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
 
 def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
              result: BootstrapResult, outputs: dict[str, list[str]],
-             committed: dict[str, RelationRecord], serial: int, base_dir: Path,
-             silent: bool) -> None:
+             committed: dict[str, RelationRecord], serial: int, silent: bool) -> None:
     """New and modified views from the state as it stands, sent to their outputs."""
     for name in diff.new["order"]:
         before = committed.get(name)
@@ -148,13 +147,12 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
         contents = runtime.frame(name)  # a truncated table's: empty
         change = _net_change(runtime, before, contents)
         for connector in outputs[name]:
-            definition = diff.new["connectors"][connector]
             snapshot = (change is None or diff.connectors[connector] != "unchanged"
-                        or definition.get("snapshot_on_bootstrap", False))
+                        or runtime.connectors[connector].snapshot_on_bootstrap)
             rows = contents if snapshot else (change.changes() if change else None)
             if rows is not None:
-                result.emitted[connector] = emit(runtime, connector, definition, rows, serial,
-                                                 base_dir, snapshot=snapshot)
+                result.emitted[connector] = emit(runtime, runtime.connectors[connector], rows,
+                                                 serial, snapshot=snapshot)
 
 
 def _net_change(runtime: PipelineRuntime, before: RelationRecord | None,

@@ -23,13 +23,12 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
-from reconciler.connector_records import ConnectorState
+from reconciler.connector_records import ConnectorDefinition, ConnectorState
 from reconciler.engine.bad_input import (
     BadInput,
     note_skipped,
@@ -43,7 +42,6 @@ from reconciler.engine.listed_ingest import ingest_listed, uses_listed_batches
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.session import is_connect
 from reconciler.errors import ReconcileError
-from reconciler.layout import resolve_path
 
 
 @dataclass(frozen=True)
@@ -53,12 +51,12 @@ class IngestResult:
     batches: int
 
 
-def outputs_by_relation(program: dict[str, Any]) -> dict[str, list[str]]:
+def outputs_by_relation(connectors: dict[str, ConnectorDefinition]) -> dict[str, list[str]]:
     """Output connector names grouped by the table or view they send."""
     outputs: dict[str, list[str]] = {}
-    for name, definition in program["connectors"].items():
-        if definition["direction"] == "output":
-            outputs.setdefault(definition["relation"], []).append(name)
+    for name, connector in connectors.items():
+        if not connector.is_input:
+            outputs.setdefault(connector.relation, []).append(name)
     return outputs
 
 
@@ -71,50 +69,49 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def ingest(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-           state: ConnectorState, base_dir: Path) -> IngestResult | None:
+def ingest(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState
+           ) -> IngestResult | None:
     """Run one input connector to the end of its available input; None if nothing new.
 
     `state` is the connector's state for the next manifest (advanced in place).
     """
     checkpoint = state.input_checkpoint
-    transaction = app_id(runtime.layout.pipeline, name, state.input_generation)
-    if definition["type"] == "delta":
-        version = ingest_delta(runtime, name, definition, state, base_dir, transaction)
-        return None if version is None else IngestResult(name, definition["relation"], 1)
-    path = resolve_path(definition["path"], base_dir)
-    if not has_new_files(path, checkpoint):
+    transaction = app_id(runtime.layout.pipeline, connector.name, state.input_generation)
+    if connector.type == "delta":
+        version = ingest_delta(runtime, connector, state, transaction)
+        return None if version is None else IngestResult(connector.name, connector.relation, 1)
+    if not has_new_files(connector.location, checkpoint):
         return None
     with _quiet_stream_failure(runtime.spark):
         try:
             if is_connect(runtime.spark) or uses_listed_batches(checkpoint):
-                batches = ingest_listed(runtime, name, definition, state, path, transaction)
+                batches = ingest_listed(runtime, connector, state, transaction)
             else:
-                batches = _ingest_streamed(runtime, name, definition, state, path, transaction)
+                batches = _ingest_streamed(runtime, connector, state, transaction)
         finally:
             note_skipped(state)
-    return IngestResult(name, definition["relation"], batches) if batches else None
+    return IngestResult(connector.name, connector.relation, batches) if batches else None
 
 
-def _ingest_streamed(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-                     state: ConnectorState, path: str, transaction: str) -> int:
+def _ingest_streamed(runtime: PipelineRuntime, connector: ConnectorDefinition,
+                     state: ConnectorState, transaction: str) -> int:
     """A files connector as a Structured Streaming query; returns how many batches ran."""
     batches: list[int] = []
     # Why a batch failed, kept here rather than fished out of the
     # StreamingQueryException text (which also holds a Python traceback).
     failures: list[Exception] = []
-    schema = table_schema(runtime.program["tables"][definition["relation"]])
+    schema = table_schema(runtime.program["tables"][connector.relation])
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
         try:
-            write_checked(runtime, name, definition, state, frame, batch_id, transaction,
+            write_checked(runtime, connector, state, frame, batch_id, transaction,
                           files=lambda: stream_batch_files(state.input_checkpoint, batch_id))
         except Exception as error:
             failures.append(error)
             raise
         batches.append(batch_id)
 
-    stream = configured(runtime.spark.readStream, definition, schema).load(path)  # type: ignore[union-attr]
+    stream = configured(runtime.spark.readStream, connector, schema).load(connector.location)  # type: ignore[union-attr]
     query = (with_file_column(stream).writeStream
              .foreachBatch(each_batch)
              .option("checkpointLocation", state.input_checkpoint)
@@ -123,9 +120,10 @@ def _ingest_streamed(runtime: PipelineRuntime, name: str, definition: dict[str, 
         query.awaitTermination()
     except StreamingQueryException as error:
         failure = failures[-1] if failures else None
-        where = f"input connector '{name}' ({definition['path']})"
+        where = f"input connector '{connector.name}' ({connector.path})"
         if isinstance(failure, BadInput):
-            raise BadInput(name, f"{where}: {failure.message}", failure.files) from error
+            raise BadInput(connector.name, f"{where}: {failure.message}",
+                           failure.files) from error
         detail = _describe(failure) if failure else _first_line(str(error))
         raise ReconcileError(f"{where}: {detail}") from error
     return len(batches)
@@ -183,29 +181,28 @@ def _mute_jvm_logger(spark: Any, name: str) -> Callable[[], None]:
     return lambda: configurator.setLevel(name, previous)
 
 
-def emit(runtime: PipelineRuntime, name: str, definition: dict[str, Any], changes: DataFrame,
-         serial: int, base_dir: Path, snapshot: bool) -> int:
+def emit(runtime: PipelineRuntime, connector: ConnectorDefinition, changes: DataFrame,
+         serial: int, snapshot: bool) -> int:
     """Send a view's changes (or, when `snapshot`, its full contents) to one output connector."""
-    path = resolve_path(definition["path"], base_dir)
-    if definition["type"] == "delta":
-        view = definition["relation"]
-        contents = runtime.frame(view)
+    path = connector.location
+    if connector.type == "delta":
+        contents = runtime.frame(connector.relation)
         if runtime.storage.latest_version(path) is None:  # readers of all ages open it
             runtime.storage.create(path, contents.schema, deletion_vectors=False)
         version = runtime.storage.overwrite(path, contents, contents.schema)
         return runtime.storage.row_count(path, version)
     kind = "snapshot" if snapshot else "changes"
-    name_in_folder = f"{serial:010d}-{kind}.{definition['format']}"
+    name_in_folder = f"{serial:010d}-{kind}.{connector.format}"
     # Spark writes the file (one task, as the file is one by contract), never the driver.
     changes = changes.cache()
     try:
         rows = changes.count()
         if not rows and not snapshot:
             return 0
-        writer = changes.coalesce(1).write.mode("overwrite").format(definition["format"])
-        if definition["format"] == "csv":
+        writer = changes.coalesce(1).write.mode("overwrite").format(connector.format)
+        if connector.format == "csv":
             writer = writer.option("header", "true")
-        elif definition["format"] == "json":
+        elif connector.format == "json":
             writer = writer.option("ignoreNullFields", "false")
         folder = local_path(path)
         if folder is None:  # object storage: the folder `name_in_folder` holds one part file

@@ -14,14 +14,13 @@ is applied the same way; a source without it must stay append-only.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from reconciler.connector_records import ConnectorState
+from reconciler.connector_records import ConnectorDefinition, ConnectorState
 from reconciler.engine.delta_log import probe_latest_version
 from reconciler.engine.input_batch import apply_change_rows
 from reconciler.engine.local_rows import empty_frame
@@ -29,25 +28,23 @@ from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import table_schema, with_defaults
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError, error_class
-from reconciler.layout import resolve_path
 
 
-def has_new_versions(definition: dict[str, Any], state: ConnectorState, base_dir: Path) -> bool:
+def has_new_versions(connector: ConnectorDefinition, state: ConnectorState) -> bool:
     """Whether the source has versions the connector has not ingested (no Spark)."""
-    latest = probe_latest_version(resolve_path(definition["path"], base_dir))
+    latest = probe_latest_version(connector.location)
     return latest is not None and latest != state.source_version
 
 
-def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: ConnectorState,
-                 base_dir: Path, transaction: str) -> int | None:
+def ingest_delta(runtime: Any, connector: ConnectorDefinition, state: ConnectorState,
+                 transaction: str) -> int | None:
     """Append the source's new rows to the connector's table; returns the new source version.
 
     `state` is advanced in place to the new `source_version`; None when nothing is new.
     """
-    if not has_new_versions(definition, state, base_dir):
+    if not has_new_versions(connector, state):
         return None
-    source = resolve_path(definition["path"], base_dir)
-    table = definition["relation"]
+    table = connector.relation
     schema = table_schema(runtime.program["tables"][table])
     table_path = runtime.relations[table].path
     since = state.source_version
@@ -56,13 +53,14 @@ def ingest_delta(runtime: Any, name: str, definition: dict[str, Any], state: Con
     appended = runtime.storage.transaction_version(table_path, transaction)
     if appended is not None and (since is None or appended > since):
         since = appended
-    changes = bool(definition.get("changes"))
+    changes = connector.changes
     if changes:  # the source's rows say what they do: `_op` insert or delete
         schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     try:
-        rows, deleted, latest = read_source_change(runtime.storage, source, since, schema)
+        rows, deleted, latest = read_source_change(runtime.storage, connector.location, since,
+                                                   schema)
     except ReconcileError as error:
-        raise ReconcileError(f"input connector '{name}': {error}") from None
+        raise ReconcileError(f"input connector '{connector.name}': {error}") from None
     if deleted is not None and not changes:  # from the source's change data feed
         rows = rows.select("*", F.lit("insert").alias(OP_COLUMN)).unionByName(
             deleted.select("*", F.lit("delete").alias(OP_COLUMN)))

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
-from reconciler.connector_records import ConnectorState
+from reconciler.connector_records import ConnectorDefinition, ConnectorState
 from reconciler.engine.bad_input import (
     FILE_COLUMN,
     BadInput,
@@ -39,7 +39,7 @@ from reconciler.errors import ReconcileError
 CORRUPT_COLUMN = "_corrupt_record"
 
 
-def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str, Any],
+def configured(reader: DataFrameReader | DataStreamReader, connector: ConnectorDefinition,
                schema: StructType) -> DataFrameReader | DataStreamReader:
     """A (batch or streaming) reader of a files connector: its format and options, the
     table's columns, and for json and csv the corrupt-record column.
@@ -47,10 +47,10 @@ def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str,
     Throughput options (maxFilesPerTrigger, ...) do not count as a modification,
     so the program keeps them apart, but Spark must still get them.
     """
-    fmt = definition["format"]
+    fmt = connector.format
     reader = reader.format(fmt).options(**{k: _option(v) for k, v in
-                                           reader_options(definition).items()})
-    if definition.get("changes"):  # each row says what it does to the table
+                                           connector.reader_options.items()})
+    if connector.changes:  # each row says what it does to the table
         schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     if fmt not in ("json", "csv"):
         return reader.schema(schema)
@@ -60,11 +60,6 @@ def configured(reader: DataFrameReader | DataStreamReader, definition: dict[str,
             .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).schema(permissive))
 
 
-def reader_options(definition: dict[str, Any]) -> dict[str, Any]:
-    """Every option Spark's reader gets, throughput ones included."""
-    return {**definition["options"], **definition.get("throughput_options", {})}
-
-
 def _option(value: Any) -> str:
     """YAML booleans as Spark spells them (`true`, not Python's `True`)."""
     if isinstance(value, bool):
@@ -72,8 +67,8 @@ def _option(value: Any) -> str:
     return str(value)
 
 
-def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id: int, *,
-                table: str, transaction: str, generation: str,
+def write_batch(runtime: PipelineRuntime, connector: ConnectorDefinition, frame: DataFrame,
+                batch_id: int, *, transaction: str, generation: str,
                 set_aside: SetAside | None = None) -> None:
     """Append one micro-batch to its table as app transaction `batch_id` (idempotent).
 
@@ -83,8 +78,8 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
     to the quarantine folder of this batch, overwritten when a batch is replayed after a
     crash so that they are never kept twice.
     """
-    definition = runtime.program["connectors"][name]
-    quarantine = definition["on_error"] == "quarantine"
+    name, table = connector.name, connector.relation
+    quarantine = connector.on_error == "quarantine"
     schema = table_schema(runtime.program["tables"][table])
     # Cached only when malformed rows are looked for (json, csv): that check and the write
     # are two passes over the batch. A parquet batch is read once, by the write itself.
@@ -101,7 +96,7 @@ def write_batch(runtime: PipelineRuntime, name: str, frame: DataFrame, batch_id:
                 bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
                     f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
             good = good.filter(F.col(CORRUPT_COLUMN).isNull())
-        if definition.get("changes"):
+        if connector.changes:
             apply_change_rows(runtime, table, good, batch_id, transaction)
             return
         rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
@@ -130,24 +125,23 @@ def _without_bad_files(bad: DataFrame, rows: DataFrame, bad_rows: int, batch_id:
     return rows.filter(~F.col(FILE_COLUMN).isin(list(per_file)))
 
 
-def write_checked(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
+def write_checked(runtime: PipelineRuntime, connector: ConnectorDefinition,
                   state: ConnectorState, frame: DataFrame, batch_id: int, transaction: str,
                   files: Callable[[], list[str]]) -> None:
     """Write one batch of a files connector, its bad files failing it or skipped
     (`engine.bad_input`); `files` lists the batch's files, asked only to skip one."""
-    table = definition["relation"]
-    schema = table_schema(runtime.program["tables"][table])
+    schema = table_schema(runtime.program["tables"][connector.relation])
 
     def reread(remaining: list[str]) -> DataFrame:
         if not remaining:  # every file skipped: an empty batch still advances the offset
             return frame.limit(0)
-        return with_file_column(configured(runtime.spark.read, definition, schema)
+        return with_file_column(configured(runtime.spark.read, connector, schema)
                                 .load(remaining))  # type: ignore[union-attr]
 
     write_skipping(lambda rows, set_aside: write_batch(
-        runtime, name, rows, batch_id, table=table, transaction=transaction,
-        generation=state.input_generation, set_aside=set_aside), frame, connector=name,
-        policy=definition.get("on_bad_input", "fail"), checkpoint=state.input_checkpoint,
+        runtime, connector, rows, batch_id, transaction=transaction,
+        generation=state.input_generation, set_aside=set_aside), frame, connector=connector.name,
+        policy=connector.on_bad_input, checkpoint=state.input_checkpoint,
         batch_id=batch_id, files=files, reread=reread)
 
 

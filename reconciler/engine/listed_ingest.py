@@ -24,11 +24,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-from reconciler.connector_records import ConnectorState
+from reconciler.connector_records import ConnectorDefinition, ConnectorState
 from reconciler.engine.bad_input import BadInput, with_file_column
-from reconciler.engine.input_batch import configured, reader_options, write_checked
+from reconciler.engine.input_batch import configured, write_checked
 from reconciler.engine.input_files import (
     LISTED,
     input_files,
@@ -48,10 +47,11 @@ def uses_listed_batches(checkpoint: str) -> bool:
     return folder is not None and (Path(folder) / LISTED).is_dir()
 
 
-def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-                  state: ConnectorState, path: str, transaction: str) -> int:
+def ingest_listed(runtime: PipelineRuntime, connector: ConnectorDefinition,
+                  state: ConnectorState, transaction: str) -> int:
     """Ingest the connector's new files as listed batches; returns how many ran."""
-    checkpoint, source = local_path(state.input_checkpoint), local_path(path)
+    name = connector.name
+    checkpoint, source = local_path(state.input_checkpoint), local_path(connector.location)
     if checkpoint is None or source is None:
         raise ReconcileError(f"input connector '{name}': over Spark Connect, a files "
                              "connector needs its input and its checkpoint on a local or "
@@ -63,37 +63,35 @@ def ingest_listed(runtime: PipelineRuntime, name: str, definition: dict[str, Any
     done = listed_done(checkpoint)
     ran = 0
     for batch_id in sorted(set(batches) - done):
-        _run(runtime, name, definition, state, checkpoint, batch_id, batches[batch_id],
-             transaction)
+        _run(runtime, connector, state, checkpoint, batch_id, batches[batch_id], transaction)
         ran += 1
     new = sorted(input_files(source) - seen_files(checkpoint, batches))
-    per_trigger = {key.lower(): value for key, value in reader_options(definition).items()}
+    per_trigger = {key.lower(): value for key, value in connector.reader_options.items()}
     size = int(per_trigger.get("maxfilespertrigger", 0)) or len(new) or 1
     # After every batch this connector generation ever appended, streamed ones included.
     appended = runtime.storage.transaction_version(
-        runtime.relations[definition["relation"]].path, transaction)
+        runtime.relations[connector.relation].path, transaction)
     next_id = max([*batches, -1 if appended is None else appended]) + 1
     for start in range(0, len(new), size):
         files = new[start:start + size]
         _record(checkpoint, next_id, files)
-        _run(runtime, name, definition, state, checkpoint, next_id, files, transaction)
+        _run(runtime, connector, state, checkpoint, next_id, files, transaction)
         next_id += 1
         ran += 1
     return ran
 
 
-def _run(runtime: PipelineRuntime, name: str, definition: dict[str, Any],
-         state: ConnectorState, checkpoint: str, batch_id: int, files: list[str],
-         transaction: str) -> None:
-    schema = table_schema(runtime.program["tables"][definition["relation"]])
-    frame = with_file_column(configured(runtime.spark.read, definition, schema)
+def _run(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState,
+         checkpoint: str, batch_id: int, files: list[str], transaction: str) -> None:
+    schema = table_schema(runtime.program["tables"][connector.relation])
+    frame = with_file_column(configured(runtime.spark.read, connector, schema)
                              .load(files))  # type: ignore[union-attr]
-    where = f"input connector '{name}' ({definition['path']})"
+    where = f"input connector '{connector.name}' ({connector.path})"
     try:
-        write_checked(runtime, name, definition, state, frame, batch_id, transaction,
+        write_checked(runtime, connector, state, frame, batch_id, transaction,
                       files=lambda: files)
     except BadInput as error:
-        raise BadInput(name, f"{where}: {error.message}", error.files) from error
+        raise BadInput(connector.name, f"{where}: {error.message}", error.files) from error
     except ReconcileError as error:
         raise ReconcileError(f"{where}: {error}") from error
     crash_point("listed-batch-before-done")

@@ -61,7 +61,7 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     change touched, from its log (`DeltaStorage.touched_rows`, for `refresh: auto`)."""
     views = runtime.program["views"]
     consumed = {relation for definition in views.values() for relation in definition["reads"]}
-    consumed |= set(outputs_by_relation(runtime.program))  # the others' changes stay lazy
+    consumed |= set(outputs_by_relation(runtime.connectors))  # the others' changes stay lazy
     graph = TopologicalSorter({name: [read for read in views[name]["reads"] if read in views]
                                for name in views})
     graph.prepare()

@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from reconciler.connector_records import ConnectorDefinition
 from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.merge import apply_changes
@@ -67,11 +68,20 @@ class PipelineRuntime:
     layout: Layout
     program: dict[str, Any]
     relations: dict[str, RelationRecord] = field(default_factory=dict)
+    # The program's connectors, typed and their paths resolved (`connector_records`):
+    # whoever makes a runtime for a program with connectors gives them.
+    connectors: dict[str, ConnectorDefinition] = field(default_factory=dict)
     report: Reporter = no_progress
     # This step's expectation counts by relation (`engine.expectations`).
     expectation_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
     # This step's choices for `refresh: auto` views (`engine.refresh_choice`), described.
     refresh_choices: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A runtime missing a connector would skip its input without a word.
+        if set(self.connectors) != set(self.program.get("connectors", {})):
+            raise ValueError("a pipeline's runtime needs its program's connectors, "
+                             "read by connector_records.connector_definitions")
 
     def frame(self, name: str) -> DataFrame:
         return self.frame_of(self.relations[name])

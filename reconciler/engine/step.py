@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.connector_records import ConnectorState
+from reconciler.connector_records import ConnectorState, connector_definitions
 from reconciler.engine.bad_input import BadInput
 from reconciler.engine.compaction import compact
 from reconciler.engine.connectors import emit, ingest, outputs_by_relation
@@ -37,7 +37,6 @@ from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.faults import crash_point
-from reconciler.layout import resolve_path
 from reconciler.relation_records import RelationRecord
 
 
@@ -99,21 +98,20 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, RelationReco
     """
     from reconciler.engine.delta_log import probe_latest_version
 
-    for name, definition in program["connectors"].items():
-        if definition["direction"] != "input":
+    for name, connector in connector_definitions(program, base_dir).items():
+        if not connector.is_input:
             continue
-        if definition["type"] == "delta":
-            if has_new_versions(definition, connectors[name], base_dir):
+        if connector.type == "delta":
+            if has_new_versions(connector, connectors[name]):
                 return True
-        elif has_new_files(resolve_path(definition["path"], base_dir),
-                           connectors[name].input_checkpoint):
+        elif has_new_files(connector.location, connectors[name].input_checkpoint):
             return True
     return any(probe_latest_version(relations[table].path) != relations[table].version
                for table in program["tables"])
 
 
 def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *, serial: int,
-             base_dir: Path, ingest_inputs: bool = True,
+             ingest_inputs: bool = True,
              after_discard: Callable[[PipelineRuntime], None] | None = None) -> StepResult:
     """Advance the pipeline by one step; `runtime.relations` is updated in place.
 
@@ -127,12 +125,11 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
     if after_discard is not None:
         after_discard(runtime)
     if ingest_inputs:
-        for name, definition in program["connectors"].items():
-            if definition["direction"] == "input":
+        for name, connector in runtime.connectors.items():
+            if connector.is_input:
                 runtime.report("ingest", name)
                 try:
-                    ingested = ingest(runtime, name, definition, result.connectors[name],
-                                      base_dir)
+                    ingested = ingest(runtime, connector, result.connectors[name])
                 except BadInput as error:  # held at its offset; the others go on
                     result.bad_input[name] = str(error)
                     continue
@@ -148,13 +145,13 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
             result.changed_tables.append(table)
     if not result.changed_tables:
         return result
-    outputs = outputs_by_relation(program)
+    outputs = outputs_by_relation(runtime.connectors)
 
     def emit_change(relation: str, change: ZSet) -> None:
         rows = change.changes()
         for connector in outputs.get(relation, []) if rows is not None else []:
-            result.emitted[connector] = emit(runtime, connector, program["connectors"][connector],
-                                             rows, serial, base_dir, snapshot=False)
+            result.emitted[connector] = emit(runtime, runtime.connectors[connector], rows,
+                                             serial, snapshot=False)
     try:
         for table in result.changed_tables:
             frames.changes[table] = check_table(

@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.connector_records import connector_definitions
 from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.delta_log import table_uri
@@ -200,17 +201,17 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
     # delta-rs commits fixture-sized writes from here, without a Spark job each: the
     # maintenance rules under test are the same with either writer.
     runtime = PipelineRuntime(spark, DeltaStorage(spark, writer="delta-rs"),
-                              Layout(str(scratch / "storage"), "test"), program, {})
+                              Layout(str(scratch / "storage"), "test"), program, {},
+                              connectors=connector_definitions(program, scratch))
     tables_only = {**program, "views": {}, "order": list(program["tables"])}
-    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, base_dir=scratch,
-              silent=True)
+    bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
     for name, rows in test.given.items():  # fixture rows: written by delta-rs, no Spark job
         path = table_uri(runtime.relations[name].path)
         schema = table_schema(program["tables"][name])
         write_deltalake(path, arrow_rows(_values(rows, schema), schema), mode="append")
         runtime.adopt_latest(name)
     started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
-                        base_dir=scratch, silent=True)
+                        silent=True)
     for name in sorted({*test.inserts, *test.deletes}):
         record, schema = runtime.relations[name], table_schema(program["tables"][name])
         latest = runtime.storage.latest_version(record.path)
@@ -218,7 +219,7 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
         apply_changes(runtime.storage, record.path, latest, schema,
                       rows_frame(spark, test.inserts.get(name, []), schema),
                       rows_frame(spark, deletes, schema) if deletes else None)
-    run_step(runtime, started.connectors, serial=3, base_dir=scratch, ingest_inputs=False)
+    run_step(runtime, started.connectors, serial=3, ingest_inputs=False)
     return runtime.frame(test.view)
 
 
