@@ -60,13 +60,13 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
                      previous: dict[str, ConnectorState]) -> dict[str, ConnectorState]:
     """Input connectors keep their checkpoint unless they or their table changed."""
     states: dict[str, ConnectorState] = {}
-    for name, definition in diff.new["connectors"].items():
-        if definition["direction"] != "input":
+    for name, connector in runtime.connectors.items():
+        if not connector.is_input:
             states[name] = ConnectorState()
             continue
         before = previous.get(name)
         reset = (before is None or diff.connectors[name] != "unchanged"
-                 or not diff.keeps_rows(definition["relation"]))
+                 or not diff.keeps_rows(connector.relation))
         if before is not None and not reset:
             states[name] = before.copy_for_step()  # offsets (checkpoint, source_version) carry over
             continue
