@@ -459,7 +459,6 @@ def reason_of(mode: str) -> str | None:
 
 def committed_runtime(root: Path, spark: Any) -> Any:
     """The pipeline's runtime at its committed manifest (what `reconcile query` reads)."""
-    from reconciler.connector_records import connector_definitions
     from reconciler.desired.project import load_project
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.storage import DeltaStorage
@@ -471,7 +470,7 @@ def committed_runtime(root: Path, spark: Any) -> Any:
     assert manifest is not None, "not deployed"
     return PipelineRuntime(spark, DeltaStorage(spark), layout, manifest.program,
                            dict(manifest.relations),
-                           connectors=connector_definitions(manifest.program, settings.root))
+                           project_dir=settings.root)
 
 
 def chunks(names: list[str], size: int) -> Iterator[list[str]]:

@@ -71,7 +71,6 @@ def _events(spark: SparkSession, rows: int) -> DataFrame:
 
 
 def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
-    from reconciler.connector_records import connector_definitions
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.storage import DeltaStorage
@@ -85,7 +84,7 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
     document = program_of(root).document()
     storage = DeltaStorage(spark)
     runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {},
-                              connectors=connector_definitions(document, root))
+                              project_dir=root)
     tables_only = {**document, "views": {}, "order": ["events"]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
     storage.append(runtime.relations["events"].path, _events(spark, rows))

@@ -79,7 +79,6 @@ def _events(spark: SparkSession, start: int, rows: int) -> DataFrame:
 
 def run(spark: SparkSession, rows: int, refresh: str, steps: int,
         writer: str) -> dict[str, float]:
-    from reconciler.connector_records import connector_definitions
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
@@ -95,7 +94,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
     document = program_of(root).document()
     storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
     runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {},
-                              connectors=connector_definitions(document, root))
+                              project_dir=root)
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,

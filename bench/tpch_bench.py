@@ -137,7 +137,6 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     """The pipeline in `root` with the unsliced tables and `slices` of orders and lineitem
     ingested (a step), then its views computed (a bootstrap that adds them); returns its
     runtime (whose reports go to `report`) and its connectors' state."""
-    from reconciler.connector_records import connector_definitions
     from reconciler.engine.bootstrap import bootstrap
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
@@ -157,7 +156,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
         name for name in document["order"] if name in document["tables"]]}
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
                               tables_only, {}, report=report,
-                              connectors=connector_definitions(tables_only, root))
+                              project_dir=root)
     started = time.perf_counter()
     connectors = bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
                            silent=True).connectors

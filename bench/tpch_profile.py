@@ -67,7 +67,6 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     """One step on a copy of the prepared state, each view's jobs in its own job group."""
     import reconciler.engine.refresh as refresh
     import reconciler.engine.step as step
-    from reconciler.connector_records import connector_definitions
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
     from reconciler.engine.storage import DeltaStorage
@@ -77,7 +76,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     timer = Timer()
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
                               document, relations, report=timer,
-                              connectors=connector_definitions(document, root))
+                              project_dir=root)
     refresh_view = refresh.refresh_view
 
     def grouped(runtime: PipelineRuntime, frames: Any, view: str, **options: Any) -> Any:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from reconciler.connector_records import connector_definitions
 from reconciler.desired.connector_options import check_committed_options
 from reconciler.desired.program import Program
 from reconciler.desired.project import Project, settings_summary
@@ -75,7 +74,7 @@ class Engine:
         self.report("prepare", pipeline)
         layout = pipeline_layout(self.project, pipeline)
         return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations),
-                               connectors=connector_definitions(program, self.project.root),
+                               project_dir=self.project.root,
                                report=self.report)
 
 

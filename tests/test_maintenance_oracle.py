@@ -48,7 +48,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import reconciler.engine.maintenance.view as view_refresh
-from reconciler.connector_records import connector_definitions
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.maintenance.aggregate import regroups
 from reconciler.engine.runtime import PipelineRuntime, table_schema
@@ -264,7 +263,7 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
     document = program.document()
     base = root / "pipelines" / "shop"
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "shop"),
-                              document, {}, connectors=connector_definitions(document, base))
+                              document, {}, project_dir=base)
     started = bootstrap(runtime, diff_programs(None, document), {}, serial=1)
     assert all(runtime.relations[view].state is not None for view in
                ("by_store", "totals", "regions", "region_qty", "report", "region_sales"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cache
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from reconciler.connector_records import ConnectorDefinition
+from reconciler.connector_records import ConnectorDefinition, connector_definitions
 from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.merge import apply_changes
@@ -68,20 +69,19 @@ class PipelineRuntime:
     layout: Layout
     program: dict[str, Any]
     relations: dict[str, RelationRecord] = field(default_factory=dict)
-    # The program's connectors, typed and their paths resolved (`connector_records`):
-    # whoever makes a runtime for a program with connectors gives them.
-    connectors: dict[str, ConnectorDefinition] = field(default_factory=dict)
     report: Reporter = no_progress
     # This step's expectation counts by relation (`engine.expectations`).
     expectation_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
     # This step's choices for `refresh: auto` views (`engine.refresh_choice`), described.
     refresh_choices: dict[str, str] = field(default_factory=dict)
 
+    # The project folder, against which the program's connector paths are resolved.
+    project_dir: Path = field(kw_only=True)
+    # The program's connectors, typed and their paths resolved once (`connector_records`).
+    connectors: dict[str, ConnectorDefinition] = field(init=False)
+
     def __post_init__(self) -> None:
-        # A runtime missing a connector would skip its input without a word.
-        if set(self.connectors) != set(self.program.get("connectors", {})):
-            raise ValueError("a pipeline's runtime needs its program's connectors, "
-                             "read by connector_records.connector_definitions")
+        self.connectors = connector_definitions(self.program, self.project_dir)
 
     def frame(self, name: str) -> DataFrame:
         return self.frame_of(self.relations[name])

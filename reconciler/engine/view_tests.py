@@ -32,7 +32,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.connector_records import connector_definitions
 from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.delta_log import table_uri
@@ -202,7 +201,7 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
     # maintenance rules under test are the same with either writer.
     runtime = PipelineRuntime(spark, DeltaStorage(spark, writer="delta-rs"),
                               Layout(str(scratch / "storage"), "test"), program, {},
-                              connectors=connector_definitions(program, scratch))
+                              project_dir=scratch)
     tables_only = {**program, "views": {}, "order": list(program["tables"])}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
     for name, rows in test.given.items():  # fixture rows: written by delta-rs, no Spark job
