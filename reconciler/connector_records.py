@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reconciler.errors import ReconcileError
-from reconciler.layout import resolve_path
+from reconciler.layout import is_url, resolve_path
 
 
 class ConnectorState(BaseModel):
@@ -97,6 +97,9 @@ class ConnectorDefinition:
     """As `pipeline.yaml` writes it: what messages name."""
     location: str
     """`path` resolved: a URL, or a local folder's absolute path. Every read and write."""
+    local_location: str | None
+    """`location` when it is on the local file system (which this process can list and
+    move files in), None on object storage (where only Spark lists)."""
     reader_options: dict[str, Any]
     """Every option Spark's reader gets: the program's and the throughput ones, which the
     program keeps apart because changing them is not a modification."""
@@ -114,12 +117,17 @@ def connector_definitions(program: dict[str, Any], base_dir: Path
                           ) -> dict[str, ConnectorDefinition]:
     """A program document's connectors, typed, their paths resolved against `base_dir`
     (the project folder)."""
-    return {name: ConnectorDefinition(
+    return {name: _definition(name, entry, base_dir)
+            for name, entry in program["connectors"].items()}
+
+
+def _definition(name: str, entry: dict[str, Any], base_dir: Path) -> ConnectorDefinition:
+    location = resolve_path(entry["path"], base_dir)
+    return ConnectorDefinition(
         name=name, direction=entry["direction"], relation=entry["relation"],
         type=entry["type"], format=entry.get("format"), path=entry["path"],
-        location=resolve_path(entry["path"], base_dir),
+        location=location, local_location=None if is_url(location) else location,
         reader_options={**entry.get("options", {}), **entry.get("throughput_options", {})},
         on_error=entry.get("on_error", "fail"), on_bad_input=entry.get("on_bad_input", "fail"),
         changes=bool(entry.get("changes")),
         snapshot_on_bootstrap=bool(entry.get("snapshot_on_bootstrap")))
-        for name, entry in program["connectors"].items()}

@@ -47,6 +47,12 @@ def resolve_path(path: str, base_dir: Path) -> str:
     return str((base_dir / local).resolve())
 
 
+def is_url(location: str) -> bool:
+    """Whether a location `resolve_path` gave is on another file system than the local one
+    (it writes `file://` locations as plain paths)."""
+    return _URL.fullmatch(location) is not None
+
+
 @dataclass(frozen=True)
 class Layout:
     root: str

@@ -27,7 +27,7 @@ connectors:
     view: totals
     type: files
     format: json
-    path: out/totals
+    path: file://out/totals
     snapshot_on_bootstrap: true
 """
 
@@ -46,14 +46,17 @@ def test_definitions_are_typed_and_resolved_against_the_project(tmp_path: Path) 
     events, mirror, totals = read["events_in"], read["mirror_in"], read["totals_out"]
     assert (events.is_input, events.relation, events.format) == (True, "events", "csv")
     assert events.path == "input/events"  # as written, for messages
-    assert events.location == str(project.resolve() / "input/events")
+    assert events.location == events.local_location == str(project.resolve() / "input/events")
     # The program keeps throughput options apart (no modification); Spark's reader gets both.
     assert "maxFilesPerTrigger" not in document["connectors"]["events_in"]["options"]
     assert events.reader_options == {"header": True, "maxFilesPerTrigger": 2}
     assert (events.on_bad_input, events.changes, events.snapshot_on_bootstrap) == (
         "skip", True, False)
     assert mirror.location == "s3://Bucket/source"  # the scheme in lower case, nothing else
+    assert mirror.local_location is None  # object storage: only Spark lists it
     assert (mirror.type, mirror.format, mirror.changes) == ("delta", None, False)
     assert (totals.is_input, totals.relation, totals.snapshot_on_bootstrap) == (
         False, "totals", True)
     assert totals.on_bad_input == "fail"
+    # A `file://` location is a local folder, relative to the project like a plain path.
+    assert totals.location == totals.local_location == str(project.resolve() / "out/totals")

@@ -37,7 +37,7 @@ from reconciler.engine.bad_input import (
 )
 from reconciler.engine.delta_source import ingest_delta
 from reconciler.engine.input_batch import configured, write_checked
-from reconciler.engine.input_files import has_new_files, local_path
+from reconciler.engine.input_files import has_new_files
 from reconciler.engine.listed_ingest import ingest_listed, uses_listed_batches
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.session import is_connect
@@ -204,7 +204,7 @@ def emit(runtime: PipelineRuntime, connector: ConnectorDefinition, changes: Data
             writer = writer.option("header", "true")
         elif connector.format == "json":
             writer = writer.option("ignoreNullFields", "false")
-        folder = local_path(path)
+        folder = connector.local_location
         if folder is None:  # object storage: the folder `name_in_folder` holds one part file
             writer.save(f"{path.rstrip('/')}/{name_in_folder}")
             return rows

@@ -51,7 +51,7 @@ def ingest_listed(runtime: PipelineRuntime, connector: ConnectorDefinition,
                   state: ConnectorState, transaction: str) -> int:
     """Ingest the connector's new files as listed batches; returns how many ran."""
     name = connector.name
-    checkpoint, source = local_path(state.input_checkpoint), local_path(connector.location)
+    checkpoint, source = local_path(state.input_checkpoint), connector.local_location
     if checkpoint is None or source is None:
         raise ReconcileError(f"input connector '{name}': over Spark Connect, a files "
                              "connector needs its input and its checkpoint on a local or "
