@@ -59,14 +59,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Test-only settings: tests run many tiny jobs, where C1-only JIT (no C2 warm-up), the
-# serial GC, a few shuffle partitions (not 200 tasks per shuffle of a dozen rows) and a few
+# serial GC, a few shuffle partitions (not 200 tasks per shuffle of a dozen rows), a few
 # partitions for Delta Lake's replay of a table's log (not 50 tasks each time Delta's
-# writer reads a snapshot of a log of a few commits) start and finish them faster;
-# production keeps the defaults.
+# writer reads a snapshot of a log of a few commits) and interpreted expressions (no Java
+# code generated and compiled for each new query of a dozen rows) start and finish them
+# faster; production keeps the defaults. Interpreted and generated code compute the same
+# results: Spark's own tests check each expression both ways.
 TEST_SPARK_CONF = {
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.sql.shuffle.partitions": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
 

@@ -63,7 +63,10 @@ def connect_server(folder: Path) -> Iterator[str]:
          "--conf", f"spark.connect.grpc.binding.port={port}",
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", "spark.databricks.delta.snapshotPartitions=2",  # see TEST_SPARK_CONF
+         # Test-only settings for tiny jobs: see TEST_SPARK_CONF.
+         "--conf", "spark.databricks.delta.snapshotPartitions=2",
+         "--conf", "spark.sql.codegen.wholeStage=false",
+         "--conf", "spark.sql.codegen.factoryMode=NO_CODEGEN",
          "--conf", f"spark.sql.warehouse.dir={folder / 'warehouse'}", *delta_options(),
          "spark-internal"],
         env={**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_SUBMIT_OPTS": FAST_JVM},

@@ -169,8 +169,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 # Tuning for a dozen rows on one core: a few shuffle partitions and snapshot-rebuild
-# tasks instead of a cluster's 200 and 50 (as the embedded sessions of tests use).
-TINY_DATA = "spark.sql.shuffle.partitions 2\nspark.databricks.delta.snapshotPartitions 2\n"
+# tasks instead of a cluster's 200 and 50, and interpreted expressions (as the embedded
+# sessions of tests use: TEST_SPARK_CONF).
+TINY_DATA = ("spark.sql.shuffle.partitions 2\nspark.databricks.delta.snapshotPartitions 2\n"
+             "spark.sql.codegen.wholeStage false\nspark.sql.codegen.factoryMode NO_CODEGEN\n")
 
 
 def run_on_cluster(cluster: Cluster, folder: Path, commands: list[list[str]],
