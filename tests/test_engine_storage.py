@@ -288,6 +288,44 @@ def test_types_round_trip(spark: SparkSession, storage: DeltaStorage, tmp_path: 
     assert storage.latest_version(path) == version
 
 
+DECLARED = spark_schema(
+    [
+        ColumnDef("id", "BIGINT", False),
+        ColumnDef("we`ird", "DECIMAL(5,2)", True),
+        ColumnDef("local_at", "TIMESTAMP_NTZ", True),
+        ColumnDef("point", "STRUCT<x: INT NOT NULL, y: INT>", False),
+        ColumnDef("tags", "ARRAY<STRUCT<k: STRING, v: INT>>", True),
+        ColumnDef("attrs", "MAP<STRING,DECIMAL(4,1)>", True),
+    ]
+)
+
+
+def test_delta_spark_creates_with_its_own_ddl_what_that_declares(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Delta's writer creates a table with Delta's `CREATE TABLE` where its DDL declares the
+    schema: that commit has Delta's checksum, so the first write rebuilds no state from
+    the log. What the DDL cannot declare (a VARCHAR, a NOT NULL inside an array, a name
+    with a space) delta-rs creates. Either way the log holds exactly the schema asked
+    for, the table takes rows, and creating it again is a no-op."""
+    storage = DeltaStorage(spark, writer="delta-spark")
+    undeclared = [RICH, spark_schema([ColumnDef("id", "BIGINT", False),
+                                      ColumnDef("tags", "ARRAY<STRUCT<k: INT NOT NULL>>", True)]),
+                  spark_schema([ColumnDef("odd name", "INT", True)])]
+    for index, schema in enumerate([DECLARED, *undeclared]):
+        path = tmp_path / f"t{index}"
+        version = storage.create(path, schema, change_feed=True)
+        checksum = path / "_delta_log" / f"{version:020d}.crc"
+        assert checksum.exists() == (schema is DECLARED), schema.simpleString()
+        assert same_schema(storage.stored_schema(storage.at(path)), schema)
+        assert storage.create(path, schema, change_feed=True) == version
+        assert DeltaTable(str(path)).metadata().configuration[
+            "delta.enableChangeDataFeed"] == "true"
+    rows = [(1, Decimal("1.50"), dt.datetime(2024, 1, 1), (1, None), [("a", 1)], {"x": None})]
+    written = storage.append(tmp_path / "t0", spark.createDataFrame(rows, DECLARED))
+    assert rows_of(storage.read(tmp_path / "t0", written, DECLARED)) == [
+        (1, Decimal("1.50"), dt.datetime(2024, 1, 1), (1, None), [("a", 1)], {"x": None})]
+
+
 def test_empty_table_read(spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
     path = tmp_path / "empty"
     version = storage.create(path, RICH)

@@ -142,27 +142,33 @@ class DeltaTables:
         latest = self.find(path)
         return None if latest is None else latest.recorded_transaction(app_id)
 
+    def existing_version(self, uri: str, schema: T.StructType) -> int | None:
+        """The latest version of the table at `uri` when one exists with `schema`; None when
+        there is no table. One with another schema is an error: replacing state is the
+        caller's decision (``delete`` first, or ``overwrite``)."""
+        existing = self.find(uri)  # once: its version and its schema
+        if existing is None:
+            return None
+        stored = self.stored_schema(existing)
+        if not same_schema(stored, schema):
+            raise ReconcileError(f"{uri}: a Delta table with another schema exists "
+                                 f"({stored.simpleString()} instead of {schema.simpleString()})")
+        return existing.version
+
     def create_table(self, path: PathLike, schema: T.StructType,
                      configuration: Mapping[str, str]) -> int:
-        """Create an empty table with these table properties; if one exists with the same
-        schema, return its latest version.
+        """Create an empty table with these table properties, with delta-rs, in one
+        metadata-only commit; if one exists with the same schema, return its latest
+        version (`existing_version`).
 
-        An existing table with another schema is an error: replacing state is the
-        caller's decision (``delete`` first, or ``overwrite``). Whichever writer fills
-        it, delta-rs creates it, in one metadata-only commit: Delta's Spark writer would
-        make every column nullable when a DataFrame creates a table, and its
-        `DeltaTable.createIfNotExists` needs Delta's plugin on a Spark Connect server.
+        Delta's Spark writer would make every column nullable when a DataFrame creates a
+        table; it creates tables with its own DDL where that declares the schema
+        (`DeltaSparkWriter.create`), and with this otherwise.
         """
         uri = table_uri(path)
-        existing = self.find(uri)  # once: its version and its schema
+        existing = self.existing_version(uri, schema)
         if existing is not None:
-            stored = self.stored_schema(existing)
-            if not same_schema(stored, schema):
-                raise ReconcileError(
-                    f"{uri}: a Delta table with another schema exists "
-                    f"({stored.simpleString()} instead of {schema.simpleString()})"
-                )
-            return existing.version
+            return existing
         check_delta_rs_location(uri)
         created = DeltaTable.create(
             uri,

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.table_evolution import Evolution
-from reconciler.engine.merge import quoted
+from reconciler.engine.delta_log import quoted
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.schema import arrow_schema
 from reconciler.engine.session import session_settings

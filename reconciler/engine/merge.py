@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine.delta_log import PathLike, relative_file, table_uri
+from reconciler.engine.delta_log import PathLike, quoted, relative_file, table_uri
 from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.session import session_settings
@@ -244,7 +244,3 @@ def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:
     assert condition is not None, "no columns to compare"
     return condition
 
-
-def quoted(name: str) -> str:
-    """A SQL identifier (or a `delta.` table path) in backticks, backticks doubled."""
-    return "`" + name.replace("`", "``") + "`"

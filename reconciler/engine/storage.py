@@ -107,14 +107,15 @@ class DeltaStorage(DeltaTables):
 
     def create(self, path: PathLike, schema: T.StructType, *, change_feed: bool = False,
                deletion_vectors: bool = True) -> int:
-        """Create an empty table as ``create_table`` does, with this writer's properties.
+        """Create an empty table with this writer (`DeltaWriter.create`) and its properties;
+        return the latest version of one that exists with this schema.
 
         For Delta's writer the table gets deletion vectors (unless ``deletion_vectors`` is
         False: a table others read, whose readers may predate them), and with
         ``change_feed`` the change data feed (a pipeline's tables: how a step reads what a
         delete changed).
         """
-        return self.create_table(path, schema, self.writer.table_configuration(
+        return self.writer.create(self, table_uri(path), schema, self.writer.table_configuration(
             change_feed=change_feed, deletion_vectors=deletion_vectors))
 
     def overwrite(self, path: PathLike, df: DataFrame, schema: T.StructType,
