@@ -78,8 +78,8 @@ class DeltaWriter:
     def create(self, tables: DeltaTables, uri: str, schema: T.StructType,
                configuration: Mapping[str, str]) -> int:
         """Create an empty table with these properties, or return the latest version of one
-        with this schema (`DeltaTables.create_table`)."""
-        return tables.create_table(uri, schema, configuration)
+        with this schema (`DeltaTables.existing_version`)."""
+        raise NotImplementedError
 
     def overwrite(self, tables: DeltaTables, uri: str, data: DataFrame,
                   schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
@@ -250,6 +250,10 @@ class DeltaRsWriter(DeltaWriter):
     def table_configuration(self, *, change_feed: bool, deletion_vectors: bool
                             ) -> dict[str, str]:
         return {}
+
+    def create(self, tables: DeltaTables, uri: str, schema: T.StructType,
+               configuration: Mapping[str, str]) -> int:
+        return tables.create_table(uri, schema, configuration)
 
     def overwrite(self, tables: DeltaTables, uri: str, data: DataFrame,
                   schema: T.StructType, tag: str, app_transaction: tuple[str, int] | None
