@@ -113,8 +113,8 @@ def _without_bad_files(bad: DataFrame, rows: DataFrame, bad_rows: int, batch_id:
     """`rows` without the files that hold malformed rows, which are set aside; without
     `set_aside`, BadInput naming them. Only file names and counts reach the driver, one
     row per bad file of the batch."""
-    per_file = {row[FILE_COLUMN]: row["count"]  # one (file, count) per bad file: never rows
-                for row in bad.groupBy(FILE_COLUMN).count().collect()}  # small: file counts
+    per_file = {row[FILE_COLUMN]: row["count"]
+                for row in bad.groupBy(FILE_COLUMN).count().collect()}  # (file, count) per bad file
     if set_aside is None:
         files = sorted(canonical(file) for file in per_file)
         raise BadInput(name, f"{bad_rows} malformed row(s) in batch {batch_id} "
