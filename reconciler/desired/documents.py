@@ -5,10 +5,17 @@ this module keeps a map from such paths to source lines so each error can name
 the file and line the user has to fix. The files come from pull requests, so what a
 file may cost is bounded (`MAX_YAML_BYTES`, `MAX_YAML_DEPTH`, `MAX_YAML_NODES`) before
 anything walks the data aliases expand to.
+
+It also reads a project's other files for the rest of `desired/` (`read_text`): only
+regular files inside the project, never through a symbolic link, and never more bytes
+than a limit, however big `stat()` says the file is.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,15 +73,86 @@ def outside_reason(path: Path, folder: Path) -> str | None:
     return None
 
 
-def read_text(path: Path, shown: str) -> str:
-    """A user's file as UTF-8 text; unreadable files are a one-line error, not a traceback."""
+def refuse_outside(path: Path, folder: Path, shown: str, line: int | None = None, *,
+                   what: str = "a file") -> None:
+    """Raise the one-line error for a path `outside_reason` refuses (`shown`, `line`: where
+    the error points: the file itself, or the line of `pipeline.yaml` that names it)."""
+    if (why := outside_reason(path, folder)) is not None:
+        raise ReconcileError(f"refusing to read {what} that {why}", file=shown, line=line)
+
+
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+"""How a user's file is opened: never through a symbolic link at its last step (the
+steps before it are `outside_reason`'s), and without waiting: opening a named pipe for
+reading blocks until someone writes to it, unless non-blocking."""
+
+
+def read_text(path: Path, shown: str, limit: int, kind: str) -> str:
+    """A user's file as UTF-8 text, with universal newlines as `Path.read_text` gives.
+
+    At most `limit` bytes are read (`kind`, "a YAML file", names what is limited in the
+    error). Everything else is a one-line error naming `shown`, not a traceback.
+    """
+    data = read_bytes(path, shown, limit, kind)
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ReconcileError(f"cannot read file: {error.strerror}", file=shown) from error
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = error.object.count(b"\n", 0, error.start) + 1
+        line = data.count(b"\n", 0, error.start) + 1
         raise ReconcileError("not UTF-8 text", file=shown, line=line) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_bytes(path: Path, shown: str, limit: int, kind: str) -> bytes:
+    """The bytes of a regular file, refusing a symbolic link and anything over `limit`.
+
+    `stat()` says 0 bytes for `/dev/zero`, a pipe or a `/proc` file, which never end, so
+    the size is not asked: the file's type is checked on the descriptor opened (what is
+    read, whatever the path points at by then) and at most `limit + 1` bytes are read.
+    """
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ReconcileError("refusing to read a file that is a symbolic link",
+                                 file=shown) from None
+        raise ReconcileError(f"cannot read file: {error.strerror}", file=shown) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise ReconcileError(f"refusing to read a file that is {_file_kind(mode)}, not "
+                                 "a regular file", file=shown)
+        data = _read_at_most(descriptor, limit + 1)
+    except OSError as error:
+        raise ReconcileError(f"cannot read file: {error.strerror}", file=shown) from None
+    finally:
+        os.close(descriptor)
+    if len(data) > limit:
+        raise too_large(shown, kind, limit)
+    return data
+
+
+def _read_at_most(descriptor: int, size: int) -> bytes:
+    """Up to `size` bytes: `os.read` may return fewer than asked before the end."""
+    chunks: list[bytes] = []
+    while size > 0 and (chunk := os.read(descriptor, min(size, 1 << 20))):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, in words, for the refusal."""
+    kinds = [(stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+             (stat.S_ISSOCK, "a socket")]
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def too_large(shown: str, kind: str, limit: int) -> ReconcileError:
+    """The error for a file over its limit (`kind`: "a YAML file", "a SQL file")."""
+    return ReconcileError(f"file too large: {kind} may have at most {limit:,} bytes",
+                          file=shown)
 
 
 MAX_YAML_BYTES = 1 << 20
@@ -83,6 +161,8 @@ few KiB even with hundreds of connectors; PyYAML's pure-Python parser takes seco
 MiB, so this bounds the time a hostile file can cost before any other check; and GitHub's
 contents API, through which the Action reads the base branch's files, returns content
 inline only up to 1 MB."""
+
+YAML_FILE = "a YAML file"
 
 MAX_YAML_NODES = 100_000
 """Most values (scalars, lists, mappings, each counted once per place it appears) a YAML
@@ -97,16 +177,10 @@ project file nests 5 levels."""
 
 
 def load_yaml(path: Path, display_path: str | None = None) -> YamlDocument:
-    """Parse one YAML file within the limits of `parse_yaml`; a file over `MAX_YAML_BYTES`
-    is refused by its size, before it is read into memory."""
+    """Parse one YAML file within the limits of `parse_yaml`; no more than `MAX_YAML_BYTES`
+    of it are read into memory (`read_bytes`)."""
     shown = display_path or str(path)
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0  # read_text reports why the file cannot be read
-    if size > MAX_YAML_BYTES:
-        raise _too_large(shown)
-    return parse_yaml(read_text(path, shown), shown)
+    return parse_yaml(read_text(path, shown, MAX_YAML_BYTES, YAML_FILE), shown)
 
 
 def parse_yaml(text: str, shown: str) -> YamlDocument:
@@ -118,7 +192,7 @@ def parse_yaml(text: str, shown: str) -> YamlDocument:
     duplicate keys are one-line errors too.
     """
     if len(text) > MAX_YAML_BYTES or len(text.encode("utf-8")) > MAX_YAML_BYTES:
-        raise _too_large(shown)
+        raise too_large(shown, YAML_FILE, MAX_YAML_BYTES)
     loader = _LimitedLoader(text, shown)
     try:
         node = loader.get_single_node()
@@ -133,11 +207,6 @@ def parse_yaml(text: str, shown: str) -> YamlDocument:
         raise _syntax_error(error, text, shown) from None
     finally:
         loader.dispose()
-
-
-def _too_large(shown: str) -> ReconcileError:
-    return ReconcileError(f"file too large: a YAML file may have at most {MAX_YAML_BYTES:,} "
-                          "bytes", file=shown)
 
 
 class _LimitedLoader(yaml.SafeLoader):

@@ -19,7 +19,13 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from reconciler.desired.documents import YamlDocument, load_yaml, outside_reason, read_text
+from reconciler.desired.documents import (
+    YamlDocument,
+    load_yaml,
+    outside_reason,
+    read_text,
+    refuse_outside,
+)
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
@@ -27,6 +33,10 @@ from reconciler.redact import shown_value
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_SQL_BYTES = 8 << 20
+"""Largest SQL file read (8 MiB), before templates are rendered: a pipeline of a thousand
+views is well under 1 MiB. It bounds the memory a file costs, whatever `stat()` says of
+its size (a pipe or a device says 0)."""
 
 BootstrapPolicy = Literal["await_approval", "allow", "reject"]
 POLICIES: tuple[str, ...] = get_args(BootstrapPolicy)
@@ -318,7 +328,7 @@ def load_project(root: Path) -> Project:
     settings_path = root / PROJECT_FILE
     settings = ProjectSettings()
     document = None
-    _refuse_outside(settings_path, root, display(settings_path))
+    refuse_outside(settings_path, root, display(settings_path))
     if settings_path.exists():
         document = load_yaml(settings_path, display(settings_path))
         settings = project_settings(document, display(settings_path))
@@ -336,14 +346,9 @@ def load_project(root: Path) -> Project:
                              file=display(pipelines_root))
     pipeline_dirs = {}
     for spec_file in sorted(pipelines_root.glob(f"*/{PIPELINE_FILE}")):
-        _refuse_outside(spec_file, root, display(spec_file))
+        refuse_outside(spec_file, root, display(spec_file))
         pipeline_dirs[spec_file.parent.name] = spec_file.parent
     return Project(root=root, settings=settings, pipeline_dirs=pipeline_dirs)
-
-
-def _refuse_outside(path: Path, folder: Path, shown: str, line: int | None = None) -> None:
-    if (why := outside_reason(path, folder)) is not None:
-        raise ReconcileError(f"refusing to read a file that {why}", file=shown, line=line)
 
 
 class _PipelineLoader(jinja2.FileSystemLoader):
@@ -395,12 +400,12 @@ def _sql_files(spec: PipelineSpec, directory: Path, document: YamlDocument,
         if not paths:
             raise ReconcileError("no *.sql files in the pipeline folder", file=shown, line=1)
         for path in paths:
-            _refuse_outside(path, directory, display(path))
+            refuse_outside(path, directory, display(path))
         return paths
     paths = []
     for index, name in enumerate(spec.sql):
         path = directory / name
-        _refuse_outside(path, directory, shown, document.line_of(("sql", index)))
+        refuse_outside(path, directory, shown, document.line_of(("sql", index)))
         if not path.is_file():
             raise ReconcileError(f"sql file '{name}' not found", file=shown,
                                  line=document.line_of(("sql", index)))
@@ -410,7 +415,7 @@ def _sql_files(spec: PipelineSpec, directory: Path, document: YamlDocument,
 
 def _render(environment: jinja2.Environment, path: Path, variables: dict[str, Any]) -> SqlSource:
     shown = display(path)
-    text = read_text(path, shown)
+    text = read_text(path, shown, MAX_SQL_BYTES, "a SQL file")
     try:
         template = environment.from_string(text)
         return SqlSource(display_path=shown, text=template.render(**variables))

@@ -18,7 +18,11 @@ A file holds one test or a list of them under `tests:`:
 
 Tests are not part of the pipeline: editing one changes no fingerprint and the plan
 has nothing to apply. They are parsed with the project's YAML limits, and a mistake
-is one line naming the file and line.
+is one line naming the file and line. They come from pull requests like the SQL, so the
+`tests` folder and each file are read as SQL files are: inside the pipeline's folder,
+regular files, no symbolic link on the way (one to `/dev/zero` would be read until
+memory runs out, one to a file outside the repository would be quoted by errors into
+the pull request).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reconciler.desired.documents import YamlDocument, load_yaml
+from reconciler.desired.documents import YamlDocument, load_yaml, refuse_outside
 from reconciler.desired.program import Program, Table
 from reconciler.errors import ReconcileError
 
@@ -77,9 +81,11 @@ class ViewTest:
 def load_view_tests(directory: Path, program: Program, shown: str) -> list[ViewTest]:
     """The tests of one pipeline folder (`shown`: how to name it in errors), in file order."""
     folder = directory / TESTS_FOLDER
+    refuse_outside(folder, directory, f"{shown}/{TESTS_FOLDER}", what="a folder")  # before glob
     tests: list[ViewTest] = []
     for path in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
         where = f"{shown}/{TESTS_FOLDER}/{path.name}"
+        refuse_outside(path, directory, where)
         document = load_yaml(path, where)
         data = document.data
         entries = data.get("tests") if isinstance(data, dict) and "tests" in data else [data]
