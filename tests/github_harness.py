@@ -234,3 +234,21 @@ def assert_reject_refuses_the_apply(workspace: Workspace) -> None:
     assert run.exit_code == 1
     assert "bootstrap_policy is 'reject'" in run.outputs["failure-reason"]
     assert workspace.manifest()["serial"] == 1
+
+
+def plant_python(folder: Path, canary: Path) -> None:
+    """Everything Python might import from a working directory or a site folder: our own
+    package (its `__main__` prints a forged, passing test result), pyspark, the site hooks
+    and a `.pth` file. Each, if ever run, writes `canary`."""
+    write_canary = f"open({str(canary)!r}, 'a').write({str(folder)!r} + ' ' + __name__ + '\\n')\n"
+    forged = json.dumps({"format": 1, "tests": [
+        {"pipeline": "grades", "file": "forged.yaml", "name": "forged", "passed": True,
+         "failure": None}]})
+    (folder / "reconciler").mkdir(exist_ok=True)
+    (folder / "reconciler/__init__.py").write_text(write_canary)
+    (folder / "reconciler/__main__.py").write_text(write_canary + f"print({forged!r})\n")
+    (folder / "pyspark").mkdir(exist_ok=True)
+    (folder / "pyspark/__init__.py").write_text(write_canary)
+    for hook in ("sitecustomize.py", "usercustomize.py"):
+        (folder / hook).write_text(write_canary)
+    (folder / "planted.pth").write_text("import os; " + write_canary)

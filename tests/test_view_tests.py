@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from reconciler.engine.runtime import PipelineRuntime
 from tests.cli_helpers import reconcile
 from tests.fake_github import FakeGitHub
-from tests.github_harness import Workspace, approve, only_sticky
+from tests.github_harness import Workspace, approve, only_sticky, plant_python
 from tests.projects import copy_example, write_files
 
 SQL = """
@@ -187,10 +187,19 @@ def test_tests_are_not_part_of_the_pipeline(tmp_path: Path) -> None:
 
 
 def test_the_action_shows_view_tests_and_an_apply_waits_for_them(
-        workspace: Workspace, github: FakeGitHub) -> None:
+        workspace: Workspace, github: FakeGitHub, tmp_path: Path) -> None:
     """In the pull request: the plan comment lists each test of the changed pipeline, and
     `/reconcile apply` is refused while one fails (the trusted branch requires them); fixed,
-    the same flow applies."""
+    the same flow applies.
+
+    The pull request also commits Python where a child process might import it (issue 51:
+    a `reconciler/` package whose `__main__` prints a forged passing result, `pyspark/`,
+    `sitecustomize.py`, `usercustomize.py`, a `.pth`), in the project, its pipeline folder
+    and the checkout's root: the tests shown are the real ones, and none of it ever runs,
+    on the plan or on the privileged apply."""
+    canary = tmp_path / "planted-code-ran"
+    for folder in (workspace.project, workspace.root, workspace.project / "pipelines/grades"):
+        plant_python(folder, canary)
     settings_file = workspace.project / "reconcile.yaml"
     settings = yaml.safe_load(settings_file.read_text())
     settings["tests"] = {"required": True}
@@ -206,6 +215,9 @@ def test_the_action_shows_view_tests_and_an_apply_waits_for_them(
     assert "<code>averages_per_student_and_class</code> | <code>pipelines/grades/tests/" \
            "averages.yaml</code> | **failed**: computed from the given rows" in body
 
+    assert "forged" not in body
+    assert not canary.exists(), canary.read_text()
+
     refused, _ = approve(workspace, "alice")
     assert refused.exit_code == 1
     assert refused.outputs["result"] == "refused"
@@ -219,3 +231,4 @@ def test_the_action_shows_view_tests_and_an_apply_waits_for_them(
     applied, _ = approve(workspace, "alice")
     assert applied.outputs["result"] == "applied", applied.log
     assert workspace.manifest() is not None
+    assert not canary.exists(), canary.read_text()

@@ -28,7 +28,6 @@ jars (the cluster's set-up, never the project's: see `desired/project.py`).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
 
+from reconciler.child_process import run_helper
 from reconciler.errors import ReconcileError
 
 COMPLETE = "complete.txt"
@@ -163,9 +163,8 @@ def fetch(jar_set: JarSet) -> list[Path]:
         (Path(build) / "pom.xml").write_text(pom, encoding="utf-8")
         command = ["mvn", "--batch-mode", "--quiet", "dependency:copy-dependencies",
                    "-DincludeScope=runtime", f"-DoutputDirectory={folder}"]
-        try:
-            result = subprocess.run(command, cwd=build, capture_output=True, text=True,
-                                    check=False, timeout=1800)
+        try:  # no secret of the caller's in Maven's environment: child_process
+            result = run_helper(command, cwd=Path(build), timeout=1800)
         except FileNotFoundError:
             raise ReconcileError("Maven (`mvn`) is not installed: it fetches Delta Lake's and "
                                  "hadoop-aws's jars (e.g. `apt-get install maven`)") from None

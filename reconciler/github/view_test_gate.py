@@ -1,7 +1,9 @@
 """The view tests of a pull request's changed pipelines, run apart from the workflow.
 
-`reconcile test --json` runs in a child process with `helper_environment()`: a
-test runs the pull request's SQL on fixture rows, and that JVM gets none of the
+`reconcile test --json` runs in a child process (`child_process.run_reconciler`:
+the installed package in isolated mode, from an empty folder, with
+`helper_environment()`): a test runs the pull request's SQL on fixture rows, and
+that process imports nothing from the checkout, and its JVM gets none of the
 workflow's secrets (no AWS keys, no GitHub token) and no state to read. Its
 result goes into the plan (`pipelines[].tests`, left out of `plan_id`: it
 describes the checkout, not what an apply does) and the sticky comment; an apply
@@ -13,11 +15,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from reconciler.child_process import run_helper
+from reconciler.child_process import run_reconciler
 from reconciler.github.runner import log
 
 TESTS_TIMEOUT = 1800.0
@@ -27,10 +28,9 @@ TESTS_TIMEOUT = 1800.0
 def run_view_tests(project_dir: Path, pipeline: str) -> dict[str, Any]:
     """`{"passed": n, "failed": n, "results": [...]}` for one pipeline's tests, or `{"error":
     why}` when they could not run (a test file that does not load, a JVM that failed)."""
-    argv = [sys.executable, "-m", "reconciler", "-C", str(project_dir), "test", "-p", pipeline,
-            "--json"]
+    args = ["-C", str(project_dir.resolve()), "test", "-p", pipeline, "--json"]
     try:
-        done = run_helper(argv, cwd=project_dir, timeout=TESTS_TIMEOUT)
+        done = run_reconciler(args, timeout=TESTS_TIMEOUT)
     except subprocess.TimeoutExpired:
         return {"error": f"the view tests took over {TESTS_TIMEOUT:.0f} s"}
     except OSError as error:
@@ -40,12 +40,21 @@ def run_view_tests(project_dir: Path, pipeline: str) -> dict[str, Any]:
     except (json.JSONDecodeError, IndexError):
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         return {"error": lines[-1].strip()[:300] if lines else f"exit code {done.returncode}"}
-    results = [{key: test[key] for key in ("name", "file", "passed", "failure")}
-               for test in report["tests"]]
+    results = [{**{key: test[key] for key in ("name", "passed", "failure")},
+                "file": _in_project(test["file"], project_dir)} for test in report["tests"]]
     failed = sum(not test["passed"] for test in results)
     log(f"view tests of {pipeline}: {len(results) - failed} passed, {failed} failed")
     return {"format": report["format"], "passed": len(results) - failed, "failed": failed,
             "results": results}
+
+
+def _in_project(file: str, project_dir: Path) -> str:
+    """A test file as the comment shows it: relative to the project (the child runs in a
+    folder of its own, so it names files by absolute path)."""
+    try:
+        return str(Path(file).relative_to(project_dir.resolve()))
+    except ValueError:
+        return file
 
 
 def add_view_tests(document: dict[str, Any], project_dir: Path,
