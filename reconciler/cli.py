@@ -27,7 +27,7 @@ from reconciler.cli_options import (
 from reconciler.cli_test import test_command
 from reconciler.desired.project import display, duration_seconds, load_project
 from reconciler.desired.workspace import load_programs, select_pipelines
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, private_message
 from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -74,7 +74,9 @@ class ReconcileGroup(click.Group):
         except (ReconcileError, StateBackendError) as error:
             if ctx.params.get("debug"):
                 raise
-            click.echo(f"error: {error}", err=True)
+            # The terminal of whoever ran the command: the one reader a failure's row
+            # values (an expectation's) may reach.
+            click.echo(f"error: {private_message(error)}", err=True)
             sys.exit(1)
         except Exception as error:
             # Spark dying (out of memory, a killed JVM, a lost Connect server) is one line,

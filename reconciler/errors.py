@@ -42,6 +42,21 @@ class ObjectFailed(ReconcileError):
         super().__init__(f"{what} '{name}': {type(cause).__name__}: {first}".rstrip(": "))
 
 
+class QuotesData(ReconcileError):
+    """An error whose whole text quotes row values (an expectation's violating rows).
+
+    `str()` and `public` are its public form: the relation, the rule and the counts, what a
+    pull request, an output, a summary or a manifest may show. `detail` adds the values,
+    for the terminal of the person who ran the command (and a runner's own log) only:
+    whatever forgets to ask for the detail shows the public form, never the data.
+    """
+
+    def __init__(self, public: str, detail: str):
+        super().__init__(public)
+        self.public = self.format()
+        self.detail = " ".join(detail.split())
+
+
 class PipelinePaused(ReconcileError):
     """A step found its pipeline not `Running` (awaiting approval, or a failed bootstrap): a
     continuous runner waits for an apply or approval instead of stopping."""
@@ -62,9 +77,15 @@ def public_message(error: BaseException) -> str:
     other error only its class and the object it concerned."""
     from reconciler.redact import redact_text
 
-    if isinstance(error, ObjectFailed):
+    if isinstance(error, (ObjectFailed, QuotesData)):
         return error.public
     ours = {cls.__name__ for cls in type(error).__mro__} & {"ReconcileError", "StateBackendError"}
     if ours:  # (state_backends is not imported here: it is a package of its own)
         return redact_text(str(error))
     return error_class(error)
+
+
+def private_message(error: BaseException) -> str:
+    """What the person who ran the command reads on their terminal: the detail of an error
+    that quotes data, else the error's own one line. Never for what others may read."""
+    return error.detail if isinstance(error, QuotesData) else str(error)

@@ -291,3 +291,49 @@ def test_plan_shows_expectation_changes_and_apply_lands_them(
                    "orders;\n")
     output = reconcile(project, "apply", "--auto-approve", expect=1)
     assert "view 'strict': expectation 'noted'" in output and "id=2, note='b'" in output
+
+
+CANARY = "canary-5e1f-row-value"
+"""A value only violating rows hold: it may reach the terminal, never a manifest."""
+
+PRIVATE = """
+CREATE TABLE orders (id BIGINT, amount INT, note STRING,
+  CONSTRAINT short_note EXPECT (length(note) < 30) ON VIOLATION FAIL UPDATE);
+"""
+
+
+def test_a_failed_expectation_shows_values_on_the_terminal_only(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The violating rows' values are for whoever ran the command: the CLI prints them;
+    the Failed manifest, `status --json` and the next plan's note hold the relation, the
+    expectation and the counts only."""
+    project = write_files(tmp_path, {
+        "reconcile.yaml": "spark:\n  master: local[2]\n",
+        "pipelines/p/pipeline.yaml": "name: p\nbootstrap_policy: allow\n",
+        "pipelines/p/program.sql": PRIVATE})
+    reconcile(project, "apply", "--auto-approve")
+    manifest_file = project / ".reconcile/state/p/manifest.json"
+    before = manifest_file.read_bytes()
+    # A step (`execute`): the table's expectation stops it; the terminal names the row.
+    refused = reconcile(project, "execute", "-p", "p",
+                        f"INSERT INTO orders VALUES (1, 5, '{CANARY}-longer-than-thirty')",
+                        expect=1)
+    assert f"note='{CANARY}-longer-than-thirty'" in refused
+    assert manifest_file.read_bytes() == before
+    reconcile(project, "execute", "-p", "p", f"INSERT INTO orders VALUES (2, -3, '{CANARY}')")
+    # A bootstrap: a new view whose FAIL UPDATE expectation the stored row violates.
+    sql = project / "pipelines/p/program.sql"
+    sql.write_text(sql.read_text() + "CREATE MATERIALIZED VIEW strict (CONSTRAINT positive "
+                   "EXPECT (amount > 0) ON VIOLATION FAIL UPDATE) AS SELECT note, amount "
+                   "FROM orders;\n")
+    failed = reconcile(project, "apply", "--auto-approve", expect=1)
+    assert f"note='{CANARY}', amount=-3" in failed  # the terminal: the row's key
+    public = ("view 'strict': expectation 'positive' (ON VIOLATION FAIL UPDATE) failed on 1 "
+              "of 1 new row(s); the step stopped and nothing was committed")
+    stored = manifest(project, "p")
+    assert stored["status"] == "Failed" and stored["status_details"]["error"] == public
+    assert CANARY not in manifest_file.read_text()
+    status = reconcile(project, "status", "--json")
+    assert public in status and CANARY not in status
+    plan = reconcile(project, "plan")
+    assert f"last apply failed: {public}" in plan and CANARY not in plan

@@ -15,10 +15,12 @@ change runs none (a relation without a change is not looked at).
   holds them.
 - FAIL UPDATE: the step raises before the manifest is written, naming the
   expectation, the relation and a few violating rows (their keys): the committed
-  state stays in force. Writes the step made stay uncommitted (as after a crash);
-  the rows ingested stay in the table's uncommitted versions, so the next step meets
-  them again until the expectation or the rows change (`reconcile execute "DELETE
-  FROM t WHERE ..."` removes them).
+  state stays in force. The rows' values are in the error's private detail only
+  (`errors.QuotesData`): manifests, pull requests and outputs get its public form.
+  Writes the step made stay uncommitted (as after a crash); the rows ingested stay in
+  the table's uncommitted versions, so the next step meets them again until the
+  expectation or the rows change (`reconcile execute "DELETE FROM t WHERE ..."`
+  removes them).
 
 Counts go to the step's `last_step.expectations` (so every history entry keeps its
 step's) and, summed since the relation was created or recomputed, to its state
@@ -45,7 +47,7 @@ from reconciler.engine.maintenance.view import maintained_shape
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.errors import ReconcileError
+from reconciler.errors import QuotesData
 
 SAMPLE = 5
 """Violating rows a FAIL UPDATE error shows."""
@@ -157,12 +159,23 @@ def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
         # Bounded: SAMPLE rows of the key columns, for the error message.
         sample = rows.filter(violated(expectation["condition"])).select(*keys).limit(
             SAMPLE).collect()  # at most SAMPLE key values, for the message
-        shown = "; ".join(", ".join(f"{key}={row[key]!r}" for key in keys) for row in sample)
-        raise ReconcileError(
-            f"{kind} '{relation}': expectation '{expectation['name']}' (EXPECT "
-            f"({expectation['condition']}) ON VIOLATION FAIL UPDATE) failed on "
-            f"{count['violations']} of {count['rows']} new row(s), e.g. {shown}; the step "
-            "stopped and nothing was committed")
+        raise expectation_failed(kind, relation, expectation, count, [
+            ", ".join(f"{key}={row[key]!r}" for key in keys) for row in sample])
+
+
+def expectation_failed(kind: str, relation: str, expectation: dict[str, str],
+                       count: dict[str, Any], sample: list[str]) -> QuotesData:
+    """The error a FAIL UPDATE expectation raises. Its public form (for pull requests,
+    outputs, manifests) names the relation, the expectation and the counts; the violating
+    rows' values are in its detail only, for the terminal of whoever ran the command."""
+    name, condition = expectation["name"], expectation["condition"]
+    counts = f"failed on {count['violations']} of {count['rows']} new row(s)"
+    stopped = "the step stopped and nothing was committed"
+    return QuotesData(
+        f"{kind} '{relation}': expectation '{name}' (ON VIOLATION FAIL UPDATE) {counts}; "
+        f"{stopped}",
+        f"{kind} '{relation}': expectation '{name}' (EXPECT ({condition}) ON VIOLATION FAIL "
+        f"UPDATE) {counts}, e.g. {'; '.join(sample)}; {stopped}")
 
 
 def _key_columns(runtime: PipelineRuntime, kind: str, relation: str, condition: str,
