@@ -29,7 +29,7 @@ from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
 from reconciler.redact import redact_url
 from reconciler.relation_records import RelationRecord
-from reconciler.state import pipeline_layout, read_manifest
+from reconciler.state import committed_program, pipeline_layout, read_manifest
 from state_backends import StateBackend
 
 
@@ -400,14 +400,14 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         if manifest.status != "Running":
             raise PipelinePaused(f"pipeline '{name}' is {manifest.status}, not Running: "
                                  "finish it with `reconcile apply` or `reconcile approve`")
+        program = committed_program(backend, manifest)  # the state bucket is not code
         if insert is None:  # the settings may have withdrawn what the apply allowed
-            check_committed_options(name, manifest.program,
-                                    project.settings.allow_file_cleanup)
-        if insert is None and not has_pending_input(manifest.program, manifest.relations,
+            check_committed_options(name, program, project.settings.allow_file_cleanup)
+        if insert is None and not has_pending_input(program, manifest.relations,
                                                     manifest.connectors, project.root):
             return Outcome(name, "idle", f"{name}: no new input", manifest.serial), StepResult()
         started = time.monotonic()
-        runtime = engine.runtime(name, manifest.program, manifest.relations)
+        runtime = engine.runtime(name, program, manifest.relations)
         step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,
                         ingest_inputs=insert is None,
                         after_discard=insert)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from reconciler.desired.committed import check_committed_program
 from reconciler.desired.project import Project
 from reconciler.layout import Layout
 from reconciler.manifest import Manifest
@@ -39,3 +42,11 @@ def read_manifest(backend: StateBackend, pipeline: str,
     if layout is not None:
         manifest = manifest.resolved(layout, where)
     return manifest, stored.version
+
+
+def committed_program(backend: StateBackend, manifest: Manifest) -> dict[str, Any]:
+    """The manifest's program, once checked as if a pull request wrote it
+    (`desired.committed`): whatever runs it (a step, `execute`, `query`) calls this first."""
+    check_committed_program(manifest.pipeline, manifest.program,
+                            f"{backend.url}/{manifest.pipeline}/manifest.json")
+    return manifest.program

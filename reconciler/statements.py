@@ -16,7 +16,7 @@ from reconciler.desired.project import Project
 from reconciler.engine.step import StepResult, insert_app_id
 from reconciler.errors import ReconcileError
 from reconciler.operations import Engine, Outcome, run_pipeline
-from reconciler.state import pipeline_layout, read_manifest
+from reconciler.state import committed_program, pipeline_layout, read_manifest
 from state_backends import StateBackend
 
 
@@ -105,7 +105,7 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
     manifest, _ = read_manifest(backend, name, pipeline_layout(engine.project, name))
     if manifest is None:
         raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
-    program = manifest.program
+    program = committed_program(backend, manifest)  # checked as if a pull request wrote it
     ctes = {cte.alias_or_name.lower() for cte in select.find_all(exp.CTE)}
     for table in select.find_all(exp.Table):
         relation = table.name.lower()

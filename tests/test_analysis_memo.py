@@ -143,8 +143,7 @@ def test_a_memo_a_pull_request_could_write_is_ignored(tmp_path: Path,
     assert "forged" not in json.dumps(plan)
 
 
-@pytest.mark.parametrize("tamper", ["version", "entries", "views", "statement", "lineage",
-                                    "shapes"])
+@pytest.mark.parametrize("tamper", ["version", "entries", "views", "lineage", "shapes"])
 def test_entries_that_do_not_match_change_nothing(tmp_path: Path, tamper: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A memo written by other code (another version), unreadable, or whose entries are
@@ -160,8 +159,7 @@ def test_entries_that_do_not_match_change_nothing(tmp_path: Path, tamper: str,
     elif tamper == "shapes":  # every entry of the wrong form
         entries = {section: {key: [None] for key in found} for section, found in entries.items()}
     else:  # each entry under the key of other inputs (as if the SQL or columns differed)
-        section = {"views": "views", "statement": "statements", "lineage": "lineage"}[tamper]
-        entries[section] = {key[::-1]: value for key, value in entries[section].items()}
+        entries[tamper] = {key[::-1]: value for key, value in entries[tamper].items()}
     if tamper not in ("version", "entries"):
         memo = {**memo, "entries": json.dumps(entries)}
     deploy(project, memo)
@@ -170,6 +168,44 @@ def test_entries_that_do_not_match_change_nothing(tmp_path: Path, tamper: str,
     assert plan == honest_plan(project)
     if tamper in ("version", "entries", "views", "shapes"):
         assert analysis.reused == 0
+
+
+@pytest.mark.parametrize("unsafe", [
+    "select transform(cust) using 'env' as (s) from orders",
+    "select reflect('java.lang.System', 'getenv', 'HOME') as s from orders",
+    "select user as s from orders"])
+def test_a_forged_memo_never_vouches_for_an_unsafe_view(tmp_path: Path, unsafe: str,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Whoever writes the state bucket can write a memo whose keys match any text (the keys
+    are hashes of public inputs). Forged here as such a writer would: the pull request's
+    unsafe view analysed with the safety checks switched off. `reconcile plan` still
+    refuses the view, at its file and line: the checks run from the text every time."""
+    from reconciler.desired import program as program_module
+    from reconciler.desired import sql as sql_module
+    from tests.cli_helpers import reconcile
+
+    project = project_with_state(tmp_path, "../state")
+    edit(project, "where p.n > 1;", f"where p.n > 1;\ncreate view leak as {unsafe};")
+    with monkeypatch.context() as switched_off:
+        switched_off.setattr(sql_module, "check_view_query", lambda *args, **kwargs: None)
+        switched_off.setattr(program_module, "check_bare_names", lambda *args, **kwargs: None)
+        _, [forged] = load_programs(project)
+    memo = forged.analysis.document()  # type: ignore[union-attr]
+    assert forged.views["leak"]  # the memo holds the unsafe view's analysis
+    deploy_document(project, forged, memo)
+    output = reconcile(project, "plan", expect=1)
+    assert "pipelines/p/program.sql:" in output
+    assert "leak" in output and "Traceback" not in output
+
+
+def deploy_document(project: Path, program: Program, memo: dict[str, Any] | None) -> None:
+    """Commit `program` and `memo` as a state-bucket writer could."""
+    loaded = load_project(project)
+    manifest = Manifest.first("p", program.document(), analysis=memo,
+                              settings=settings_summary(loaded.settings))
+    LocalBackend(Path(loaded.resolve(loaded.settings.backend))).write_manifest(
+        "p", manifest.to_document(), None)
 
 
 def test_a_view_that_fails_is_refused_with_or_without_the_memo(tmp_path: Path) -> None:

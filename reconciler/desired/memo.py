@@ -12,15 +12,11 @@ with `analysis_version` (the sqlglot version, the Python version and the source 
 every module of `desired/`, so any change to the code that analyses invalidates every
 entry) prepended, and holds only what that deterministic function returned:
 
-* a statement (view statements only): its text, and the comments the tokenizer
-  attaches to its first and last tokens from outside it, give its name,
-  `MATERIALIZED`, the relations it reads and its refresh opt-out; a memoised statement
-  passed the parser and the safety checks (`desired.safety`), which depend on nothing
-  else;
-* a view: its statement's key, the columns of each relation it reads (as lineage and
-  as Spark name them), `refresh:` of pipeline.yaml and whether an input retracts rows
-  give the refresh (mode, reason, retracts, relations read whole), its output columns
-  and its resolved output names, the bare-name and resolution checks passed;
+* a view: its statement's text (`sql.statement_digest`), the columns of each relation
+  it reads (as lineage and as Spark name them), `refresh:` of pipeline.yaml and whether
+  an input retracts rows give the refresh (mode, reason, retracts, relations read
+  whole), its output columns and its resolved output names, the resolution check
+  passed;
 * a lineage: a canonical query and the columns of the relations it reads give its
   `Lineage` (the fingerprints, `desired.fingerprint`, are derived from it as before).
 
@@ -31,6 +27,13 @@ the caller: a plan honours a memo only from a backend no pull request can write
 (`plan.planner`), and `apply` never reads one. Apply analyses every view, so what is
 deployed is always computed from the SQL; a plan made from a lying memo would not
 match it (another desired fingerprint), and apply refuses such a plan.
+
+What a memo never holds is a verdict on safety: whoever can write the state bucket
+can write a memo, and the bucket is not trusted as code. Every statement is parsed
+and put through the safety checks (`desired.safety`, the bare names included) from
+its text on every plan; the memo saves only the analyses that decide how a view is
+planned (resolution, refresh, lineage), where a lie gives a wrong plan that apply
+then refuses, never a query that runs.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ import sqlglot
 
 from reconciler.desired.lineage import Lineage, OutputLineage, view_lineage
 from reconciler.desired.shapes import Refresh
-from reconciler.desired.sql import StatementFacts
 
 Columns = tuple[str, ...] | None
 Schemas = Mapping[str, Sequence[str] | None]
@@ -98,25 +100,11 @@ class Analysis:
     def __init__(self, committed: Mapping[str, Any] | None = None):
         self.version = analysis_version()
         self._committed: dict[str, dict[str, Any]] = _sections(committed, self.version)
-        self.statements: dict[str, StatementFacts] = {}
         self.views: dict[str, ViewFacts] = {}
         self.lineages: dict[str, Lineage] = {}
         self.reused = 0  # views whose results came from the committed memo
         self.analysed = 0  # views analysed here
         self._keys: dict[object, str] = {}  # each key is asked for twice: hashed once
-
-    # -- statements --------------------------------------------------------------------
-    def known_statement(self, digest: str) -> StatementFacts | None:
-        """The committed facts of a view statement (`sql.statement_digest`), if any."""
-        if self.version is None:
-            return None
-        return _decoded(_statement, self._committed.get("statements", {}).get(
-            self._statement_key(digest)))
-
-    def _statement_key(self, digest: str) -> str:
-        if digest not in self._keys:
-            self._keys[digest] = _key(self.version or "", "statement", digest)
-        return self._keys[digest]
 
     # -- views -------------------------------------------------------------------------
     def view_key(self, digest: str, columns: Schemas, resolved: Schemas, policy: str,
@@ -134,11 +122,9 @@ class Analysis:
             self.reused += 1
         return facts
 
-    def remember(self, digest: str, statement: StatementFacts, key: str,
-                 facts: ViewFacts) -> None:
+    def remember(self, key: str, facts: ViewFacts) -> None:
         """Record a view's results (reused or computed) for the next manifest."""
         if self.version is not None:
-            self.statements[self._statement_key(digest)] = statement
             self.views[key] = facts
 
     # -- lineage -----------------------------------------------------------------------
@@ -174,9 +160,6 @@ class Analysis:
         if self.version is None:
             return None
         entries = {
-            "statements": {key: [facts.name, facts.materialized, list(facts.reads),
-                                 facts.full_refresh]
-                           for key, facts in sorted(self.statements.items())},
             "views": {key: [_names(facts.resolved), _names(facts.columns), facts.refresh.mode,
                             facts.refresh.reason, facts.refresh.retracts,
                             list(facts.refresh.read_whole)]
@@ -212,11 +195,6 @@ def _decoded(decode: Callable[[Any], T], entry: Any) -> T | None:
         return decode(entry)
     except (TypeError, ValueError, KeyError, IndexError):
         return None
-
-
-def _statement(entry: Any) -> StatementFacts:
-    name, materialized, reads, full_refresh = entry
-    return StatementFacts(_text(name), _flag(materialized), _texts(reads), _flag(full_refresh))
 
 
 def _view(entry: Any) -> ViewFacts:

@@ -18,6 +18,7 @@ from reconciler.desired.connector_options import cleanup_option, cleanup_refusal
 from reconciler.desired.expectation_clauses import Expectation, check_columns, with_drops
 from reconciler.desired.fingerprint import derive, stable_hash
 from reconciler.desired.memo import Analysis, ViewFacts
+from reconciler.desired.nesting import refuse_deep_recursion
 from reconciler.desired.project import ConnectorSpec, PipelineSource
 from reconciler.desired.resolution import check_view_resolution
 from reconciler.desired.safety import check_bare_names
@@ -25,7 +26,6 @@ from reconciler.desired.shapes import Refresh, refresh_of
 from reconciler.desired.sql import (
     ColumnDef,
     Location,
-    StatementFacts,
     TableStatement,
     ViewStatement,
     parse_file,
@@ -211,10 +211,11 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
     """Parse every SQL file, check names and the graph, and fingerprint each relation.
 
     `memo` is a committed manifest's analysis memo (`Manifest.analysis`, `desired.memo`), or
-    None. A view whose statement and inputs are those of an entry there takes its parse
-    facts and analysis results (refresh, lineage, output columns) from it instead of being
-    parsed and analysed again: the results are those of the same deterministic functions
-    of the same inputs, so the program is the same. Only a caller that can trust the
+    None. A view whose statement and inputs are those of an entry there takes its analysis
+    results (resolution, refresh, lineage, output columns) from it instead of analysing
+    them again: the results are those of the same deterministic functions of the same
+    inputs, so the program is the same. Every statement is still parsed and put through
+    the safety checks: a memo never vouches for those. Only a caller that can trust the
     memo's writer passes one (a plan, from a backend no pull request can write:
     `plan.planner`); apply passes none and analyses every view. The program keeps what
     was found (`Program.analysis`), for the manifest an apply commits.
@@ -222,7 +223,7 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
     analysis = Analysis(memo)
     statements: dict[str, TableStatement | ViewStatement] = {}
     for sql_file in source.sql_files:
-        for statement in parse_file(sql_file, analysis.known_statement):
+        for statement in parse_file(sql_file):
             previous = statements.get(statement.name)
             if previous is not None:
                 raise statement.location.error(
@@ -257,8 +258,9 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
                                  location=statement.location, sql=statement.sql, fingerprint="",
                                  expectations=statement.expectations)
         else:
-            facts = _analysed(statement, source.spec.refresh, views, columns, resolved,
-                              analysis)
+            with refuse_deep_recursion(statement.location.file, statement.location.line):
+                facts = _analysed(statement, source.spec.refresh, views, columns, resolved,
+                                  analysis)
             check_columns(statement.expectations, facts.columns, f"view '{name}'",
                           statement.location.file)
             views[name] = View(name=name, query=statement.query,
@@ -284,27 +286,26 @@ def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
               columns: dict[str, tuple[str, ...] | None],
               resolved: dict[str, tuple[str, ...] | None], analysis: Analysis) -> ViewFacts:
     """A view's checks and analyses, in the order their errors are raised: bare names,
-    resolution, refresh; or their results from the memo, under the key of everything they
-    read (`desired.memo`)."""
+    resolution, refresh; the last two's results from the memo when it has them, under the
+    key of everything they read (`desired.memo`)."""
     name, expectations = statement.name, statement.expectations
     read_columns = {read: columns[read] for read in statement.reads}
     read_resolved = {read: resolved[read] for read in statement.reads}
     retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
     key = analysis.view_key(statement.digest, read_columns, read_resolved, policy, retracts)
+    assert statement.tree is not None  # parse_file parses every statement
+    # A safety check, never taken from the memo (the state bucket is not trusted as code).
+    check_bare_names(statement.tree, read_columns, name, statement.location.file,
+                     statement.location.line, statement.lines)
     facts = analysis.known_view(key)
     if facts is None:
         analysis.analysed += 1
-        statement = statement.parsed()
-        assert statement.tree is not None  # parsed() parses
-        check_bare_names(statement.tree, read_columns, name, statement.location.file,
-                         statement.location.line, statement.lines)
         own_resolved = check_view_resolution(statement.tree, statement.query, read_resolved,
                                              name, statement.location)
         refresh = _refresh(statement, policy, retracts, read_columns, expectations)
         facts = ViewFacts(resolved=own_resolved, refresh=refresh,
                           columns=analysis.lineage(statement.query, read_columns).outputs)
-    analysis.remember(statement.digest, StatementFacts(
-        name, statement.materialized, statement.reads, statement.full_refresh), key, facts)
+    analysis.remember(key, facts)
     return facts
 
 

@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import sqlglot
@@ -22,6 +21,7 @@ from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.desired.expectation_clauses import Expectation, split_expectations
+from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
 from reconciler.desired.project import NAME_PATTERN, SqlSource
 from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.errors import ReconcileError
@@ -82,55 +82,26 @@ class ViewStatement:
     sql: str
     full_refresh: bool = False  # TBLPROPERTIES ('refresh' = 'full')
     expectations: tuple[Expectation, ...] = ()
-    # The parsed query; None when the facts above came from a memo (`parse_file`'s `known`).
-    tree: exp.Query | None = field(default=None, compare=False, repr=False)
+    tree: exp.Query | None = field(default=None, compare=False, repr=False)  # the query
     digest: str = field(default="", compare=False, repr=False)  # statement_digest()
     lines: dict[int, int] = field(default_factory=dict, compare=False, repr=False)  # by id
-    parse: Callable[[], Statement] | None = field(default=None, compare=False, repr=False)
-
-    def parsed(self) -> ViewStatement:
-        """This statement with its tree: parsed now (and checked, as any statement is) if
-        its facts came from a memo."""
-        if self.tree is not None or self.parse is None:
-            return self
-        statement = self.parse()
-        if not isinstance(statement, ViewStatement) or statement.name != self.name:
-            raise self.location.error(f"view '{self.name}': the analysis memo does not "
-                                      "match this statement")
-        return statement
-
-
-@dataclass(frozen=True)
-class StatementFacts:
-    """What parsing a view statement gives besides its tree, as a memo keeps it."""
-
-    name: str
-    materialized: bool
-    reads: tuple[str, ...]
-    full_refresh: bool
 
 
 Statement = TableStatement | ViewStatement
-Known = Callable[[str], StatementFacts | None]
-"""A memo of view statements: their facts by `statement_digest` (`desired.memo`)."""
 
 
-def parse_file(source: SqlSource, known: Known | None = None) -> list[Statement]:
-    """Parse every statement of one rendered SQL file.
+def parse_file(source: SqlSource) -> list[Statement]:
+    """Parse and check every statement of one rendered SQL file.
 
-    A view statement that `known` has facts for (by `statement_digest`) is not parsed:
-    its facts are taken from there and its tree is parsed only if asked for
-    (`ViewStatement.parsed`). Those facts are what parsing that text gives, and a parse
-    that failed or was refused is never memoised, so the statements returned and the
-    first error raised are the same either way.
+    Every statement is parsed and put through the safety checks (`desired.safety`) from
+    its text, always: no memo stands in for them (a memo comes from the state backend,
+    which is not trusted as code, `desired.memo`).
     """
     statements: list[Statement] = []
     for tokens, location in _split(source):
         digest = statement_digest(source.text, tokens)  # of the text, expectations included
         tokens, expectations = split_expectations(tokens, source.text, location.file)
-        facts = known(digest) if known is not None else None
-        statement = _known_view(tokens, source, location, digest, facts) if facts else None
-        statement = statement or _parse_statement(tokens, source, location, digest)
+        statement = _parse_statement(tokens, source, location, digest)
         statements.append(replace(statement, expectations=expectations) if expectations
                           else statement)
     return statements
@@ -144,21 +115,6 @@ def statement_digest(source_text: str, tokens: list[Token]) -> str:
     payload = json.dumps([source_text[tokens[0].start: tokens[-1].end + 1], tokens[0].comments,
                           tokens[-1].comments], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-def _known_view(tokens: list[Token], source: SqlSource, location: Location, digest: str,
-                facts: StatementFacts) -> ViewStatement | None:
-    """A view statement from a memo's facts, or None when the text has no `AS` (then it
-    is parsed, as any other)."""
-    body = next((index for index, token in enumerate(tokens)
-                 if token.token_type == TokenType.ALIAS), None)
-    if body is None:
-        return None
-    return ViewStatement(
-        name=facts.name, query=canonical_text(tokens[body + 1:]),
-        materialized=facts.materialized, reads=facts.reads, location=location,
-        sql=source.text[tokens[0].start: tokens[-1].end + 1], full_refresh=facts.full_refresh,
-        digest=digest, parse=lambda: _parse_statement(tokens, source, location, digest))
 
 
 def drop_positions(tree: exp.Expression) -> dict[int, int]:
@@ -198,6 +154,7 @@ def _split(source: SqlSource) -> list[tuple[list[Token], Location]]:
     for token in [*tokens, None]:
         if token is None or token.token_type == TokenType.SEMICOLON:
             if current:
+                check_nesting(current, source.display_path)  # before sqlglot recurses
                 statements.append((current, Location(source.display_path, current[0].line)))
             current = []
         else:
@@ -232,6 +189,14 @@ def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> 
 
 def _parse_statement(tokens: list[Token], source: SqlSource, location: Location,
                      digest: str = "") -> Statement:
+    """One statement parsed and checked; a shape too deep for sqlglot's recursion (one
+    `check_nesting` does not count) refused in one line, as a syntax error is."""
+    with refuse_deep_recursion(location.file, location.line):
+        return _parse_checked(tokens, source, location, digest)
+
+
+def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
+                   digest: str) -> Statement:
     text = source.text[tokens[0].start: tokens[-1].end + 1]
     try:
         [expression] = _DIALECT.parser().parse(tokens, source.text)
