@@ -174,6 +174,8 @@ def _condition(source: str, subject: str,
         tree = sqlglot.parse_one(source, dialect="spark")
     except (ParseError, TokenError):
         raise error(f"{subject}: cannot parse the condition '{source}'") from None
+    except RecursionError:  # a shape check_nesting does not count: NOT NOT NOT ...
+        raise error(f"{subject}: the condition is nested too deeply") from None
     for node in tree.walk():
         if isinstance(node, (exp.Query, exp.Subquery, exp.Exists)):
             raise error(f"{subject}: a condition may not hold a subquery")
