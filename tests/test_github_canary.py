@@ -4,7 +4,10 @@
 (given as inputs, as action.yml gives them). The pull request pushes one attack after
 another (each a route of issue 30 or of the first security round), writers and
 non-writers comment, and finally a writer applies a harmless change, so the
-credentials are really used against moto. Then every comment, log line, output,
+credentials are really used against moto. Then (issue 51) someone who can write only
+the state bucket stores a view that reads the environment in the committed manifest,
+which a step refuses, and the next pull request is planned over that manifest with its
+data preview and its view tests. Then every comment, log line, output,
 summary, file under the test's folder, object in the state bucket and environment
 of every git process started is searched for the canaries: only the `::add-mask::`
 lines that tell the runner to hide them may hold them.
@@ -12,6 +15,7 @@ lines that tell the runner to hide them may hold them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -23,7 +27,9 @@ from typing import Any
 import boto3
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from tests.fake_github import FakeGitHub
 from tests.github_harness import PR, Run, Workspace, approve, only_sticky
 from tests.projects import apply_seed_modification
@@ -97,6 +103,10 @@ def attacks(workspace: Workspace, leak: Path) -> list[Attack]:
             "makes Spark delete or move the input files"),
         Attack("a YAML alias bomb", {"pipelines/grades/pipeline.yaml": alias_bomb()},
                "values once aliases are expanded"),
+        Attack("${env:...} in an expectation's condition", with_view(
+            "create materialized view leak (constraint c expect "
+            "(s <> '${env:AWS_SECRET_ACCESS_KEY}') on violation fail update) as "
+            "select name as s from students;"), "expectation 'c': '${...}' is not allowed"),
         Attack("a session function spelt as a column", with_view(
             "create view leak as select user as s from students;"),
             "so Spark would call user() instead"),
@@ -158,8 +168,9 @@ def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, s
                                   "pipelines/grades/pipeline.yaml")}
     runs: list[Run] = []
 
-    def run_pull(action: str, sha: str) -> Run:
-        runs.append(workspace.pull_request(action, sha, token=CANARY_TOKEN, **CREDENTIALS))
+    def run_pull(action: str, sha: str, **inputs: str) -> Run:
+        runs.append(workspace.pull_request(action, sha, token=CANARY_TOKEN, **CREDENTIALS,
+                                           **inputs))
         return runs[-1]
 
     def run_comment(login: str, body: str, **inputs: str) -> Run:
@@ -188,11 +199,44 @@ def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, s
     assert applied.exit_code == 0, applied.log
     assert workspace.manifest()["serial"] == 1  # the credentials were really used
 
+    runs.append(forged_manifest_refused(workspace, s3_endpoint))
+    with (workspace.project / "pipelines/grades/program.sql").open("a") as sql:
+        sql.write("\ncreate view student_count as select count(*) as n from students;\n")
+    planned = run_pull("synchronize", workspace.commit("a view, previewed and tested"),
+                       preview="counts", tests="on")  # over the forged manifest
+    assert planned.exit_code == 0, planned.log
+    body = only_sticky(github)["body"]
+    assert "View tests of <code>grades</code>" in body
+    assert "Data preview of <code>grades</code> (from serial 1)" in body
+
     assert not leak.exists()
     shown = everything(github, runs, tmp_path, workspace.backend_url, s3_endpoint)
     for canary in CANARIES:
         assert canary not in shown
         assert canary not in git_environments()
+
+
+def forged_manifest_refused(workspace: Workspace, endpoint: str) -> Run:
+    """Someone who can write the state prefix, and nothing else, stores a view that reads
+    the environment into the committed program (issue 51.4); a step run with the canary
+    credentials refuses it, naming the manifest, and commits nothing."""
+    bucket, prefix = workspace.backend_url.removeprefix("s3://").split("/", 1)
+    key = f"{prefix}/grades/manifest.json"
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    document = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    document["program"]["views"]["avg_grade"]["sql"] = (
+        "create view avg_grade as select reflect('java.lang.System', 'getenv', "
+        "'AWS_SECRET_ACCESS_KEY') as class, 1 as student_id, 1 as class_avg from grades")
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(document).encode("utf-8"))
+    credentials = {"AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
+                   "AWS_SECRET_ACCESS_KEY": CANARY_SECRET, "AWS_SESSION_TOKEN": CANARY_SESSION}
+    result = CliRunner().invoke(cli, ["-C", str(workspace.project), "run", "-p", "grades"],
+                                env=credentials, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert "manifest.json" in result.output
+    assert "function reflect() is not allowed" in result.output
+    assert workspace.manifest()["serial"] == document["serial"]  # nothing committed
+    return Run(result.exit_code, result.output, {}, "")
 
 
 def everything(github: FakeGitHub, runs: list[Run], folder: Path, backend_url: str,
