@@ -74,9 +74,7 @@ class ReconcileGroup(click.Group):
         except (ReconcileError, StateBackendError) as error:
             if ctx.params.get("debug"):
                 raise
-            # The terminal of whoever ran the command: the one reader a failure's row
-            # values (an expectation's) may reach.
-            click.echo(f"error: {private_message(error)}", err=True)
+            click.echo(f"error: {private_message(error)}", err=True)  # row values: here only
             sys.exit(1)
         except Exception as error:
             # Spark dying (out of memory, a killed JVM, a lost Connect server) is one line,
