@@ -337,3 +337,22 @@ def test_a_failed_expectation_shows_values_on_the_terminal_only(
     assert public in status and CANARY not in status
     plan = reconcile(project, "plan")
     assert f"last apply failed: {public}" in plan and CANARY not in plan
+
+
+def test_a_continuous_runner_logs_the_values_and_reports_the_counts(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The runner's own log (its standard streams) is its operator's: it names the
+    violating row; its report in the backend (`reconcile status`) does not."""
+    project = stream_project(tmp_path, FAILING)
+    reconcile(project, "apply", "--auto-approve")
+    add_orders(project, "1", [(1, 10, "a"), (-7, -1, "c")])
+    # The view's key: its first column and the condition's (id, amount), not the note.
+    add_orders(project, "2", [(2, -2, "b")])
+    log = reconcile(project, "run", "--continuous", "--interval", "0.1", "--max-failures",
+                    "1", expect=1)
+    assert "p: step failed: view 'checked': expectation 'positive' (EXPECT (amount > 0)" \
+        in log and "id=-7, amount=-1" in log
+    assert "1 rounds of steps in a row failed; last: p: step failed: view 'checked': " \
+        "expectation 'positive' (ON VIOLATION FAIL UPDATE) failed on 2 of" in log
+    report = (project / ".reconcile/state/p/runner.json").read_text()
+    assert "failed on 2 of" in report and "id=-7" not in report and "amount=-1" not in report
