@@ -1,8 +1,9 @@
 """Reading a project: from files on disk to a validated, fingerprinted program.
 
 Owns YAML with line numbers (``documents``), ``reconcile.yaml`` and
-``pipeline.yaml`` (``project``), Spark SQL statements (``sql``), what a view may
-do (``safety``), resolving its names as Spark's analyzer will (``resolution``),
+``pipeline.yaml`` (``project``), Spark SQL statements (``sql``) and how deeply
+they may nest (``nesting``), what a view may do (``safety``), resolving its names
+as Spark's analyzer will (``resolution``),
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
 be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 ``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``output_key``
