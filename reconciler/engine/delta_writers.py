@@ -127,6 +127,8 @@ class DeltaSparkWriter(DeltaWriter):
         began (a new table written once: 1.53 s against 2.73 s on 2 cores,
         `bench/create_bench.py`). Other schemas are created by delta-rs
         (`DeltaTables.create_table`)."""
+        if _refused_names(schema):  # Delta's documented way to store such names
+            configuration = {**configuration, **COLUMN_MAPPING}
         if not _declarable(schema):
             return tables.create_table(uri, schema, configuration)
         existing = tables.existing_version(uri, schema)
@@ -169,18 +171,33 @@ class DeltaSparkWriter(DeltaWriter):
         return conform(df, schema, where=uri)
 
 
-_UNDECLARED_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
-"""Characters Delta refuses in a column name a DDL declares (without column mapping)."""
+REFUSED_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
+"""Characters Delta's writer refuses in a column name unless the table maps its columns
+(`COLUMN_MAPPING`): what Spark names an unaliased `avg(x)`, or a spaced alias."""
+COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
+"""The Parquet files name columns by physical names (`col-<uuid>`), the log keeps the
+logical ones, so any name Spark allows is stored (Delta upgrades the table's protocol to
+reader 2, writer 5 or table features: docs/limitations.md names the older readers)."""
+
+
+def _refused_names(data_type: T.DataType) -> bool:
+    """Whether a column name at any depth has a character Delta refuses without mapping."""
+    if isinstance(data_type, T.StructType):
+        return any(REFUSED_NAME_CHARACTERS & set(field.name) or _refused_names(field.dataType)
+                   for field in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _refused_names(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _refused_names(data_type.keyType) or _refused_names(data_type.valueType)
+    return False
 
 
 def _declarable(data_type: T.DataType, in_collection: bool = False) -> bool:
     """Whether Delta's DDL creates a table of exactly this type. It declares no NOT NULL
-    inside an array or a map (a nested field's included), refuses interval columns and
-    some names, and a CHAR or VARCHAR column comes out as another schema than
-    `same_schema` compares."""
+    inside an array or a map (a nested field's included), refuses interval columns, and
+    a CHAR or VARCHAR column comes out as another schema than `same_schema` compares."""
     if isinstance(data_type, T.StructType):
-        return all(not _UNDECLARED_NAME_CHARACTERS & set(field.name)
-                   and CHAR_VARCHAR_METADATA_KEY not in (field.metadata or {})
+        return all(CHAR_VARCHAR_METADATA_KEY not in (field.metadata or {})
                    and (field.nullable or not in_collection)
                    and _declarable(field.dataType, in_collection) for field in data_type.fields)
     if isinstance(data_type, T.ArrayType):
