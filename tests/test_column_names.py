@@ -132,3 +132,18 @@ def test_view_tests_name_such_columns_on_the_fallback_writer(spark: SparkSession
     report = json.loads(reconcile(project, "test", "--json").strip().splitlines()[-1])
     assert [(test["name"], test["passed"]) for test in report["tests"]] == [
         ("unaliased_and_spaced", True), ("an_unaliased_aggregate", True)], report
+
+
+def test_a_name_spark_gives_that_validate_could_not_foresee_stops_the_apply(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """`q * 1e1` unaliased: validate guesses its name from the text (no dot), Spark names it
+    `(q * 10.0)`. The apply computes the view's schema before writing it and refuses it in
+    one line naming the view and the column; nothing is deployed."""
+    project = write_files(tmp_path, events_pipeline(
+        "create table events (id bigint, kind string, amount decimal(10,2));\n"
+        "create materialized view scaled as select id, id * 1e1 from events;\n"))
+    reconcile(project, "validate")
+    output = reconcile(project, "apply", "--auto-approve", expect=1)
+    assert "view 'scaled': output column '(id * 10.0)' has a '.'" in output
+    assert "give it an alias" in output
+    assert not (project / ".reconcile/state/p/manifest.json").exists()

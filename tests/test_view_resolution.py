@@ -81,6 +81,23 @@ REFUSED = [
           and cur.syear = prev.syear + 1;
         """, ("view 'yoy'", "output column 'syear' appears 2 times", "cur.syear, prev.syear",
               "give them distinct aliases (AS ...)")),
+    Refused("two-unnamed-aggregates-spark-names-alike", """\
+        create view counts as
+        select channel, count(*), count(*) from sales group by channel;
+        """, ("view 'counts'", "output column 'count(1)' appears 2 times",
+              "give them distinct aliases (AS ...)")),
+    Refused("one-unnamed-aggregate-over-two-relations", """\
+        create view averages as
+        select s.channel, avg(s.w_warehouse_sk), avg(w.w_warehouse_sk) from sales s
+          join warehouses w on s.w_warehouse_sk = w.w_warehouse_sk group by s.channel;
+        """, ("view 'averages'", "output column 'avg(w_warehouse_sk)'",
+              "give them distinct aliases (AS ...)")),
+    Refused("a-dot-in-an-alias", """\
+        create view dotted as select channel as `a.b` from sales;
+        """, ("view 'dotted'", "output column 'a.b'", "give it an alias")),
+    Refused("a-decimal-literal-in-an-unnamed-expression", """\
+        create view scaled as select channel, amount * 1.5 from sales;
+        """, ("view 'scaled'", "output column 'amount * 1.5'", "give it an alias")),
     Refused("unknown-column", """\
         create view totals as
         select channel, sum(amout) as total from sales group by channel;

@@ -1317,3 +1317,19 @@ FROM (SELECT channel, i_category, revenue,
         RANK() OVER (PARTITION BY channel ORDER BY revenue DESC) AS rk
       FROM channel_category_revenue) ranked
 WHERE rk = 1;
+
+-- ---------------------------------------------------------------------------------------
+-- Names Spark gives (issue 52): unaliased aggregates as TPC-DS's query 13 writes them, and
+-- a spaced alias as in query 16; Delta's writer stores them with column mapping
+-- ---------------------------------------------------------------------------------------
+
+CREATE MATERIALIZED VIEW store_averages_unaliased AS
+SELECT ss_store_sk, avg(ss_quantity), avg(ss_ext_sales_price), sum(ss_net_profit), count(*)
+FROM store_sales
+GROUP BY ss_store_sk;
+
+CREATE MATERIALIZED VIEW web_order_count_spaced AS
+SELECT ws_warehouse_sk, count(DISTINCT ws_order_number) AS `order count`,
+  sum(ws_net_profit) AS `total net profit`
+FROM web_sales
+GROUP BY ws_warehouse_sk;

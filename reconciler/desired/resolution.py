@@ -39,8 +39,9 @@ fields, lambdas); the rules:
   scopes leave out.
 - The output: the top-level `SELECT` (a set operation's first branch) with stars
   expanded, a `USING` column once, the right side of a semi or anti join not at all.
-  Two equal names (case-insensitive, like Spark and Delta) are refused; unnamed
-  expressions are left to Spark's own naming.
+  Two equal names (case-insensitive, like Spark and Delta) are refused, unnamed
+  expressions by the name Spark gives them (`count(1)` twice: `_spark_named`), and so
+  is a name with a dot or a backtick (`UNADDRESSABLE`).
 
 Why not sqlglot's `qualify`: it copies and rewrites the tree, about 1 ms a view (a
 second on a 1,000-view plan), and says "could not be resolved" alike for an unknown
@@ -65,6 +66,10 @@ SchemaKey = tuple[tuple[str, Columns], ...]
 Origin = str | exp.Expression  # where an output column comes from: `x.k`, or its projection
 
 DISTINCT_ALIASES = "give them distinct aliases (AS ...)"
+UNADDRESSABLE = frozenset(".`")
+"""Characters of a column name the engine cannot pass through Spark's column references
+(`x * 1.5` unaliased is named `(x * 1.5)`); every other character is stored (Delta's
+column mapping: `engine.delta_writers.COLUMN_MAPPING`)."""
 UNNAMED = ""  # an output column Spark names after its expression
 _ALIAS_CLAUSES = (exp.Having, exp.Order)  # where an alias may win over two sources
 _CACHE_SIZE = 8192
@@ -140,7 +145,7 @@ class _Resolver:
                 if problem is not None:
                     return problem
         self.root_outputs = self._outputs(scopes[-1])
-        return self._duplicate_output(scopes[-1])
+        return self._unstorable_output(scopes[-1])
 
     # -- references --------------------------------------------------------------------
     def _column(self, scope: Scope, column: exp.Column) -> str | None:
@@ -301,15 +306,20 @@ class _Resolver:
                          if not (name in using and any(name == seen for seen, _ in found)))
         return found
 
-    def _duplicate_output(self, root: Scope) -> str | None:
+    def _unstorable_output(self, root: Scope) -> str | None:
         projections = self._projections(root)
         if projections is None:
             return None
         origins: dict[str, list[Origin]] = {}
         for name, origin in projections:
-            if name:
-                origins.setdefault(name, []).append(origin)
+            if not name and isinstance(origin, exp.Expression):
+                name = _spark_named(origin)
+            origins.setdefault(name, []).append(origin)
         for name, where in origins.items():
+            if UNADDRESSABLE & set(name):
+                return (f"output column '{name}' has a '.' or a '`' in its name, "
+                        "which Spark reads as a field access or a quote: give it an alias "
+                        "(AS ...) without them")
             if len(where) > 1:
                 texts = [o if isinstance(o, str) else o.sql(dialect="spark") for o in where]
                 return (f"output column '{name}' appears {len(where)} times "
@@ -332,6 +342,17 @@ def _output_name(projection: exp.Expression) -> str:
         while isinstance(node, exp.Paren):
             node = node.this
     return node.name.lower() if isinstance(node, exp.Column) else UNNAMED
+
+
+def _spark_named(projection: exp.Expression) -> str:
+    """The name Spark gives an unnamed projection, as far as it matters for telling two
+    apart: its text without qualifiers, lower case (Spark's `count(1)` for `count(*)`). Two
+    `count(*)` or `avg(a.x)` and `avg(b.x)` get one name in Spark, which Delta cannot
+    store twice."""
+    bare = projection.transform(
+        lambda node: exp.column(node.name, quoted=True) if isinstance(node, exp.Column)
+        and node.table else node)
+    return bare.sql(dialect="spark").lower().replace("count(*)", "count(1)").replace("`", "")
 
 
 def _chain(scope: Scope) -> Iterable[Scope]:

@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 
 from reconciler.connector_records import ConnectorDefinition, connector_definitions
 from reconciler.desired.expectation_clauses import executable_view_query
+from reconciler.desired.resolution import UNADDRESSABLE
 from reconciler.engine.local_rows import empty_frame
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.schema import spark_schema, struct_from_json
@@ -105,7 +106,9 @@ class PipelineRuntime:
         definition = self.program["views"][view]
         for read in definition["reads"]:
             self.frame(read).createOrReplaceTempView(read)
-        return self.spark.sql(view_query(definition["sql"]))
+        computed = self.spark.sql(view_query(definition["sql"]))
+        check_storable(computed.schema, f"view '{view}'")
+        return computed
 
     def register_queryable(self) -> None:
         """Every relation as a temporary view under its own name, at its pinned version."""
@@ -247,3 +250,21 @@ class PipelineRuntime:
                                 insert_txn=insert_txn)
         self.relations[name] = record
         return record
+
+
+def check_storable(schema: StructType, subject: str) -> None:
+    """Refuse, before anything is written, output columns no writer can keep apart or
+    address: two of one name (case-insensitive, as Delta compares them) or a name with a
+    dot or a backtick (`desired.resolution` refuses the same at validate, where it can only
+    guess the name Spark gives an unnamed expression: this is the last word). A bootstrap
+    computes every view it writes through here, so an apply never commits a view that
+    its next step could not write."""
+    seen: set[str] = set()
+    for name in schema.names:
+        if UNADDRESSABLE & set(name):
+            raise ReconcileError(f"{subject}: output column '{name}' has a '.' or a '`' in its "
+                                 "name: give it an alias (AS ...) without them")
+        if name.lower() in seen:
+            raise ReconcileError(f"{subject}: output column '{name}' appears twice: give the "
+                                 "columns distinct aliases (AS ...)")
+        seen.add(name.lower())
