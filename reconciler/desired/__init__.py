@@ -11,7 +11,8 @@ and ``fallback``, the reason a view is recomputed), whether a table can evolve i
 place (``table_evolution``), connector options (``connector_options``),
 expectation clauses (``expectation_clauses``), view test files
 (``view_test_files``), the analysis kept between plans (``memo``), the program
-with its fingerprints (``program``) and choosing the pipelines a command works on
+with its fingerprints (``program``), a manifest's program checked as if a pull
+request wrote it (``committed``) and choosing the pipelines a command works on
 (``workspace``). Every error names the file and line.
 
 May import: ``reconciler.errors`` and the standard helpers only. Never Spark,
