@@ -130,21 +130,36 @@ class RetentionSettings(_Strict):
         return seconds
 
 
+MASK_ENTRY = r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$"
+"""A `preview.mask` entry: `column` (that column of every relation) or `relation.column`."""
+
+
 class PreviewSettings(_Strict):
-    """A data preview's sample rows (`plan --preview rows`): how many of each kind, and the
-    columns shown as `***` (matched by name in every view). In the GitHub Action these
-    come from the trusted branch's reconcile.yaml, like every setting."""
+    """The data preview (`plan --preview`, the Action's `preview` input). In the GitHub Action
+    these come from the trusted branch's reconcile.yaml, like every setting.
+
+    `samples`: sample rows of each kind (`--preview rows`). `mask`: source columns whose
+    values a sample never shows, nor any output column computed from them, by column
+    lineage (`desired.masking`). `timeout_seconds` and `max_jobs`: the bound of one
+    preview (`engine.preview_bound`), since it runs a pull request's unreviewed SQL on
+    the trusted Spark target; once either runs out, the running jobs are cancelled and
+    the rest of the views say so, and the plan stands."""
 
     samples: int = Field(default=5, ge=0, le=50)
-    mask: list[str] = Field(default_factory=list)
+    mask: list[Annotated[str, Field(pattern=MASK_ENTRY)]] = Field(default_factory=list)
+    timeout_seconds: float = Field(default=300, gt=0, le=86400)
+    max_jobs: int = Field(default=200, ge=1)
 
 
 class TestSettings(_Strict):
     """View tests in the GitHub Action: with `required`, `/reconcile apply` refuses while a
     test of a pipeline it would apply fails (or cannot run). Read from the trusted branch's
-    reconcile.yaml there, so a pull request cannot turn it off for itself."""
+    reconcile.yaml there, so a pull request cannot turn it off for itself.
+    `timeout_seconds` bounds the view tests' run in the Action, as the preview's is bounded
+    (they run a pull request's SQL too): past it, they are stopped and reported as not run."""
 
     required: bool = True
+    timeout_seconds: float = Field(default=300, gt=0, le=86400)
 
 
 class ProjectSettings(_Strict):
