@@ -21,14 +21,17 @@ has `unavailable` and the reason.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from reconciler.desired.masking import masked_columns
 from reconciler.desired.output_key import output_key
 from reconciler.desired.program import Program
 from reconciler.desired.project import Project, settings_summary
 from reconciler.desired.workspace import load_programs
 from reconciler.errors import ReconcileError
+from reconciler.manifest import Manifest
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.state import open_backend, pipeline_layout, read_manifest
 
@@ -46,32 +49,58 @@ def preview_plan(document: dict[str, Any], project: Project, programs: list[Prog
     would describe another change than the plan shows."""
     backend = open_backend(project, backend_url)
     by_name = {entry["name"]: entry for entry in document["pipelines"]}
-    for program in programs:
-        manifest, etag = read_manifest(backend, program.pipeline,
-                                       pipeline_layout(project, program.pipeline))
-        if program.pipeline not in by_name:
-            continue
-        planned = by_name[program.pipeline]["base"]
-        if (planned or {}).get("etag") != (etag if manifest else None):
-            raise ReconcileError(f"pipeline {program.pipeline}: its state moved on while it "
-                                 "was planned (a step or an apply committed); plan again")
-        plan = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
-        views = computed_views(plan)
-        if not views:
-            continue
-        runtime = engine.runtime(program.pipeline, plan.diff.new,
-                                 manifest.relations if manifest else {})
-        from reconciler.engine.preview_counts import Samples, preview_views  # Spark: --preview
+    with ExitStack() as stack:
+        bound = _Bound(stack, project, engine)
+        for program in programs:
+            manifest, etag = read_manifest(backend, program.pipeline,
+                                           pipeline_layout(project, program.pipeline))
+            if program.pipeline not in by_name:
+                continue
+            planned = by_name[program.pipeline]["base"]
+            if (planned or {}).get("etag") != (etag if manifest else None):
+                raise ReconcileError(f"pipeline {program.pipeline}: its state moved on while "
+                                     "it was planned (a step or an apply committed); plan again")
+            plan = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
+            views = computed_views(plan)
+            if views:
+                by_name[program.pipeline]["preview"] = _previewed(
+                    project, plan, views, manifest, engine, bound, mode)
 
-        settings = project.settings.preview
-        samples = Samples(settings.samples if mode == "rows" else 0,
-                          frozenset(name.lower() for name in settings.mask))
 
-        by_name[program.pipeline]["preview"] = {
-            "format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
+def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]],
+               manifest: Manifest | None, engine: Any, bound: _Bound, mode: str
+               ) -> dict[str, Any]:
+    """One pipeline's `preview` entry: its computed views' counts (and samples), masked by
+    lineage, under the bound shared by the whole preview."""
+    from reconciler.engine.preview_counts import Samples, preview_views  # Spark: --preview
+
+    runtime = engine.runtime(plan.name, plan.diff.new,
+                             manifest.relations if manifest else {})
+    settings = project.settings.preview
+    samples = Samples(settings.samples if mode == "rows" else 0,
+                      masked_columns(plan.diff.new, settings.mask) if mode == "rows" else {})
+    return {"format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
             "views": preview_views(runtime, views, {
                 view: output_key(plan.diff.new["views"][view]["sql"]) for view, _ in views},
-                _unavailable(project, plan), samples)}
+                _unavailable(project, plan), bound.get(), samples)}
+
+
+class _Bound:
+    """The preview's time limit and job budget (`engine.preview_bound`), made when the first
+    view is about to run: its clock starts once Spark has, not while the JVM starts."""
+
+    def __init__(self, stack: ExitStack, project: Project, engine: Any) -> None:
+        self.stack, self.project, self.engine = stack, project, engine
+        self.bound: Any = None
+
+    def get(self) -> Any:
+        if self.bound is None:
+            from reconciler.engine.preview_bound import PreviewBound  # Spark: --preview
+
+            settings = self.project.settings.preview
+            self.bound = self.stack.enter_context(PreviewBound(
+                self.engine.spark, settings.timeout_seconds, settings.max_jobs))
+        return self.bound
 
 
 def preview_checkout(document: dict[str, Any], project_dir: Path, pipeline: str | None,

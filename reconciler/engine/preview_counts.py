@@ -12,7 +12,13 @@ is read as computed, not as stored), and is compared with what the view holds no
   both added and removed) and per other column how many of them change its value
   (one more job, over the differing rows only);
 * with samples asked (`Samples`): up to N rows of each kind (added, removed, changed
-  before and after), masked columns as `***`.
+  before and after), masked columns as `***`: every column that reads a masked one,
+  by column lineage (`desired.masking`), whatever its name.
+
+Every view's queries run under the preview's bound (`engine.preview_bound`): a time
+limit and a job budget, since the SQL comes from a pull request no one has reviewed;
+once it runs out, the running jobs are cancelled and that view and the rest are
+`unavailable` with the reason, while the plan itself stands.
 
 Nothing is written: every frame is a query over pinned Delta versions, temporary
 views live in the Spark session, and only counts (and the few sample rows asked for)
@@ -23,14 +29,17 @@ previewed (its rows after the apply depend on the evolution), and says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reconciler.desired.masking import NO_MASK, ColumnMask
 from reconciler.engine.local_rows import empty_frame
+from reconciler.engine.preview_bound import OutOfBound, PreviewBound
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
 
 WEIGHT = "__preview_weight"
@@ -39,16 +48,29 @@ NET = "__preview_net"
 
 @dataclass(frozen=True)
 class Samples:
-    """Sample rows to show (`plan --preview rows`): up to `count` of each kind, columns
-    named in `mask` as `***`. Only these rows, never a view's contents, reach the driver."""
+    """Sample rows to show (`plan --preview rows`): up to `count` of each kind, and per view
+    which columns show as `***` (`desired.masking`: by lineage, not by name). Only these
+    rows, never a view's contents, reach the driver."""
 
     count: int = 0
-    mask: frozenset[str] = frozenset()
+    masks: Mapping[str, ColumnMask] = field(default_factory=dict)
+
+    def of(self, view: str) -> ViewSamples:
+        return ViewSamples(self.count, self.masks.get(view, NO_MASK))
+
+
+@dataclass(frozen=True)
+class ViewSamples:
+    """One view's sample rows: how many, and which of its columns are masked."""
+
+    count: int
+    mask: ColumnMask
 
     def shown(self, rows: list[Any], names: list[str]) -> list[dict[str, str]]:
-        return [{name: MASKED if name.lower() in self.mask else
-                 "NULL" if value is None else str(value)
-                 for name, value in zip(names, row, strict=True)} for row in rows]
+        hidden = self.mask.masked(names)
+        return [{name: MASKED if masked else "NULL" if value is None else str(value)
+                 for name, value, masked in zip(names, row, hidden, strict=True)}
+                for row in rows]
 
 
 MASKED = "***"
@@ -56,30 +78,46 @@ MASKED = "***"
 
 def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
                   keys: dict[str, list[str] | None], unavailable: dict[str, str],
-                  samples: Samples = Samples()) -> dict[str, dict[str, Any]]:
+                  bound: PreviewBound, samples: Samples = Samples()
+                  ) -> dict[str, dict[str, Any]]:
     """Each (view, kind) of `views` (kind: new, modified or downstream; dependency order)
     compared with its committed contents. `runtime.program` is the desired program,
     `runtime.relations` the committed state; `unavailable` names views that cannot be
-    previewed and why (they, and views reading them, are reported as such)."""
+    previewed and why (they, and views reading them, are reported as such). Each view's
+    queries run under `bound`: once it runs out, that view and the rest say so."""
     computed: dict[str, DataFrame] = {}
     results: dict[str, dict[str, Any]] = {}
     skipped = dict(unavailable)
     for view, kind in views:
         definition = runtime.program["views"][view]
         blocked = next((read for read in definition["reads"] if read in skipped), None)
+        if bound.reason:  # out of time or jobs: no query of the rest runs
+            skipped.setdefault(view, bound.reason)
         if view in skipped or blocked is not None:
             skipped.setdefault(view, f"reads {blocked}, which is not previewed")
             results[view] = {"kind": kind, "unavailable": skipped[view]}
             continue
-        for read in definition["reads"]:
-            _input(runtime, read, computed).createOrReplaceTempView(read)
-        after = runtime.spark.sql(view_query(definition["sql"]))
-        computed[view] = after
-        before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
-        results[view] = {"kind": kind, **(_new_view(after, samples) if before is None
-                                          else _compared(before, after, keys.get(view),
-                                                         samples))}
+        try:
+            results[view] = {"kind": kind, **bound.run(lambda view=view, kind=kind: _previewed(
+                runtime, view, kind, keys.get(view), computed, samples.of(view)))}
+        except OutOfBound as stopped:
+            skipped[view] = str(stopped)
+            results[view] = {"kind": kind, "unavailable": str(stopped)}
     return results
+
+
+def _previewed(runtime: PipelineRuntime, view: str, kind: str, key: list[str] | None,
+               computed: dict[str, DataFrame], samples: ViewSamples) -> dict[str, Any]:
+    """One view's counts (and samples); its query joins `computed` for the views after it."""
+    definition = runtime.program["views"][view]
+    for read in definition["reads"]:
+        _input(runtime, read, computed).createOrReplaceTempView(read)
+    after = runtime.spark.sql(view_query(definition["sql"]))
+    before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
+    result = (_new_view(after, samples) if before is None
+              else _compared(before, after, key, samples))
+    computed[view] = after
+    return result
 
 
 def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) -> DataFrame:
@@ -90,7 +128,7 @@ def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) 
     return empty_frame(runtime.spark, table_schema(runtime.program["tables"][name]))
 
 
-def _new_view(after: DataFrame, samples: Samples) -> dict[str, Any]:
+def _new_view(after: DataFrame, samples: ViewSamples) -> dict[str, Any]:
     """Rows and NULLs per column of a view that does not exist yet, in one job."""
     columns = after.columns
     row = after.agg(F.count(F.lit(1)).alias("rows"), *(
@@ -106,7 +144,7 @@ def _new_view(after: DataFrame, samples: Samples) -> dict[str, Any]:
 
 
 def _compared(before: DataFrame, after: DataFrame, key: list[str] | None,
-              samples: Samples) -> dict[str, Any]:
+              samples: ViewSamples) -> dict[str, Any]:
     """Counts of the change from `before` to `after` (multisets)."""
     if [f.name.lower() for f in before.schema] != [f.name.lower() for f in after.schema]:
         # Other columns: no row survives as it was, so every row is removed and added.
@@ -140,7 +178,7 @@ def _compared(before: DataFrame, after: DataFrame, key: list[str] | None,
 
 
 def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
-             samples: Samples) -> dict[str, Any]:
+             samples: ViewSamples) -> dict[str, Any]:
     """Up to `samples.count` rows added and removed, and with a key, changed rows as
     before and after (one small job each)."""
     columns = [F.col(f"`{name}`") for name in names]
