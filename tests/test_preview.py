@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import load_project
+from reconciler.engine.preview_bound import GRACE_SECONDS
 from reconciler.state import open_backend
 from tests.cli_helpers import query, reconcile, versions
 from tests.fake_github import FakeGitHub
@@ -206,3 +210,134 @@ def test_rows_show_a_few_samples_with_masked_columns(spark: SparkSession,
     assert "| before | " in text and "| *** |" in text
     assert "samples" not in json.loads(reconcile(project, "plan", "--preview", "--json")
                                        )["pipelines"][0]["preview"]["views"]["avg_grade"]
+
+
+DISGUISED = """
+create materialized view disguised as
+select id as ref, concat('n:', name) as label, id * 2 as doubled from students;
+create materialized view relabelled as select label as tag, doubled from disguised;
+create materialized view filtered as
+select class from grades where student_id in (select id from students where name > '');
+"""
+
+
+def with_settings(project: Path, preview: str) -> None:
+    """`preview:` of the project's reconcile.yaml, as YAML text indented under it."""
+    settings = project / "reconcile.yaml"
+    settings.write_text(settings.read_text() + "preview:\n" + preview)
+
+
+def sampled(project: Path) -> dict[str, list[dict[str, str]]]:
+    """Each new view's sample rows from `plan --preview rows --json`."""
+    views = previewed_rows(project)["views"]
+    return {view: entry["samples"]["added"] for view, entry in views.items()
+            if "samples" in entry}
+
+
+def previewed_rows(project: Path) -> dict[str, Any]:
+    [pipeline] = json.loads(reconcile(project, "plan", "--preview", "rows",
+                                      "--json"))["pipelines"]
+    return pipeline["preview"]
+
+
+def test_the_mask_follows_lineage_whatever_the_output_is_called(
+        spark: SparkSession, tmp_path: Path) -> None:
+    project = seeded(tmp_path)
+    names = [str(row["name"]) for row in query(project, "grades", "select name from students")]
+    ids = {str(row["id"]) for row in query(project, "grades", "select id from students")}
+    assert names and ids
+    program = project / "pipelines/grades/program.sql"
+    program.write_text(program.read_text() + DISGUISED)
+    for mask in ("[name]", "[students.name]", "[STUDENTS.Name]"):
+        settings = project / "reconcile.yaml"
+        settings.write_text(settings.read_text().split("preview:")[0])
+        with_settings(project, f"  samples: 50\n  mask: {mask}\n")
+        samples = sampled(project)
+        assert samples["disguised"] and samples["relabelled"] and samples["filtered"], samples
+        assert all(row["label"] == "***" and row["ref"] in ids for row in samples["disguised"])
+        assert {row["doubled"] for row in samples["disguised"]} == {
+            str(int(i) * 2) for i in ids}, "a column that reads no masked column is shown"
+        assert all(row["tag"] == "***" and row["doubled"] != "***"
+                   for row in samples["relabelled"]), "masked through an upstream view"
+        assert all(row["class"] == "***" for row in samples["filtered"]), (
+            "a subquery reads the masked column: lineage cannot separate, so masked")
+        markdown = tmp_path / "plan.md"
+        reconcile(project, "plan", "--preview", "rows", "--markdown", str(markdown))
+        shown = json.dumps(samples) + markdown.read_text()
+        assert not [name for name in names if name in shown], "a masked value reached the plan"
+
+    settings = project / "reconcile.yaml"
+    settings.write_text(settings.read_text().split("preview:")[0])
+    with_settings(project, "  samples: 50\n  mask: [grades.name]\n")  # another table's column
+    assert any(row["label"] != "***" for row in sampled(project)["disguised"])
+
+
+RUNAWAY = """
+create materialized view runaway as
+select a.x, b.y from (select explode(sequence(1, 100000000)) as x) a
+cross join (select explode(sequence(1, 100000000)) as y) b;
+"""
+
+
+def test_a_runaway_view_is_stopped_at_the_time_limit_and_the_plan_stands(
+        tmp_path: Path) -> None:
+    """In a process of its own (`python -m reconciler`, as a user runs it): Spark cancels
+    the runaway's job at once, but a task inside one giant generator row checks for
+    cancellation only between rows and would keep the test run's shared JVM busy."""
+    project = seeded(tmp_path)
+    with_settings(project, "  timeout_seconds: 5\n")
+    program = project / "pipelines/grades/program.sql"
+    program.write_text(program.read_text() + RUNAWAY)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-P", "-m", "reconciler", "-C", str(project),
+                             "plan", "--preview", "--json"], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path, check=False)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    [pipeline] = json.loads(result.stdout)["pipelines"]
+    assert [a["name"] for a in pipeline["actions"] if a["action"] == "create"] == ["runaway"]
+    assert pipeline["preview"]["views"]["runaway"] == {
+        "kind": "new", "unavailable": "the preview ran out of time (5 s, "
+                                      "preview.timeout_seconds in reconcile.yaml)"}
+    # A JVM's start (about 20 s here) and the plan, then 5 s of preview: never the hours
+    # the cross join of 10^16 rows would take.
+    assert elapsed < 5 + GRACE_SECONDS + 90, f"the plan took {elapsed:.0f} s"
+
+
+def test_a_job_budget_of_one_stops_after_the_first_job(spark: SparkSession,
+                                                       tmp_path: Path) -> None:
+    project = seeded(tmp_path)
+    apply_seed_modification(project)
+    honest = previewed(project)["views"]
+    with_settings(project, "  max_jobs: 1\n")
+    views = previewed(project)["views"]
+    assert list(views) == list(honest)
+    reason = ("the preview ran out of its job budget (1 Spark jobs, preview.max_jobs in "
+              "reconcile.yaml)")
+    stopped = [view for view, entry in views.items() if entry.get("unavailable") == reason]
+    counted = [view for view, entry in views.items() if "unavailable" not in entry]
+    assert stopped and stopped == list(views)[len(counted):], views
+    assert all(views[view] == honest[view] for view in counted), "counts are as unbounded"
+    assert len(counted) <= 1
+
+
+def test_the_action_posts_the_plan_when_the_preview_runs_out_of_its_budget(
+        workspace: Workspace, github: FakeGitHub) -> None:
+    """The bound is the trusted branch's: a pull request that raises it in its own
+    reconcile.yaml still gets the default branch's."""
+    with_settings(workspace.project, "  max_jobs: 1\n")
+    workspace.base_sha = workspace.commit("bound the preview")
+    deploy(workspace)
+    reconcile(workspace.project, "execute", "-p", "grades", SEED_STUDENTS)
+    reconcile(workspace.project, "execute", "-p", "grades", SEED_GRADES)
+    apply_seed_modification(workspace.project)
+    settings = workspace.project / "reconcile.yaml"  # the pull request's own: not trusted
+    settings.write_text(settings.read_text().replace("max_jobs: 1", "max_jobs: 100000"))
+    sha = workspace.commit("move the end date, add a view, a larger preview budget")
+    run = workspace.pull_request("opened", sha, preview="counts")
+    assert run.exit_code == 0, run.log
+    body = only_sticky(github)["body"]
+    assert "<summary>Data preview of <code>grades</code>" in body, body
+    assert ("not previewed: the preview ran out of its job budget (1 Spark jobs, "
+            "preview.max_jobs in reconcile.yaml)") in body, body
+    assert "create" in body and "avg_grade_all_courses" in body, "the plan is posted whole"
