@@ -232,3 +232,25 @@ def test_the_action_shows_view_tests_and_an_apply_waits_for_them(
     assert applied.outputs["result"] == "applied", applied.log
     assert workspace.manifest() is not None
     assert not canary.exists(), canary.read_text()
+
+
+def test_the_actions_view_tests_are_bounded_by_the_trusted_settings(
+        workspace: Workspace, github: FakeGitHub) -> None:
+    """`tests.timeout_seconds` of the trusted branch bounds the child that runs a pull
+    request's view tests (its SQL, unreviewed): past it the child is stopped, the comment
+    says the tests could not run and why, and the plan is still posted. The pull request's
+    own, longer bound is not the one used."""
+    settings_file = workspace.project / "reconcile.yaml"
+    settings = yaml.safe_load(settings_file.read_text())
+    settings["tests"] = {"required": False, "timeout_seconds": 1}
+    settings_file.write_text(yaml.safe_dump(settings))
+    workspace.base_sha = workspace.commit("a tight bound on view tests")
+    settings["tests"]["timeout_seconds"] = 3600
+    settings_file.write_text(yaml.safe_dump(settings))
+    tests_file = workspace.project / "pipelines/grades/tests/averages.yaml"
+    tests_file.write_text(tests_file.read_text().replace("class_avg: 85", "class_avg: 86"))
+    run = workspace.pull_request("opened", workspace.commit("a longer bound"), tests="on")
+    assert run.exit_code == 0, run.log
+    body = only_sticky(github)["body"]
+    assert ("View tests of `grades` could not run:** the view tests took over 1 s "
+            "(tests.timeout_seconds in reconcile.yaml)") in body

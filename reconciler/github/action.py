@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reconciler.desired.project import load_project
 from reconciler.errors import ReconcileError, public_message
 from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
@@ -97,8 +98,6 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
         git = git_info(project_dir)
         head_sha = head_sha or str((git or {}).get("sha") or "")
         document = _plan(project_dir, context, inputs, pull)
-        if inputs.tests:
-            add_view_tests(document, project_dir)
     except (ReconcileError, StateBackendError) as error:
         return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
     view = PlanView(key, document, render_markdown(document), head_sha, inputs.apply_command,
@@ -116,9 +115,14 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
 
 def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Any:
     """On a pull request, under the trusted branch's settings (see `trusted`); on any other
-    event (`command: plan` on a push, say) the checkout is the repository's own code."""
+    event (`command: plan` on a push, say) the checkout is the repository's own code. With
+    the `tests` input, the changed pipelines' view tests, bounded by the settings in force."""
     if not pull:
-        return compute_plan(project_dir, inputs.pipeline, inputs.backend)
+        document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+        if inputs.tests:
+            add_view_tests(document, project_dir,
+                           timeout=load_project(project_dir).settings.tests.timeout_seconds)
+        return document
     client = context.client()
     branch = trusted_branch(inputs, context.event, client, context.repository)
     tree = TrustedTree.resolve(client, context.repository, branch, project_dir)
@@ -127,6 +131,9 @@ def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, A
     document = trusted.plan()
     if inputs.preview != "off":
         _preview(document, trusted, inputs, pull)
+    if inputs.tests:
+        add_view_tests(document, project_dir,
+                       timeout=trusted.project.settings.tests.timeout_seconds)
     return document
 
 

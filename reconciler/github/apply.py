@@ -188,7 +188,8 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     selected = select_changed(document, request.pipeline)
     check_policies(document, selected)
     if trusted.project.settings.tests.required:
-        add_view_tests(document, project_dir, only=selected)
+        add_view_tests(document, project_dir, only=selected,
+                       timeout=trusted.project.settings.tests.timeout_seconds)
         failing = failing_tests(document, selected)
         if failing:
             raise Refused("view tests fail: " + "; ".join(failing) + " (fix them, or set "

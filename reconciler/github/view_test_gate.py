@@ -21,18 +21,18 @@ from typing import Any
 from reconciler.child_process import run_reconciler
 from reconciler.github.runner import log
 
-TESTS_TIMEOUT = 1800.0
-"""Seconds the view tests of one pipeline may take (a JVM start, then fixture-sized jobs)."""
 
-
-def run_view_tests(project_dir: Path, pipeline: str) -> dict[str, Any]:
+def run_view_tests(project_dir: Path, pipeline: str, timeout: float) -> dict[str, Any]:
     """`{"passed": n, "failed": n, "results": [...]}` for one pipeline's tests, or `{"error":
-    why}` when they could not run (a test file that does not load, a JVM that failed)."""
+    why}` when they could not run (a test file that does not load, a JVM that failed, over
+    `timeout` seconds: the trusted `tests.timeout_seconds`, since they run a pull request's
+    SQL; the child is killed then, and its JVM exits with it)."""
     args = ["-C", str(project_dir.resolve()), "test", "-p", pipeline, "--json"]
     try:
-        done = run_reconciler(args, timeout=TESTS_TIMEOUT)
+        done = run_reconciler(args, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"the view tests took over {TESTS_TIMEOUT:.0f} s"}
+        return {"error": f"the view tests took over {timeout:.0f} s (tests.timeout_seconds "
+                         "in reconcile.yaml)"}
     except OSError as error:
         return {"error": f"cannot start the view tests: {error.strerror}"}
     try:
@@ -57,14 +57,15 @@ def _in_project(file: str, project_dir: Path) -> str:
         return file
 
 
-def add_view_tests(document: dict[str, Any], project_dir: Path,
+def add_view_tests(document: dict[str, Any], project_dir: Path, *, timeout: float,
                    only: list[str] | None = None) -> None:
-    """Run the tests of every pipeline the plan changes (of `only` these, when given) and
-    attach them to the plan. A pull request that changes only a test file changes no
-    pipeline: its tests run with the next change that does, and with `reconcile test`."""
+    """Run the tests of every pipeline the plan changes (of `only` these, when given), each
+    pipeline's within `timeout` seconds, and attach them to the plan. A pull request that
+    changes only a test file changes no pipeline: its tests run with the next change that
+    does, and with `reconcile test`."""
     for pipeline in document["pipelines"]:
         if pipeline["has_changes"] and (only is None or pipeline["name"] in only):
-            pipeline["tests"] = run_view_tests(project_dir, pipeline["name"])
+            pipeline["tests"] = run_view_tests(project_dir, pipeline["name"], timeout)
 
 
 def failing_tests(document: dict[str, Any], selected: list[str]) -> list[str]:
