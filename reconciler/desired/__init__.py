@@ -10,7 +10,8 @@ be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 and ``fallback``, the reason a view is recomputed), whether a table can evolve in
 place (``table_evolution``), connector options (``connector_options``),
 expectation clauses (``expectation_clauses``), view test files
-(``view_test_files``), the analysis kept between plans (``memo``), the program
+(``view_test_files``), which output columns the preview masks, by lineage
+(``masking``), the analysis kept between plans (``memo``), the program
 with its fingerprints (``program``), a manifest's program checked as if a pull
 request wrote it (``committed``) and choosing the pipelines a command works on
 (``workspace``). Every error names the file and line.

@@ -13,7 +13,8 @@ output connectors (``connectors``, ``input_batch``, ``input_files``,
 ``listed_ingest``, ``delta_source``, ``bad_input``), incremental view maintenance
 (``maintenance/``), a step (``step``, ``refresh``, ``refresh_choice``,
 ``expectations``), a bootstrap (``bootstrap``, ``evolve``, ``state_moves``), the
-data preview's counts (``preview_counts``) and view tests on Spark (``view_tests``).
+data preview's counts (``preview_counts``) and its time and job bound
+(``preview_bound``), and view tests on Spark (``view_tests``).
 
 May import: ``desired`` (a program's definitions), the plan's data types (a
 bootstrap carries out a ``plan.diff``), ``errors`` and the shared helpers. Never
