@@ -304,18 +304,21 @@ def test_delta_spark_creates_with_its_own_ddl_what_that_declares(
         spark: SparkSession, tmp_path: Path) -> None:
     """Delta's writer creates a table with Delta's `CREATE TABLE` where its DDL declares the
     schema: that commit has Delta's checksum, so the first write rebuilds no state from
-    the log. What the DDL cannot declare (a VARCHAR, a NOT NULL inside an array, a name
-    with a space) delta-rs creates. Either way the log holds exactly the schema asked
-    for, the table takes rows, and creating it again is a no-op."""
+    the log. What the DDL cannot declare (a VARCHAR, a NOT NULL inside an array) delta-rs
+    creates; a name with a space is declared with column mapping (issue 52). Either way
+    the log holds exactly the schema asked for, the table takes rows, and creating it
+    again is a no-op."""
     storage = DeltaStorage(spark, writer="delta-spark")
+    spaced = spark_schema([ColumnDef("odd name", "INT", True)])
     undeclared = [RICH, spark_schema([ColumnDef("id", "BIGINT", False),
-                                      ColumnDef("tags", "ARRAY<STRUCT<k: INT NOT NULL>>", True)]),
-                  spark_schema([ColumnDef("odd name", "INT", True)])]
-    for index, schema in enumerate([DECLARED, *undeclared]):
+                                      ColumnDef("tags", "ARRAY<STRUCT<k: INT NOT NULL>>", True)])]
+    for index, schema in enumerate([DECLARED, spaced, *undeclared]):
         path = tmp_path / f"t{index}"
         version = storage.create(path, schema, change_feed=True)
         checksum = path / "_delta_log" / f"{version:020d}.crc"
-        assert checksum.exists() == (schema is DECLARED), schema.simpleString()
+        assert checksum.exists() == (schema in (DECLARED, spaced)), schema.simpleString()
+        mapping = DeltaTable(str(path)).metadata().configuration.get("delta.columnMapping.mode")
+        assert mapping == ("name" if schema is spaced else None)
         assert same_schema(storage.stored_schema(storage.at(path)), schema)
         assert storage.create(path, schema, change_feed=True) == version
         assert DeltaTable(str(path)).metadata().configuration[

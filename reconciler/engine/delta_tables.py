@@ -30,6 +30,7 @@ from reconciler.engine.delta_log import (
     hadoop_uri,
     is_local,
     open_delta_rs,
+    relative_file,
     spark_local_path,
     table_uri,
 )
@@ -204,6 +205,25 @@ class DeltaTables:
         now = after.files
         known, current = set(before), set(now)
         return [f for f in now if f not in known], [f for f in before if f not in current]
+
+    def appended_files(self, after: DeltaVersion, since: int) -> list[str] | None:
+        """The data files `after` added since version `since`, when adding them is all that
+        happened (every file of `since` still there with the same deletion vector, none of
+        the added ones with one): an insert-only change, whose rows are the added files'
+        rows, decided from the log alone. None for any other change, or where a table's
+        files are not its rows (partitions, column mapping)."""
+        if after.needs_delta_reader:
+            return None
+        before = self.at(after.uri, since)
+        now = {relative_file(after.uri, file): file for file in after.files}
+        kept = [relative_file(after.uri, file) for file in before.files]
+        if any(file not in now or after.vectors.get(file) != before.vectors.get(file)
+               for file in kept):
+            return None
+        added = [file for file in now if file not in set(kept)]
+        if any(file in after.vectors for file in added):
+            return None
+        return [now[file] for file in added]
 
     def touched_rows(self, path: PathLike, since: int, version: int) -> int | None:
         """Rows a step's change touched between two versions, from the log alone: those of

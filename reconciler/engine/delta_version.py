@@ -18,7 +18,7 @@ from functools import cached_property
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from reconciler.engine.deletion_vectors import live_files
+from reconciler.engine.deletion_vectors import LiveFiles, live_files
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,22 @@ class DeltaVersion:
                 or "columnMapping" in (self.table.protocol().reader_features or []))
 
     @cached_property
+    def live(self) -> LiveFiles | None:
+        """The data files with their deletion vectors, replayed from the log once (None for
+        a table without the feature: no file has one)."""
+        return live_files(self.uri, self.version) if self.deletion_vectors else None
+
+    @cached_property
+    def vectors(self) -> dict[str, str]:
+        """Each data file that has a deletion vector, by its log path, with the vector's key:
+        a file that gains deleted rows gets another key."""
+        return {} if self.live is None else {
+            file: vector.key for file, vector in self.live.vectors.items() if vector}
+
+    @cached_property
     def deleted_rows(self) -> int:
         """Rows of this version's files that deletion vectors mark deleted (0 without them)."""
-        return live_files(self.uri, self.version).deleted_rows if self.deletion_vectors else 0
+        return 0 if self.live is None else self.live.deleted_rows
 
     @property
     def files_are_rows(self) -> bool:

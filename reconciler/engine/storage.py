@@ -219,10 +219,12 @@ class DeltaStorage(DeltaTables):
 
         A table keeping Delta's change data feed says its change itself (deletes and
         updates included: a delete that only marked rows in a deletion vector left the
-        files as they were). Any other changed in its data files alone: the rows of the
-        files ``latest`` has and ``since`` had not are inserted, those of the reverse
-        deleted (read with ``old_schema``, the columns ``since`` had). A side with no
-        files is None, so a caller knows an append-only change without reading a row."""
+        files as they were), unless its log shows that files were only added
+        (`appended_files`): then the change is those files' rows, with no delete side.
+        Any other changed in its data files alone: the rows of the files ``latest`` has
+        and ``since`` had not are inserted, those of the reverse deleted (read with
+        ``old_schema``, the columns ``since`` had). A side with no files is None, so a
+        caller knows an append-only change without reading a row."""
         return self.change_between(self.at(path, latest), since, schema, old_schema)
 
     def change_between(self, after: DeltaVersion, since: int, schema: T.StructType,
@@ -230,6 +232,10 @@ class DeltaStorage(DeltaTables):
         """`change_since` up to a version already opened (asked both questions: its feed,
         else its files)."""
         if self.writer.reads_change_feed and after.change_feed:
+            appended = self.appended_files(after, since)
+            if appended is not None:  # only files added: no feed read, no delete side
+                return TableChange(self.scan(appended, schema) if appended else None, None,
+                                   from_feed=False)
             return TableChange(*self.read_change_feed(after.uri, since, after.version, schema),
                                from_feed=True)
         added, removed = self.files_between(after, since)
