@@ -65,7 +65,7 @@ def file_sizes(folder: Path) -> dict[str, int]:
     return sizes
 
 
-def _events(spark: SparkSession, start: int, rows: int) -> DataFrame:
+def step_events(spark: SparkSession, start: int, rows: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     ids = spark.range(start, start + rows)
@@ -99,7 +99,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
         name for name in document["order"] if name in document["tables"]]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
               silent=True)
-    storage.append(runtime.relations["events"].path, _events(spark, 0, rows))
+    storage.append(runtime.relations["events"].path, step_events(spark, 0, rows))
     users = spark.range(1000).selectExpr("cast(id as int) as id",
                                          "concat('c', cast(id % 30 as string)) as country")
     storage.append(runtime.relations["users"].path, users)
@@ -113,7 +113,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
     for step in range(steps):
         before = file_sizes(root / "state")
         version = storage.append(runtime.relations["events"].path,
-                                 _events(spark, rows + step * STEP_ROWS, STEP_ROWS))
+                                 step_events(spark, rows + step * STEP_ROWS, STEP_ROWS))
         appended = {path: size for path, size in file_sizes(root / "state").items()
                     if path not in before}
         started = time.perf_counter()

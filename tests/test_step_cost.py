@@ -1,10 +1,10 @@
 """A step's cost in Spark jobs on Delta Lake's writer (the cost contract, issue 53).
 
 Jobs, not seconds: the number of Spark jobs a step runs does not depend on the machine's
-load, so a test can hold it. The pipeline is `bench/step_bench.py`'s (a filter view, a
-join, an aggregate and a view over the aggregate), on a few hundred rows, maintained
-(`refresh: incremental`) with Delta's own writer. Jobs are counted by the scheduler's
-job ids (every job of the session, whatever thread started it).
+load, so a test can hold it. The pipeline and its rows are `bench/step_bench.py`'s (a
+filter view, a join, an aggregate and a view over the aggregate), a few hundred of
+them, maintained (`refresh: incremental`) with Delta's own writer. Jobs are counted by
+the scheduler's job ids (every job of the session, whatever thread started it).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
+from bench.step_bench import SQL, step_events
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime
@@ -27,32 +27,13 @@ from reconciler.plan.diff import diff_programs
 from tests.comparison import differing
 from tests.projects import program_of, write_files
 
-SQL = """
-create table events (id bigint not null, user_id int, kind string, amount decimal(10,2));
-create table users (id int not null, country string);
-create materialized view big_events as
-  select id, user_id, amount from events where amount > 500;
-create materialized view by_kind as
-  select kind, count(*) as n, sum(amount) as total, avg(amount) as average
-  from events group by kind;
-create materialized view by_country as
-  select e.id, u.country, e.amount from events e join users u on e.user_id = u.id;
-create materialized view busy_kinds as select kind, total from by_kind where n > 10;
-"""
 ROWS, STEP_ROWS = 400, 40
 
 
 def jobs_started(spark: SparkSession) -> int:
-    """How many jobs the session's scheduler has started (its next job id)."""
+    """How many jobs the session's scheduler has started (`numTotalJobs`: its next job
+    id), whatever thread or job group started them."""
     return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())  # type: ignore[union-attr]
-
-
-def events(spark: SparkSession, start: int, rows: int) -> DataFrame:
-    ids = spark.range(start, start + rows)
-    return ids.select(
-        F.col("id"), (F.col("id") % 100).cast("int").alias("user_id"),
-        F.concat(F.lit("kind"), (F.col("id") % 20).cast("string")).alias("kind"),
-        ((F.col("id") * 37 % 100000) / 100).cast("decimal(10,2)").alias("amount"))
 
 
 @pytest.fixture
@@ -65,7 +46,7 @@ def deployed(spark: SparkSession, tmp_path: Path) -> Iterator[PipelineRuntime]:
     runtime = PipelineRuntime(spark, storage, Layout(str(tmp_path / "state"), "p"), document,
                               {}, project_dir=tmp_path)
     bootstrap(runtime, diff_programs(None, document), {}, serial=1, silent=True)
-    storage.append(runtime.relations["events"].path, events(spark, 0, ROWS))
+    storage.append(runtime.relations["events"].path, step_events(spark, 0, ROWS))
     users = spark.range(100).selectExpr("cast(id as int) as id",
                                         "concat('c', cast(id % 7 as string)) as country")
     storage.append(runtime.relations["users"].path, users)
@@ -91,7 +72,7 @@ def assert_views_equal_their_queries(runtime: PipelineRuntime) -> None:
 
 def append_events(runtime: PipelineRuntime, start: int) -> None:
     runtime.storage.append(runtime.relations["events"].path,
-                           events(runtime.spark, start, STEP_ROWS))
+                           step_events(runtime.spark, start, STEP_ROWS))
 
 
 def delete_events(runtime: PipelineRuntime, condition: str) -> None:
