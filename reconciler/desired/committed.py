@@ -53,10 +53,7 @@ def check_committed_program(pipeline: str, document: Mapping[str, Any], where: s
                                        default=str).encode("utf-8")).hexdigest()
     if digest in _checked:
         return
-    try:
-        program = build_program(_source(pipeline, document, where))
-    except RecursionError:
-        raise ReconcileError("a statement is nested too deeply to check", file=where) from None
+    program = build_program(_source(pipeline, document, where))  # nesting: desired.nesting
     _compare(program, document, where)
     _checked.add(digest)
 
