@@ -115,3 +115,13 @@ def delta_spark(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> str:
     cluster with Delta; returns the writer's name."""
     monkeypatch.setenv("RECONCILE_DELTA_WRITER", "delta-spark")
     return "delta-spark"
+
+
+@pytest.fixture
+def merge_even_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deletions go through the path a large table takes (Delta's MERGE marking rows in
+    deletion vectors, delta-rs's rewrite of the files holding them) however small the
+    table: a test's few rows would otherwise be rewritten whole (`merge.REWRITE_WHOLE_BYTES`)."""
+    from reconciler.engine import merge
+
+    monkeypatch.setattr(merge, "REWRITE_WHOLE_BYTES", -1)

@@ -92,17 +92,17 @@ def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_pat
     reconcile(project, "execute", "-p", "p", "insert into orders values (1, 1, 5.00), "
               "(2, 1, 15.00), (3, 2, 25.00), (4, 2, 25.00), (5, 3, 2.50)")
     check_views(project)
-    before = {name: data_files(spark, project, name) for name in ("orders", "big")}
+    before = data_files(spark, project, "orders")
     out = reconcile(project, "execute", "-p", "p",
                     "delete from orders where customer = 1 and amount < 10 or id = 4")
     assert "step committed" in out
     assert bag(query(project, "p", "select id from orders")) == bag(
         [{"id": 2}, {"id": 3}, {"id": 5}])
     check_views(project)
-    if writer == "delta-spark":  # rows marked, not files rewritten
-        assert (marked_deleted(project, "orders"), marked_deleted(project, "big")) == (2, 1)
-        for name, files in before.items():
-            assert files <= data_files(spark, project, name), name
+    if writer == "delta-spark":  # the table's rows marked, not its files rewritten (a
+        # view this small is rewritten whole: `merge.REWRITE_WHOLE_BYTES`)
+        assert (marked_deleted(project, "orders"), marked_deleted(project, "big")) == (2, 0)
+        assert before <= data_files(spark, project, "orders")
     # A customer's last row leaves: its group goes, and the output says so.
     reconcile(project, "execute", "-p", "p", "delete from orders where customer = 3")
     check_views(project)

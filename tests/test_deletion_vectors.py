@@ -111,6 +111,7 @@ def test_deletions_mark_rows_and_keep_multiset_semantics(
     assert held(storage, path, storage.latest_version(path) or 0) == expected
 
 
+@pytest.mark.usefixtures("merge_even_small")
 def test_rows_unique_by_a_key_are_deleted_by_it(spark: SparkSession, tmp_path: Path) -> None:
     """An aggregate's state: one row per group, deleted by its key alone (an update of a
     group deletes its old row and inserts the new one in the same commit)."""
@@ -149,6 +150,7 @@ def test_distinct_rows_are_not_counted(spark: SparkSession, tmp_path: Path,
     assert held(storage, path, after) == Counter([(0, "v0"), (2, "v2"), (3, "v3"), (9, "v9")])
 
 
+@pytest.mark.usefixtures("merge_even_small")
 def test_deletions_read_only_files_within_their_key_range(spark: SparkSession,
                                                           tmp_path: Path) -> None:
     """Rows that arrived in key order sit in files of disjoint key ranges: a deletion of a few

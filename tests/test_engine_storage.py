@@ -449,6 +449,7 @@ def test_spark_flags_replace_where_the_file_says_spark_runs(spark: SparkSession,
     assert "deployed" in applied.output
 
 
+@pytest.mark.usefixtures("merge_even_small")
 def test_touched_rows_count_appends_and_deletes_from_the_log(
         spark: SparkSession, storage: DeltaStorage, tmp_path: Path) -> None:
     """`refresh: auto` sizes a step's change from the log: the rows of the files added or

@@ -49,13 +49,21 @@ FILE_COLUMN = "__file"
 MERGE_OP = "__reconcile_op"
 """The source column of a `MERGE` saying whether a row is deleted or inserted."""
 REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
-"""A table this small (a grouped view, a state table) is rewritten whole on a deletion."""
+"""A table this small (a grouped view, a state table) is rewritten whole on a deletion.
+
+On Delta's writer that is an overwrite of held - deleted + inserted: 5 Spark jobs (the
+write, Delta's snapshot of the version written on, its file listing), against 9 for the
+cheapest `MERGE` and 14 to 20 for a first one on a table (`tests/test_step_cost.py`
+measures both on a bare table); and on 8 MiB a rewrite is about a second of writing.
+Not for a table with the change data feed: its change would read as every row deleted
+and inserted again."""
 
 
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
                   inserts: DataFrame | None, deletes: DataFrame | None,
                   app_transaction: tuple[str, int] | None = None,
-                  unique_by: Sequence[str] = (), distinct: bool = False) -> int:
+                  unique_by: Sequence[str] = (), distinct: bool = False,
+                  steady_source: bool = False) -> int:
     """Make the table at `version` minus `deletes` plus `inserts` its next version.
 
     With `app_transaction` (app id, version) the change is applied at most once, like an
@@ -64,7 +72,11 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     found by them alone (an anti-join with the few deleted keys, no shuffle of the
     table as a multiset difference needs). `distinct`: no two rows are equal (a declared
     PRIMARY KEY, trusted as Spark and Delta trust theirs), so a deletion removes the one
-    equal row and no copies are counted."""
+    equal row and no copies are counted. `steady_source`: the change is a step's own
+    (pinned reads and checkpoints through deterministic built-ins only, `desired.safety`),
+    which reads the same rows however often it is read, so Delta's MERGE need not
+    materialize it first (4 to 6 jobs); not a streaming batch's rows, which Spark caches
+    while the MERGE runs."""
     uri = table_uri(path)
     if inserts is None:
         inserts = empty_frame(storage.spark, schema)
@@ -80,8 +92,11 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         if done is not None and done >= app_transaction[1]:
             return version
     if storage.writer.marks_rows:
+        if not latest.change_feed and _stored_bytes(latest) <= REWRITE_WHOLE_BYTES:
+            rows = _without(storage.read_version(latest, schema), deletes, unique_by)
+            return storage.overwrite(uri, rows.unionByName(inserts), schema, app_transaction)
         return _merge(storage, latest, schema, inserts, deletes, app_transaction, unique_by,
-                      distinct)
+                      distinct, steady_source)
     if latest.deletion_vectors:  # its files hold rows its deletion vectors removed
         raise ReconcileError(f"{uri}: Delta's Spark writer keeps this table with deletion "
                              "vectors; the delta-rs writer cannot change its rows "
@@ -111,9 +126,14 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     return storage.rs_commit_version(uri, tag, before)
 
 
+def _stored_bytes(latest: DeltaVersion) -> int:
+    """The version's data files' bytes, from its log (rows a deletion vector marks count)."""
+    return int(sum(latest.add_actions().column("size_bytes").to_pylist()))
+
+
 def _merge(storage: DeltaStorage, latest: DeltaVersion, schema: T.StructType,
            inserts: DataFrame, deletes: DataFrame, app_transaction: tuple[str, int] | None,
-           unique_by: Sequence[str], distinct: bool) -> int:
+           unique_by: Sequence[str], distinct: bool, steady_source: bool) -> int:
     """One Delta `MERGE` into the table's `latest` version (the pinned version's rows):
     deletions (one copy each) and insertions, in one commit that records `app_transaction`
     and is tagged so its version is found (`rs_commit_version`)."""
@@ -148,6 +168,8 @@ def _merge(storage: DeltaStorage, latest: DeltaVersion, schema: T.StructType,
         f"VALUES ({', '.join(f's.{quoted(name)}' for name in names)})")
     tag, before = uuid.uuid4().hex, latest.version
     settings = {"spark.databricks.delta.commitInfo.userMetadata": tag}
+    if steady_source:  # for this statement only, never the user's session
+        settings["spark.databricks.delta.merge.materializeSource"] = "none"
     if app_transaction is not None:  # Delta's idempotent DML: skipped if already recorded
         settings |= {"spark.databricks.delta.write.txnAppId": app_transaction[0],
                      "spark.databricks.delta.write.txnVersion": str(app_transaction[1])}

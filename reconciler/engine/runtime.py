@@ -201,7 +201,8 @@ class PipelineRuntime:
         """Apply a maintained view's change to its stored contents (its state entry stays)."""
         record = self.relations[name]
         self._repin(name, apply_changes(self.storage, record.path, record.version,
-                                        self.schema_of(record), inserts, deletes))
+                                        self.schema_of(record), inserts, deletes,
+                                        steady_source=True))
 
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
@@ -216,7 +217,7 @@ class PipelineRuntime:
         assert record.state is not None
         version = apply_changes(self.storage, record.state.path, record.state.version,
                                 self.schema_of(record.state), inserts, deletes,
-                                unique_by=unique_by)
+                                unique_by=unique_by, steady_source=True)
         self.relations[name] = replace(record, state=record.state.at(version))
 
     def adopt_latest(self, name: str) -> bool:
