@@ -121,7 +121,9 @@ def delta_spark(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> str:
 def merge_even_small(monkeypatch: pytest.MonkeyPatch) -> None:
     """Deletions go through the path a large table takes (Delta's MERGE marking rows in
     deletion vectors, delta-rs's rewrite of the files holding them) however small the
-    table: a test's few rows would otherwise be rewritten whole (`merge.REWRITE_WHOLE_BYTES`)."""
+    table: a test's few rows would otherwise be rewritten whole (`merge.REWRITE_WHOLE_BYTES`,
+    `merge.OVERWRITE_SMALL_BYTES`)."""
     from reconciler.engine import merge
 
     monkeypatch.setattr(merge, "REWRITE_WHOLE_BYTES", -1)
+    monkeypatch.setattr(merge, "OVERWRITE_SMALL_BYTES", -1)

@@ -100,7 +100,7 @@ def test_execute_delete_retracts_through_every_view(spark: SparkSession, tmp_pat
         [{"id": 2}, {"id": 3}, {"id": 5}])
     check_views(project)
     if writer == "delta-spark":  # the table's rows marked, not its files rewritten (a
-        # view this small is rewritten whole: `merge.REWRITE_WHOLE_BYTES`)
+        # view this small is rewritten whole: `merge.OVERWRITE_SMALL_BYTES`)
         assert (marked_deleted(project, "orders"), marked_deleted(project, "big")) == (2, 0)
         assert before <= data_files(spark, project, "orders")
     # A customer's last row leaves: its group goes, and the output says so.

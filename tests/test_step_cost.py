@@ -92,7 +92,7 @@ ENGINE_JOBS_WITH_DELETES = 20
 INSERT_ONLY_WRITES = {"append": 2, "overwrite": 3}
 """Delta writes of the insert-only step: the filter and the join views appended, the
 aggregate's state and view and the view over it rewritten whole (20 rows each:
-`merge.REWRITE_WHOLE_BYTES`)."""
+`merge.OVERWRITE_SMALL_BYTES`)."""
 WITH_DELETES_WRITES = {"overwrite": 5}
 """With deletes every view of this small pipeline is rewritten whole, and the state."""
 

@@ -49,14 +49,18 @@ FILE_COLUMN = "__file"
 MERGE_OP = "__reconcile_op"
 """The source column of a `MERGE` saying whether a row is deleted or inserted."""
 REWRITE_WHOLE_BYTES = 8 * 1024 * 1024
-"""A table this small (a grouped view, a state table) is rewritten whole on a deletion.
-
-On Delta's writer that is an overwrite of held - deleted + inserted: 5 Spark jobs (the
-write, Delta's snapshot of the version written on, its file listing), against 9 for the
-cheapest `MERGE` and 14 to 20 for a first one on a table (`tests/test_step_cost.py`
-measures both on a bare table); and on 8 MiB a rewrite is about a second of writing.
-Not for a table with the change data feed: its change would read as every row deleted
-and inserted again."""
+"""A table this small (a grouped view, a state table) is rewritten whole on a deletion by
+the delta-rs path, which rewrites the files holding deleted rows anyway."""
+OVERWRITE_SMALL_BYTES = 512 * 1024
+"""On Delta's writer, a table this small without the change data feed (a grouped view, an
+aggregate's state) takes a change with deletions as an overwrite of held - deleted +
+inserted: 5 Spark jobs (the write, Delta's snapshot of the version written on, its file
+listing) against 9 for the cheapest `MERGE` and 14 to 20 for a table's first
+(`tests/test_step_cost.py` measures both on a bare table). Bounded so that a step writes
+what follows its change: 512 kB is within the write budget of a 1,000-row step (20x its
+~30 kB of input + 200 kB), where rewriting a 6 MB view each step would grow its storage
+by the view's size per step until retention. Not for a table with the change data feed:
+its change would read as every row deleted and inserted again."""
 
 
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
@@ -92,7 +96,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         if done is not None and done >= app_transaction[1]:
             return version
     if storage.writer.marks_rows:
-        if not latest.change_feed and _stored_bytes(latest) <= REWRITE_WHOLE_BYTES:
+        if not latest.change_feed and _stored_bytes(latest) <= OVERWRITE_SMALL_BYTES:
             rows = _without(storage.read_version(latest, schema), deletes, unique_by)
             return storage.overwrite(uri, rows.unionByName(inserts), schema, app_transaction)
         return _merge(storage, latest, schema, inserts, deletes, app_transaction, unique_by,
