@@ -65,6 +65,11 @@ class DeltaTables:
         self._kept: OrderedDict[tuple[str, int], DeltaVersion] = OrderedDict()
         self._kept_lock = threading.Lock()  # a streaming batch's callback runs on its own thread
 
+    @property
+    def options(self) -> dict[str, str] | None:
+        """The explicit delta-rs options this storage was given (None: the environment's)."""
+        return self._storage_options
+
     def storage_options(self, uri: str) -> dict[str, str]:
         """Options for delta-rs for this location (explicit ones win over the environment)."""
         return default_storage_options(uri) | (self._storage_options or {})

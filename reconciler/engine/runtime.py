@@ -81,6 +81,9 @@ class PipelineRuntime:
     # The program's connectors, typed and their paths resolved once (`connector_records`).
     connectors: dict[str, ConnectorDefinition] = field(init=False)
 
+    # The engine's own commits for its state tables, made on first use (`state_storage`).
+    _engine_storage: DeltaStorage | None = field(init=False, default=None)
+
     def __post_init__(self) -> None:
         self.connectors = connector_definitions(self.program, self.project_dir)
 
@@ -191,10 +194,29 @@ class PipelineRuntime:
         record = self.relations[name]
         assert record.state is not None
         self.relations[name] = replace(record, state=record.state.at(
-            self._overwrite(record.state, contents)))
+            self.state_storage(record.state.path).overwrite(
+                record.state.path, contents, self.schema_of(record.state))))
 
     def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
         return self.storage.overwrite(stored.path, contents, self.schema_of(stored))
+
+    def state_storage(self, path: str) -> DeltaStorage:
+        """What writes an aggregate's per-group state at `path`. Only the engine reads it, and
+        a small one is rewritten whole each step: through Delta's writer an overwrite runs 5
+        Spark jobs (Delta computes the snapshot of the version it replaces to list its
+        files), through the engine's own commits 1 (Spark writes the Parquet files, delta-rs
+        commits them and removes the files the log lists; `DeltaRsWriter`). A state table
+        Delta's writer made (it has deletion vectors, which delta-rs does not write) stays
+        with Delta's writer."""
+        if not self.storage.writer.marks_rows:
+            return self.storage
+        existing = self.storage.find(path)
+        if existing is not None and existing.deletion_vectors:
+            return self.storage
+        if self._engine_storage is None:
+            self._engine_storage = DeltaStorage(self.spark, writer="delta-rs",
+                                                storage_options=self.storage.options)
+        return self._engine_storage
 
     def apply_view_changes(self, name: str, inserts: DataFrame | None,
                            deletes: DataFrame | None) -> None:
@@ -207,7 +229,7 @@ class PipelineRuntime:
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
         path = self.layout.state(name)
-        version = self.storage.overwrite(path, contents, contents.schema)
+        version = self.state_storage(path).overwrite(path, contents, contents.schema)
         self.relations[name] = replace(self.relations[name], state=StoredTable(
             path, version, contents.schema.json()))
 
@@ -215,7 +237,8 @@ class PipelineRuntime:
                             unique_by: list[str]) -> None:
         record = self.relations[name]
         assert record.state is not None
-        version = apply_changes(self.storage, record.state.path, record.state.version,
+        version = apply_changes(self.state_storage(record.state.path), record.state.path,
+                                record.state.version,
                                 self.schema_of(record.state), inserts, deletes,
                                 unique_by=unique_by, steady_source=True)
         self.relations[name] = replace(record, state=record.state.at(version))
