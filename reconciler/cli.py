@@ -30,7 +30,7 @@ from reconciler.desired.workspace import load_programs, select_pipelines
 from reconciler.errors import ReconcileError, private_message
 from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
-from reconciler.plan.planner import compute_plan
+from reconciler.plan.planner import compute_plan, one_shot_process
 from reconciler.plan.terminal import render_plan
 from reconciler.progress import Reporter, terminal_progress
 from reconciler.query_output import print_rows
@@ -189,8 +189,7 @@ def _report(outcome: Any) -> None:
 def _operations() -> Any:
     """The engine layer, imported only by the commands that run Spark.
 
-    It imports PySpark (~0.5 s); `plan`, `validate`, `show` and `status` never pay for it.
-    """
+    It imports PySpark (~0.5 s); `plan`, `validate`, `show` and `status` never pay for it."""
     from reconciler import operations
 
     return operations
@@ -477,4 +476,5 @@ cli.add_command(test_command)
 
 
 def main() -> None:
+    one_shot_process()  # this process ends with its command (`plan.planner`)
     cli(prog_name="reconcile")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -297,6 +298,22 @@ def test_plan_and_validate_start_no_jvm(tmp_path: Path, args: list[str]) -> None
               "try:\n    cli(sys.argv[1:], standalone_mode=False)\nfinally:\n"
               "    assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", script, "-C", str(project), *args],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_plan_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    """The collector is off while a plan is computed (`planner._no_collections`) and as it
+    was after; only a process that ends with its command (the CLI's `main`) freezes what
+    the plan made, so a test or a runner calling the CLI in its own process keeps
+    collecting."""
+    project = copy_example("grades", tmp_path)
+    frozen = gc.get_freeze_count()
+    assert CliRunner().invoke(cli, ["-C", str(project), "plan"]).exit_code == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    script = ("import gc, sys\nfrom reconciler.cli import main\nsys.argv[0] = 'reconcile'\n"
+              "try:\n    main()\nfinally:\n    assert gc.isenabled() and gc.get_freeze_count()\n")
+    result = subprocess.run([sys.executable, "-c", script, "-C", str(project), "plan"],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
 

@@ -21,7 +21,7 @@ class CannotInline(Exception):
 
 def inline_ctes(query: exp.Query) -> exp.Query:
     """`query` (a copy when it has a `WITH` anywhere) with every CTE reference replaced."""
-    if not any(_with_of(node) is not None for node in query.walk()):
+    if query.find(exp.With) is None:  # no WITH node, so no query holding one: as it is
         return query
     query = query.copy()
     # Innermost first: a nested WITH is resolved before the one around it.

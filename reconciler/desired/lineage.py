@@ -28,12 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from reconciler.desired.sql import DIALECT, drop_positions
+from reconciler.desired.sql import SPARK, drop_positions, parse_query
 
 ColumnRef = tuple[str, str]  # (relation, column)
 
@@ -74,8 +73,7 @@ def view_lineage(query: str, schemas: Mapping[str, Sequence[str] | None]) -> Lin
 @lru_cache(maxsize=8192)
 def _cached(query: str, schemas: tuple[tuple[str, tuple[str, ...] | None], ...]) -> Lineage:
     try:
-        parsed = sqlglot.parse_one(query, dialect=DIALECT)
-        drop_positions(parsed)  # a cheaper .sql(): only errors read them, and none is raised
+        parsed = parse_query(query)
         if not isinstance(parsed, exp.Query):
             return Lineage(reads=None, outputs=None)
         return _Walk(dict(schemas)).lineage(parsed)
@@ -199,6 +197,7 @@ class _Walk:
                 return None  # an alias used in HAVING/ORDER BY ties outputs together
             context_refs.add(ref)
         aggregates = any(p.find(exp.AggFunc) and not p.find(exp.Window) for p in select.selects)
+        drop_positions(select)  # cheaper copies for .sql() below; no error here reads them
         context_text = f"{_without_projections(select)} aggregates={aggregates}"
         outputs: list[tuple[str, OutputLineage]] = []
         for projection in select.selects:
@@ -216,7 +215,7 @@ class _Walk:
             if None in own:
                 return None
             outputs.append((projection.alias_or_name, OutputLineage(
-                f"{projection.sql(dialect=DIALECT)} | {context_text}",
+                f"{projection.sql(dialect=SPARK)} | {context_text}",
                 tuple(sorted({*own, *context_refs})))))  # type: ignore[arg-type]
         names = [name for name, _ in outputs]
         if len(set(names)) != len(names):
@@ -232,6 +231,6 @@ def _without_projections(select: exp.Select) -> str:
         if key == "expressions" or value is None or value == []:
             continue
         values = value if isinstance(value, list) else [value]
-        parts.append(key + "=" + ",".join(v.sql(dialect=DIALECT) if isinstance(v, exp.Expression)
+        parts.append(key + "=" + ",".join(v.sql(dialect=SPARK) if isinstance(v, exp.Expression)
                                           else str(v) for v in values))
     return " ".join(parts)

@@ -301,7 +301,7 @@ def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
     if facts is None:
         analysis.analysed += 1
         own_resolved = check_view_resolution(statement.tree, statement.query, read_resolved,
-                                             name, statement.location)
+                                             name, statement.location, statement.scopes)
         refresh = _refresh(statement, policy, retracts, read_columns, expectations)
         facts = ViewFacts(resolved=own_resolved, refresh=refresh,
                           columns=analysis.lineage(statement.query, read_columns).outputs)

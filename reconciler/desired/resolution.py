@@ -59,7 +59,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from reconciler.desired.safety import LITERAL_FUNCTIONS
-from reconciler.desired.sql import Location
+from reconciler.desired.sql import SPARK, Location
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]
@@ -78,7 +78,7 @@ _cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns]] = {}
 
 def check_view_resolution(tree: exp.Query, query: str,
                           schemas: Mapping[str, Sequence[str] | None], view: str,
-                          location: Location) -> Columns:
+                          location: Location, scopes: Sequence[Scope] = ()) -> Columns:
     """Refuse a view whose query Spark could not resolve, or whose output Delta could not
     store (see the module docstring), naming the view, the names and the sources; return
     its output column names as Spark names them, for the views that read it.
@@ -88,26 +88,28 @@ def check_view_resolution(tree: exp.Query, query: str,
     view; None when unknown). An output Spark names after its expression (`sum(x)`) is
     returned as '': a reader may still name it, so a name missing where '' is stays in
     doubt. (Lineage's output names differ there: it names `(x)` and `struct(...).f` too.)
+    `scopes` are the tree's (`traverse_scope`), when its statement kept them (`desired.sql`).
     """
     key = (query, tuple(sorted((name, tuple(columns) if columns is not None else None)
                                for name, columns in schemas.items())))
     if key not in _cache:
         if len(_cache) >= _CACHE_SIZE:
             del _cache[next(iter(_cache))]  # the oldest entry
-        _cache[key] = resolve(tree, dict(key[1]))
+        _cache[key] = resolve(tree, dict(key[1]), scopes)
     problem, outputs = _cache[key]
     if problem is not None:
         raise location.error(f"view '{view}': {problem}")
     return outputs
 
 
-def resolve(tree: exp.Query, schemas: Mapping[str, Columns]) -> tuple[str | None, Columns]:
+def resolve(tree: exp.Query, schemas: Mapping[str, Columns],
+            scopes: Sequence[Scope] = ()) -> tuple[str | None, Columns]:
     """What Spark would refuse in `tree`, in one sentence (None if nothing), and the output
     names. A query sqlglot cannot scope is let through with unknown outputs: `desired.sql`
-    already analysed it, so any doubt is sqlglot's."""
+    already analysed it, so any doubt is sqlglot's. `scopes`: the tree's, if already built."""
     try:
         resolver = _Resolver(schemas)
-        return resolver.problem(tree), resolver.root_outputs
+        return resolver.problem(tree, scopes), resolver.root_outputs
     except SqlglotError:
         return None, None
 
@@ -130,8 +132,8 @@ class _Resolver:
         self.outputs: dict[int, Columns] = {}  # id(scope) -> its output names
         self.root_outputs: Columns = None
 
-    def problem(self, tree: exp.Query) -> str | None:
-        scopes = traverse_scope(tree)
+    def problem(self, tree: exp.Query, scopes: Sequence[Scope] = ()) -> str | None:
+        scopes = scopes or traverse_scope(tree)
         self.scope_of = {id(scope.expression): scope for scope in scopes}
         seen: set[int] = set()
         for scope in scopes:  # innermost first: an outer scope also lists the correlated
@@ -321,7 +323,7 @@ class _Resolver:
                         "which Spark reads as a field access or a quote: give it an alias "
                         "(AS ...) without them")
             if len(where) > 1:
-                texts = [o if isinstance(o, str) else o.sql(dialect="spark") for o in where]
+                texts = [o if isinstance(o, str) else o.sql(dialect=SPARK) for o in where]
                 return (f"output column '{name}' appears {len(where)} times "
                         f"({', '.join(texts)}): Delta cannot store two columns of one name; "
                         f"{DISTINCT_ALIASES}")
@@ -352,7 +354,7 @@ def _spark_named(projection: exp.Expression) -> str:
     bare = projection.transform(
         lambda node: exp.column(node.name, quoted=True) if isinstance(node, exp.Column)
         and node.table else node)
-    return bare.sql(dialect="spark").lower().replace("count(*)", "count(1)").replace("`", "")
+    return bare.sql(dialect=SPARK).lower().replace("count(*)", "count(1)").replace("`", "")
 
 
 def _chain(scope: Scope) -> Iterable[Scope]:

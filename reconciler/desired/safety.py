@@ -297,7 +297,7 @@ def function_name(node: exp.Func) -> str | None:
             and type(node) not in generator.EXPRESSIONS_WITHOUT_NESTED_CTES):
         written = generator.normalize_func(generator.function_name(node)) + "("
     else:
-        written = node.sql(dialect="spark")
+        written = node.sql(dialect=generator.dialect)  # the same Spark dialect, not a new one
     match = _LEADING_WORD.match(written)
     return match.group(1).lower() if match else None
 

@@ -38,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-import sqlglot
 from sqlglot import exp
 
 from reconciler.desired.fallback import Fallback
@@ -55,7 +54,7 @@ from reconciler.desired.keyed import (
     occurrences,
 )
 from reconciler.desired.query_parts import expression_key
-from reconciler.desired.sql import DIALECT
+from reconciler.desired.sql import SPARK, parse_query
 
 RefreshPolicy = Literal["incremental", "incremental_strict", "auto", "full"]
 AggregateFunction = Literal["count", "count_distinct", "sum", "avg", "min", "max",
@@ -140,7 +139,7 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     """The maintainable shape of a query (its SQL or tree), or `Fallback` with the reason.
     `columns` names each relation's columns (unqualified names are resolved with them)."""
     if isinstance(query, str):
-        query = sqlglot.parse_one(query, dialect=DIALECT)
+        query = parse_query(query)
     try:
         query = inline_ctes(query)
     except CannotInline as reason:
@@ -399,7 +398,7 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
         rewritten = expression.transform(rewrite)  # transform copies
         for column in rewritten.find_all(exp.Column):
             if not column.name.startswith(("__k", "__agg", "__g")):
-                raise Fallback(f"column {column.sql(DIALECT)} is neither grouped nor aggregated")
+                raise Fallback(f"column {column.sql(SPARK)} is neither grouped nor aggregated")
         return rewritten
 
     output = []
@@ -462,4 +461,4 @@ def _call(node: exp.AggFunc) -> AggregateCall:
 
 def _name(node: exp.Expression) -> str:
     """A function's name as Spark spells it (sqlglot's own names differ: ARRAY_AGG)."""
-    return node.sql(DIALECT).split("(", 1)[0].strip().upper() or node.key.upper()
+    return node.sql(SPARK).split("(", 1)[0].strip().upper() or node.key.upper()

@@ -17,7 +17,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.desired.expectation_clauses import Expectation, split_expectations
@@ -27,7 +27,10 @@ from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.errors import ReconcileError
 
 DIALECT = "spark"
-_DIALECT = Dialect.get_or_raise(DIALECT)
+SPARK: Dialect = Dialect.get_or_raise(DIALECT)
+"""One Spark dialect for every parse and every generated text of this package: given the name,
+sqlglot builds a new `Dialect` on each call (`parse_one`, `Expression.sql`), thousands of
+times in a 1,000-view plan; given this instance, it uses it as it is, with the same result."""
 _OPERATOR_SYNONYMS = {"!=": "<>", "==": "="}
 TABLE_PROPERTIES = {"materialized"}
 ONLY_CREATE = "only CREATE TABLE and CREATE [MATERIALIZED] VIEW are allowed"
@@ -85,6 +88,9 @@ class ViewStatement:
     tree: exp.Query | None = field(default=None, compare=False, repr=False)  # the query
     digest: str = field(default="", compare=False, repr=False)  # statement_digest()
     lines: dict[int, int] = field(default_factory=dict, compare=False, repr=False)  # by id
+    # The tree's scopes (`traverse_scope`), built once here to find what it reads and kept
+    # for the resolution check (`desired.resolution`), which walks the same tree.
+    scopes: tuple[Scope, ...] = field(default=(), compare=False, repr=False)
 
 
 Statement = TableStatement | ViewStatement
@@ -137,14 +143,19 @@ def drop_positions(tree: exp.Expression) -> dict[int, int]:
     return lines
 
 
+def parse_query(text: str) -> exp.Expression:
+    """`sqlglot.parse_one(text, dialect="spark")`, on the shared dialect (`SPARK`)."""
+    return sqlglot.parse_one(text, dialect=SPARK)
+
+
 def canonical_type(data_type: exp.DataType) -> str:
     """Spark spelling of a type, without spaces after commas: `DECIMAL(5,2)`."""
-    return data_type.sql(dialect=DIALECT).replace(", ", ",")
+    return data_type.sql(dialect=SPARK).replace(", ", ",")
 
 
 def _split(source: SqlSource) -> list[tuple[list[Token], Location]]:
     """Each statement's tokens with the line it starts on (the file is tokenized once)."""
-    tokenizer = Dialect.get_or_raise(DIALECT).tokenizer()
+    tokenizer = SPARK.tokenizer()
     try:
         tokens = tokenizer.tokenize(source.text)
     except TokenError as error:
@@ -199,7 +210,7 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
                    digest: str) -> Statement:
     text = source.text[tokens[0].start: tokens[-1].end + 1]
     try:
-        [expression] = _DIALECT.parser().parse(tokens, source.text)
+        [expression] = SPARK.parser().parse(tokens, source.text)
     except ParseError as error:
         detail = error.errors[0] if error.errors else {}
         line = detail.get("line") or location.line
@@ -390,10 +401,11 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
     lines = drop_positions(query)
     check_view_query(query, text, name, location.file, location.line, lines)
     body = next(index for index, token in enumerate(tokens) if token.token_type == TokenType.ALIAS)
+    scopes = _scopes(query, name, location)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
-                         materialized=materialized, reads=_reads(query, name, location),
+                         materialized=materialized, reads=_reads(scopes, name, location),
                          location=location, sql=text, full_refresh=full_refresh,
-                         tree=query, digest=digest, lines=lines)
+                         tree=query, digest=digest, lines=lines, scopes=scopes)
 
 
 def canonical_text(tokens: list[Token]) -> str:
@@ -423,13 +435,17 @@ def canonical_text(tokens: list[Token]) -> str:
     return " ".join(parts)
 
 
-def _reads(query: exp.Query, view: str, location: Location) -> tuple[str, ...]:
-    """Relations a query reads: real tables in every scope; CTE names are not relations."""
-    reads: set[str] = set()
+def _scopes(query: exp.Query, view: str, location: Location) -> tuple[Scope, ...]:
+    """The query's scopes, innermost first; a query sqlglot cannot scope is refused."""
     try:
-        scopes = traverse_scope(query)
+        return tuple(traverse_scope(query))
     except Exception as error:  # sqlglot raises several types for queries it cannot scope
         raise location.error(f"view '{view}': cannot analyse query: {error}") from None
+
+
+def _reads(scopes: tuple[Scope, ...], view: str, location: Location) -> tuple[str, ...]:
+    """Relations a query reads: real tables in every scope; CTE names are not relations."""
+    reads: set[str] = set()
     for scope in scopes:
         for source in scope.sources.values():
             if isinstance(source, exp.Table) and source.name:

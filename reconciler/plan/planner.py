@@ -30,7 +30,7 @@ def compute_plan(project_dir: Path, pipeline: str | None,
     optimisation here: one that fails is read again where a plan always read it, after
     the programs are built, and fails there as it always did.
     """
-    with _fewer_collections():
+    with _no_collections():
         return _compute_plan(load_project(project_dir), pipeline, backend_url)
 
 
@@ -61,21 +61,38 @@ def committed_memos(project: Project, names: list[str], backend_url: str | None 
     return committed, memos
 
 
-@contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Run Python's cyclic garbage collector's youngest generation less often.
+_PROCESS = {"one_shot": False}
 
-    It runs every 700 allocations net of frees, and a plan allocates many objects that
-    stay alive a while (the documents, sqlglot trees with their parent links): a
-    1,000-view plan that reuses the memo ran it about 400 times for 0.09 s of its 0.5 s
-    of CPU, and about 13 times, 0.03 s, at 20,000. What is garbage is still collected.
+
+def one_shot_process() -> None:
+    """Say that this process ends when its command does (the CLI's `main`, not a test
+    calling the CLI in its own process): a plan then leaves what it made to the exit."""
+    _PROCESS["one_shot"] = True
+
+
+@contextmanager
+def _no_collections() -> Iterator[None]:
+    """Compute a plan with Python's cyclic garbage collector off.
+
+    A plan allocates objects that only that collector frees (a sqlglot tree links each
+    node to its parent, a scope to its parent scope), about 700 a view as the analyses
+    parse, copy and walk, and each collection reads every object of the generations it
+    collects: at the threshold a plan used before (20,000) it ran about 40 times over a
+    1,000-view plan, then once more over everything at the process's exit. Off, what
+    became garbage is freed by the first collection after the plan, in one pass. In a
+    process that ends with its command (`one_shot_process`) what the plan made is frozen
+    instead (`gc.freeze`): no later collection reads it, the one at exit included, and
+    the exit returns the memory. Measured in `bench/README.md` ("Plan time").
     """
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], 20_000), *thresholds[1:])
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
+        if _PROCESS["one_shot"]:
+            gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def plan_project(project: Project, programs: list[Program], backend_url: str | None = None,
