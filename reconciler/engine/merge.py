@@ -96,7 +96,8 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         if done is not None and done >= app_transaction[1]:
             return version
     if storage.writer.marks_rows:
-        if not latest.change_feed and _stored_bytes(latest) <= OVERWRITE_SMALL_BYTES:
+        stored = latest.data_bytes()  # from the log; None where only Delta's reader reads
+        if not latest.change_feed and stored is not None and stored <= OVERWRITE_SMALL_BYTES:
             rows = _without(storage.read_version(latest, schema), deletes, unique_by)
             return storage.overwrite(uri, rows.unionByName(inserts), schema, app_transaction)
         return _merge(storage, latest, schema, inserts, deletes, app_transaction, unique_by,
@@ -128,11 +129,6 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
                  storage_options=storage.storage_options(uri), replaces=replaced,
                  changes_rows=True, app_transaction=app_transaction)
     return storage.rs_commit_version(uri, tag, before)
-
-
-def _stored_bytes(latest: DeltaVersion) -> int:
-    """The version's data files' bytes, from its log (rows a deletion vector marks count)."""
-    return int(sum(latest.add_actions().column("size_bytes").to_pylist()))
 
 
 def _merge(storage: DeltaStorage, latest: DeltaVersion, schema: T.StructType,
@@ -258,7 +254,8 @@ def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) 
     condition = null_safe_equal([(located[field.name], wanted[f"__d{i}"])
                                  for i, field in enumerate(schema.fields)])
     matched = located.join(wanted, condition, "left_semi").select(FILE_COLUMN).distinct()
-    return [row[0] for row in matched.collect()]  # file names, one per file: never rows
+    # Small by construction: one file name per data file touched, never a row's values.
+    return [row[0] for row in matched.collect()]
 
 
 def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:
