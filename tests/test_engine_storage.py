@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import time
 import uuid
 from decimal import Decimal
@@ -40,7 +41,7 @@ from reconciler.engine.schema import (
     spark_schema,
     struct_from_json,
 )
-from reconciler.engine.session import get_spark, has_delta_extension, spark_conf
+from reconciler.engine.session import get_spark, has_delta_extension, session_settings, spark_conf
 from reconciler.engine.storage import DeltaStorage
 from reconciler.errors import ReconcileError
 
@@ -138,6 +139,37 @@ def test_local_conf_is_quiet_small_and_overridable() -> None:
     assert conf["spark.driver.memory"] == f"{max(1024, physical_mib // 2)}m"
     assert spark_conf("local[2]", {"spark.driver.memory": "3g"})["spark.driver.memory"] == "3g"
     assert "spark.driver.memory" not in cluster
+    # A step's queries and Delta's own projections stay compiled from step to step.
+    assert int(conf["spark.sql.codegen.cache.maxEntries"]) >= 1000
+    assert "spark.sql.codegen.cache.maxEntries" not in cluster
+
+
+def test_session_settings_are_held_by_one_thread_at_a_time(spark: SparkSession) -> None:
+    """Two views' MERGEs in two refresh threads: each statement sees its own tag, and the
+    session is left as it was (not with the first thread's values restored by the second)."""
+    key = "spark.databricks.delta.commitInfo.userMetadata"
+    seen: dict[str, str | None] = {}
+    first_inside, second_inside = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with session_settings(spark, {key: "first"}):
+            first_inside.set()
+            second_inside.wait(0.5)  # in vain while the settings are held
+            seen["first"] = spark.conf.get(key, None)
+
+    def second() -> None:
+        first_inside.wait(5)
+        with session_settings(spark, {key: "second"}):
+            second_inside.set()
+            seen["second"] = spark.conf.get(key, None)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == {"first": "first", "second": "second"}
+    assert spark.conf.get(key, None) is None
 
 
 def test_a_failed_broadcast_is_one_line_naming_the_settings() -> None:

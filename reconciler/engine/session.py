@@ -226,6 +226,14 @@ def default_master() -> str:
     return f"local[{max(1, min(cores, MAX_LOCAL_CORES))}]"
 
 
+CODEGEN_CACHE_ENTRIES = "2000"
+"""Generated classes Spark keeps compiled (`spark.sql.codegen.cache.maxEntries`, 100 by
+default). A maintained step of the step bench's four views on Delta's writer needs about 70
+(its queries, Delta's statistics and snapshot projections): with 100 kept, each step evicted
+and recompiled them all, 68 Janino compilations and about 1 s of a 7 s step on 2 cores;
+with more kept, none after the first step (`bench/README.md`, "A step"). A static conf, so
+it is set when the embedded JVM starts; a cluster's is its own (`docs/clusters.md`)."""
+
 DRIVER_MEMORY_SHARE = 0.5
 """Embedded Spark's heap as a share of the machine's memory: its tasks run in the driver, and
 Spark's own 1 GiB default fails a broadcast join of a modest dimension table."""
@@ -274,6 +282,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             "spark.driver.memory": driver_memory(),
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
+            "spark.sql.codegen.cache.maxEntries": CODEGEN_CACHE_ENTRIES,
             "spark.driver.extraJavaOptions": (
                 f"-Dlog4j2.configurationFile=file:{scratch / 'log4j2.properties'} "
                 f"-Dderby.system.home={scratch / 'derby'}"
@@ -429,18 +438,27 @@ def has_delta_extension(spark: SparkSession) -> bool:
     return DELTA_EXTENSION in [item.strip() for item in extensions.split(",")]
 
 
+_settings_lock = threading.RLock()
+
+
 @contextmanager
 def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Runtime SQL settings for the statements inside, then as they were: how Delta's DML
-    takes a commit's metadata and app transaction, which have no statement syntax."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    takes a commit's metadata and app transaction, which have no statement syntax.
+
+    A session's settings are shared by every thread using it, and a step refreshes views
+    from two threads (`engine.refresh`): one at a time holds settings, or one view's MERGE
+    would commit with the other's tag or app transaction, and the later restore would
+    leave the earlier one's values in the session for good."""
+    with _settings_lock:
+        previous = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, value in previous.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
