@@ -194,3 +194,41 @@ def test_decimal_and_date_keys_bound_the_merge(spark: SparkSession, tmp_path: Pa
         after = apply_changes(storage, path, version, frame.schema, None, doomed,
                               distinct=True)
         assert storage.row_count(path, after) == 1, name
+
+
+def _writers(spark: SparkSession, path: Path) -> list[str]:
+    """Each commit's engine, oldest first (a test table's short history)."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version")
+    return [row.engineInfo.split("/")[0].split(":")[0] for row in history.collect()]
+
+
+def test_a_small_tables_rows_are_replaced_by_the_engines_commit_unless_rows_are_marked(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small table's change with deletions replaces its rows by the engine's own commit
+    (one Spark job, not Delta's five), which Delta's reader reads back exactly; once a
+    MERGE marked rows of it in a deletion vector, Delta's own writer replaces it (a
+    delta-rs remove is not trusted to name the vector), and the marked rows stay deleted."""
+    storage = DeltaStorage(spark, writer="delta-spark")
+    path = tmp_path / "p" / "views" / "v"
+    storage.create(path, SCHEMA)
+    rows = [(k, "a") for k in range(6)]
+    version = storage.append(path, spark.createDataFrame(rows, SCHEMA))
+    version = apply_changes(storage, path, version, SCHEMA,
+                            spark.createDataFrame([(9, "z")], SCHEMA),
+                            spark.createDataFrame([(0, "a")], SCHEMA))
+    assert _writers(spark, path)[-1] == "delta-rs"
+    expected = Counter([*rows[1:], (9, "z")])
+    assert Counter(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) \
+        == expected
+    monkeypatch.setattr(merge, "OVERWRITE_SMALL_BYTES", -1)  # a MERGE marks a row
+    version = apply_changes(storage, path, version, SCHEMA, None,
+                            spark.createDataFrame([(1, "a")], SCHEMA))
+    assert storage.at(path).vectors, "the MERGE marked a row in a deletion vector"
+    monkeypatch.undo()
+    version = apply_changes(storage, path, version, SCHEMA, None,
+                            spark.createDataFrame([(2, "a")], SCHEMA))
+    assert _writers(spark, path)[-1] == "Apache-Spark"
+    expected -= Counter([(1, "a"), (2, "a")])
+    assert held(storage, path, version) == expected
+    assert Counter(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) \
+        == expected

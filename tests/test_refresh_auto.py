@@ -206,3 +206,14 @@ def test_a_recompute_drops_the_state_and_maintaining_starts_it_again(
     assert query(project, "p", "select * from by_kind order by kind") == query(
         project, "p", "select kind, count(*) as n, sum(amount) as total from events "
         "group by kind order by kind")
+
+
+def test_the_view_heading_the_longest_line_of_views_is_refreshed_first() -> None:
+    """The step bench's shape: a filter and a join read only tables, an aggregate is read
+    by a view over it. The aggregate heads a line of two, so it starts before the others
+    rather than waiting behind them for one of the two workers."""
+    reads = {"big_events": [], "by_country": [], "by_kind": [], "busy_kinds": ["by_kind"],
+             "top": ["busy_kinds", "big_events"]}
+    chains = refresh._longest_chains(reads)
+    assert chains == {"big_events": 2, "by_country": 1, "by_kind": 3, "busy_kinds": 2,
+                      "top": 1}

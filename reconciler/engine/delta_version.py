@@ -20,6 +20,13 @@ from deltalake import DeltaTable
 
 from reconciler.engine.deletion_vectors import LiveFiles, live_files
 
+ENGINE_COMMIT_FEATURES = frozenset({"appendOnly", "invariants", "deletionVectors",
+                                    "timestampNtz"})
+"""Table features a commit of whole new Parquet files by delta-rs honours: the legacy
+ones Delta lists on every table with features (the append-only flag is checked, NOT NULL
+is checked by Spark as it writes: `writer._checked`), deletion vectors on a version
+without any, timestamps without a zone (plain Parquet)."""
+
 
 @dataclass(frozen=True)
 class DeltaVersion:
@@ -59,6 +66,22 @@ class DeltaVersion:
         enabled = (self.table.metadata().configuration or {}).get(
             "delta.enableChangeDataFeed", "")
         return str(enabled).lower() == "true"
+
+    @cached_property
+    def replaceable_by_engine(self) -> bool:
+        """Whether the engine's own commit (Spark writes Parquet files, delta-rs commits them:
+        `DeltaRsWriter`) may replace every row of this version: its files are plain
+        Parquet (`needs_delta_reader`), none has rows marked in a deletion vector (a remove
+        must name the vector, which delta-rs's overwrite is not relied on to do), no change
+        data feed records deletions, and the protocol asks only what such a commit keeps
+        (`ENGINE_COMMIT_FEATURES`). Anything else, a catalog-owned table or row tracking
+        among them, stays with Delta's own writer."""
+        protocol = self.table.protocol()
+        configuration = self.table.metadata().configuration or {}
+        return (not self.needs_delta_reader and not self.change_feed and not self.vectors
+                and str(configuration.get("delta.appendOnly", "")).lower() != "true"
+                and set(protocol.writer_features or []) <= ENGINE_COMMIT_FEATURES
+                and set(protocol.reader_features or []) <= ENGINE_COMMIT_FEATURES)
 
     @cached_property
     def needs_delta_reader(self) -> bool:

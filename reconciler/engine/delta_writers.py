@@ -38,7 +38,7 @@ DELTA_SPARK_CONF = {
     # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
     # column is declared as written and its nested NOT NULL stays unchecked (docs/limitations.md).
     "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
-}
+} | PARQUET_CONF  # the engine's own commits write Parquet beside Delta's (`replace_small`)
 
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 """Deletes and retractions mark rows in a deletion vector instead of rewriting files."""

@@ -99,7 +99,8 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
         stored = latest.data_bytes()  # from the log; None where only Delta's reader reads
         if not latest.change_feed and stored is not None and stored <= OVERWRITE_SMALL_BYTES:
             rows = _without(storage.read_version(latest, schema), deletes, unique_by)
-            return storage.overwrite(uri, rows.unionByName(inserts), schema, app_transaction)
+            return storage.replace_small(latest, rows.unionByName(inserts), schema,
+                                         app_transaction)
         return _merge(storage, latest, schema, inserts, deletes, app_transaction, unique_by,
                       distinct, steady_source)
     if latest.deletion_vectors:  # its files hold rows its deletion vectors removed

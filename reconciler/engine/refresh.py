@@ -62,8 +62,9 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     views = runtime.program["views"]
     consumed = {relation for definition in views.values() for relation in definition["reads"]}
     consumed |= set(outputs_by_relation(runtime.connectors))  # the others' changes stay lazy
-    graph = TopologicalSorter({name: [read for read in views[name]["reads"] if read in views]
-                               for name in views})
+    reads = {name: [read for read in views[name]["reads"] if read in views] for name in views}
+    chain = _longest_chains(reads)
+    graph = TopologicalSorter(reads)
     graph.prepare()
     refreshed: set[str] = set()
 
@@ -91,7 +92,7 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     running: dict[Future[None], str] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh") as pool:
         while graph.is_active():
-            for view in graph.get_ready():
+            for view in sorted(graph.get_ready(), key=lambda name: -chain[name]):
                 if any(read in frames.changes for read in views[view]["reads"]):
                     running[pool.submit(refresh, view)] = view
                     refreshed.add(view)
@@ -105,6 +106,21 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
                 future.result()  # a failure: the pool waits for the others, then it raises
                 graph.done(view)
     return [name for name in runtime.program["order"] if name in refreshed]
+
+
+def _longest_chains(reads: dict[str, list[str]]) -> dict[str, int]:
+    """For each view, the most views refreshed one after another from it (itself and the
+    longest line of views reading it). The ready view heading the longest line is started
+    first: the step bench's aggregate, read by another view, waited behind a filter view
+    for a worker, and the line of the two is the step's critical path."""
+    chain: dict[str, int] = {}
+    readers: dict[str, list[str]] = {name: [] for name in reads}
+    for name, sources in reads.items():
+        for source in sources:
+            readers[source].append(name)
+    for name in reversed(list(TopologicalSorter(reads).static_order())):
+        chain[name] = 1 + max((chain[reader] for reader in readers[name]), default=0)
+    return chain
 
 
 def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,

@@ -198,7 +198,9 @@ class PipelineRuntime:
                 record.state.path, contents, self.schema_of(record.state))))
 
     def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
-        return self.storage.overwrite(stored.path, contents, self.schema_of(stored))
+        """A small view's contents replaced (`_rewrite_aggregate` rewrites only those)."""
+        return self.storage.replace_small(self.storage.at(stored.path), contents,
+                                          self.schema_of(stored))
 
     def state_storage(self, path: str) -> DeltaStorage:
         """What writes an aggregate's per-group state at `path`. Only the engine reads it, and

@@ -129,6 +129,24 @@ class DeltaStorage(DeltaTables):
         data = conform(df, schema, where=uri)
         return self.writer.overwrite(self, uri, data, schema, uuid.uuid4().hex, app_transaction)
 
+    def replace_small(self, latest: DeltaVersion, rows: DataFrame, schema: T.StructType,
+                      app_transaction: tuple[str, int] | None = None) -> int:
+        """Replace every row of a small table (`merge.OVERWRITE_SMALL_BYTES`: a grouped
+        view, held - deleted + inserted) whose latest version is ``latest``.
+
+        On Delta's writer an overwrite computes the snapshot of the version it replaces in
+        Spark jobs to list its files: 5 jobs and 1.8 s for 20 rows on 2 cores in a warm
+        session. Where that version's log allows (`DeltaVersion.replaceable_by_engine`) the
+        engine's own commit does it instead (Spark writes the Parquet files, delta-rs
+        commits them and removes the files the log lists): 1 job, 0.3 s. Readers see a
+        Delta table either way; a small table has nothing for data skipping to skip."""
+        writer = self.writer
+        if writer.marks_rows and latest.replaceable_by_engine:
+            writer = WRITERS["delta-rs"]
+        data = conform(rows, schema, where=latest.uri)
+        return writer.overwrite(self, latest.uri, data, schema, uuid.uuid4().hex,
+                                app_transaction)
+
     def append(
         self,
         path: PathLike,
