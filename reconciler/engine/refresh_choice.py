@@ -25,8 +25,8 @@ The rule, in order:
 3. Timed only as a recompute (the step after its bootstrap, or a view always recomputed so
    far): recompute when that took less than a maintained refresh's fixed cost here, i.e.
    the pipeline's fastest maintained refresh of any view so far, or before there is one
-   the writer's estimate (`DeltaWriter.maintained_refresh_seconds`: 3 s for Delta Lake's
-   Spark writer, whose every commit runs Spark jobs; 1 s for delta-rs). A view that cheap
+   the writer's estimate (`DeltaWriter.maintained_refresh_seconds`: 1 s on 2 cores for
+   either writer, measured on the step bench's views). A view that cheap
    to recompute cannot be maintained faster; one that grows past it is maintained at its
    next step, and timed.
 4. Otherwise maintain (the change's size unknown, or never timed).
