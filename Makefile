@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens clean check-java constraints
+.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute clean check-java constraints
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ bench-step: $(STAMP) check-java jars
 # the engine's maintained step, alternately in one process, 1M rows (about 20 minutes).
 bench-streaming: $(STAMP) check-java jars
 	$(BIN)/python bench/streaming_anchor.py
+
+# The seed story's 2-row `reconcile execute` in a warm process (a few minutes).
+bench-execute: $(STAMP) check-java jars
+	$(BIN)/python bench/execute_bench.py
 
 # Delta log opens per command on the orders example, with and without the kept versions.
 bench-log-opens: $(STAMP) check-java jars
