@@ -47,7 +47,7 @@ from reconciler.engine.delta_log import PathLike, delete_remote, is_local, s3a_s
 from reconciler.engine.delta_tables import COMMIT_TAG, DeltaTables
 from reconciler.engine.delta_version import DeltaVersion
 from reconciler.engine.delta_writers import WRITERS, DeltaWriter, Writer
-from reconciler.engine.schema import conform, same_schema
+from reconciler.engine.schema import conform
 from reconciler.engine.session import has_delta_extension
 from reconciler.errors import ReconcileError
 
@@ -77,12 +77,6 @@ class TableChange(NamedTuple):
     inserts: DataFrame | None
     deletes: DataFrame | None
     from_feed: bool  # read from Delta's change data feed, not from the files that differ
-
-
-ENGINE_REPLACE_BYTES = 512 * 1024
-"""A table this small that is replaced whole is replaced by the engine's own commit where
-its log allows (`DeltaStorage.replace_small`): its few files leave Delta's per-column
-statistics nothing to skip. A larger one keeps Delta's writer and its statistics."""
 
 
 class DeltaStorage(DeltaTables):
@@ -134,18 +128,6 @@ class DeltaStorage(DeltaTables):
         uri = table_uri(path)
         data = conform(df, schema, where=uri)
         return self.writer.overwrite(self, uri, data, schema, uuid.uuid4().hex, app_transaction)
-
-    def replace(self, path: PathLike, df: DataFrame, schema: T.StructType) -> int:
-        """Replace a table's rows with ``df`` of ``schema`` (a recomputed view): a small
-        table of the same schema (`ENGINE_REPLACE_BYTES`) as `replace_small` does, any other
-        by this storage's writer (`overwrite`, which also changes the schema)."""
-        latest = self.find(path)
-        if latest is not None and self.writer.marks_rows:
-            stored = latest.data_bytes()
-            if (stored is not None and stored <= ENGINE_REPLACE_BYTES
-                    and same_schema(self.stored_schema(latest), schema)):
-                return self.replace_small(latest, df, schema)
-        return self.overwrite(path, df, schema)
 
     def replace_small(self, latest: DeltaVersion, rows: DataFrame, schema: T.StructType,
                       app_transaction: tuple[str, int] | None = None) -> int:
