@@ -245,10 +245,7 @@ def _without(rows: DataFrame, deletes: DataFrame, unique_by: Sequence[str]) -> D
 
 
 def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) -> list[str]:
-    """Names of the data files with a row equal (NULLs equal too) to a deleted row.
-
-    The collected rows are file names, one per file touched: small by construction.
-    """
+    """Names of the data files with a row equal (NULLs equal too) to a deleted row."""
     located = stored.select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
     # Renamed: `deletes` may come from the same scan, and Spark would then see one column.
     wanted = deletes.toDF(*(f"__d{i}" for i in range(len(schema.fields)))).distinct()
