@@ -232,3 +232,38 @@ def test_a_small_tables_rows_are_replaced_by_the_engines_commit_unless_rows_are_
     assert held(storage, path, version) == expected
     assert Counter(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) \
         == expected
+
+
+def test_a_small_tables_append_is_the_engines_commit_read_by_the_change_feed(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append to a small table with the change data feed, after a MERGE marked one of its
+    rows, is the engine's own commit (Delta's would compute the snapshot first): Delta's
+    reader and its change feed read it back, and its app transaction makes a replay add
+    nothing. `RECONCILE_ENGINE_COMMIT_BYTES=0` leaves the append to Delta's writer."""
+    storage = DeltaStorage(spark, writer="delta-spark")
+    path = tmp_path / "p" / "tables" / "t"
+    storage.create(path, SCHEMA, change_feed=True)
+    rows = [(k, "a") for k in range(4)]
+    version = storage.append(path, spark.createDataFrame(rows, SCHEMA), app_id="i", txn_version=1)
+    monkeypatch.setattr(merge, "OVERWRITE_SMALL_BYTES", -1)  # a MERGE marks a row
+    marked = apply_changes(storage, path, version, SCHEMA, None,
+                           spark.createDataFrame([(0, "a")], SCHEMA))
+    assert storage.at(path).vectors, "the MERGE marked a row in a deletion vector"
+    added = spark.createDataFrame([(7, "b"), (8, "b")], SCHEMA)
+    appended = storage.append(path, added, app_id="i", txn_version=2)
+    assert _writers(spark, path)[-1] == "delta-rs"
+    assert storage.append(path, added, app_id="i", txn_version=2) == appended, "a replay"
+    expected = Counter([*rows[1:], (7, "b"), (8, "b")])
+    assert Counter(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) \
+        == expected
+    feed = (spark.read.format("delta").option("readChangeFeed", "true")
+            .option("startingVersion", marked + 1).load(str(path)))
+    assert Counter((r.k, r.v, r._change_type) for r in feed.collect()) == Counter(
+        [(7, "b", "insert"), (8, "b", "insert")])
+
+    monkeypatch.setenv("RECONCILE_ENGINE_COMMIT_BYTES", "0")
+    DeltaStorage(spark, writer="delta-spark").append(path, added, app_id="i", txn_version=3)
+    assert _writers(spark, path)[-1] == "Apache-Spark"
+    monkeypatch.setenv("RECONCILE_ENGINE_COMMIT_BYTES", "half")
+    with pytest.raises(ReconcileError, match="RECONCILE_ENGINE_COMMIT_BYTES='half'"):
+        DeltaStorage(spark, writer="delta-spark")

@@ -82,23 +82,23 @@ def delete_events(runtime: PipelineRuntime, condition: str) -> None:
                   None, doomed)
 
 
-ENGINE_JOBS_INSERT_ONLY = 15
-"""The engine's own jobs in a maintained insert-only step of the four views, beside Delta's
-writes (measured 2026-11-27: 15): the step's frames checkpointed and their two counts, the
-small sides of joins broadcast (the aggregate's state beside its contributions, the deleted
-groups beside the rows they leave), the aggregate's state, its view and the view over it
-(20 rows each) written by the engine's own commits, a job each
-(`PipelineRuntime.state_storage`, `DeltaStorage.replace_small`)."""
-ENGINE_JOBS_WITH_DELETES = 24
-"""The same for a step whose events were deleted too (measured: 24): every view of this
-small pipeline is replaced whole by the engine's own commits."""
-INSERT_ONLY_WRITES = {"append": 2}
-"""Delta writes of the insert-only step: the filter and the join views appended."""
+ENGINE_JOBS_INSERT_ONLY = 17
+"""The engine's own jobs in a maintained insert-only step of the four views (measured
+2026-11-27: 17): the step's frames checkpointed and their two counts, the small sides of
+joins broadcast (the aggregate's state beside its contributions, the deleted groups beside
+the rows they leave), and a job for each table the engine's own commits write (small:
+`storage.ENGINE_COMMIT_BYTES`): the filter and join views appended, the aggregate's state,
+its view and the view over it (20 rows each) replaced (`PipelineRuntime.state_storage`,
+`DeltaStorage.append`, `DeltaStorage.replace_small`). Delta's writer writes none of them."""
+ENGINE_JOBS_WITH_DELETES = 25
+"""The same for a step whose events were deleted too (measured: 25): every view of this
+small pipeline is replaced whole by the engine's own commits. One more than when Delta's
+writer appended the events (24): a `load` job as Delta's reader opens the events table,
+whose appends the engine committed."""
+INSERT_ONLY_WRITES: dict[str, int] = {}
 WITH_DELETES_WRITES: dict[str, int] = {}
-FIRST_APPEND_AFTER_OWN_COMMIT = 1
-"""Delta's first append to a table whose latest version the engine committed runs one job
-more than its steady append (measured: 2 against 1), once per such table: after the step
-with deletes, the two appended views."""
+"""Delta's writes of each step: none, every table here being small. A larger table's
+append or overwrite adds Delta's floor (`delta_floors`) to the budget."""
 
 
 @pytest.fixture(scope="module")
@@ -144,10 +144,9 @@ def test_a_steps_spark_jobs_follow_its_change(deployed: PipelineRuntime,
     append_events(deployed, ROWS + 2 * STEP_ROWS)  # insert-only again, beside marked files
     again, _ = counted_step(deployed, 6)
     assert_views_equal_their_queries(deployed)
+    print("COUNTS", inserted, mixed, idle, again)
     insert_only = budget(ENGINE_JOBS_INSERT_ONLY, INSERT_ONLY_WRITES, delta_floors)
     with_deletes = budget(ENGINE_JOBS_WITH_DELETES, WITH_DELETES_WRITES, delta_floors)
     assert delta_floors == {"append": 1, "overwrite": 5}, delta_floors
-    after_own_commits = insert_only + FIRST_APPEND_AFTER_OWN_COMMIT * INSERT_ONLY_WRITES["append"]
-    assert inserted <= insert_only, (inserted, insert_only)
-    assert again <= after_own_commits, (again, after_own_commits)
+    assert inserted <= insert_only and again <= insert_only, (inserted, again, insert_only)
     assert mixed <= with_deletes and idle == 0, (mixed, with_deletes, idle)

@@ -6,8 +6,8 @@ types (``schema``), Delta storage (``delta_log``, ``delta_version`` for the fact
 of one opened version, ``deletion_vectors`` and ``column_mapping`` for what delta-rs
 does not read, ``files``, ``delta_tables`` for opening, inspecting and scanning
 tables, ``storage`` adding the writes with ``delta_writers`` (one class per writer),
-``writer``, ``merge`` for row-level changes, ``compaction``, ``retention``), rows the
-driver holds as DataFrames
+``writer`` (its statistics from Parquet footers: ``parquet_stats``), ``merge`` for
+row-level changes, ``compaction``, ``retention``), rows the driver holds as DataFrames
 (``local_rows``), a pipeline's relations as DataFrames (``runtime``), input and
 output connectors (``connectors``, ``input_batch``, ``input_files``,
 ``listed_ingest``, ``delta_source``, ``bad_input``), incremental view maintenance

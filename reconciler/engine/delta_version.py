@@ -26,6 +26,9 @@ ENGINE_COMMIT_FEATURES = frozenset({"appendOnly", "invariants", "deletionVectors
 ones Delta lists on every table with features (the append-only flag is checked, NOT NULL
 is checked by Spark as it writes: `writer._checked`), deletion vectors on a version
 without any, timestamps without a zone (plain Parquet)."""
+ENGINE_APPEND_FEATURES = ENGINE_COMMIT_FEATURES | {"changeDataFeed"}
+"""An insert-only commit also honours the change data feed: a commit without `cdc` files is
+read by the feed from its added files (Delta's PROTOCOL.md, "Change Data Files")."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,28 @@ class DeltaVersion:
         data feed records deletions, and the protocol asks only what such a commit keeps
         (`ENGINE_COMMIT_FEATURES`). Anything else, a catalog-owned table or row tracking
         among them, stays with Delta's own writer."""
-        protocol = self.table.protocol()
         configuration = self.table.metadata().configuration or {}
         return (not self.needs_delta_reader and not self.change_feed and not self.vectors
                 and str(configuration.get("delta.appendOnly", "")).lower() != "true"
-                and set(protocol.writer_features or []) <= ENGINE_COMMIT_FEATURES
-                and set(protocol.reader_features or []) <= ENGINE_COMMIT_FEATURES)
+                and self._asks_only(ENGINE_COMMIT_FEATURES))
+
+    @cached_property
+    def appendable_by_engine(self) -> bool:
+        """Whether the engine's own commit may add Parquet files to this version: plain
+        Parquet files (`needs_delta_reader`) and a protocol that asks only what such a
+        commit keeps (`ENGINE_APPEND_FEATURES`). Rows marked deleted, the append-only flag
+        and the change data feed do not concern an insert-only commit."""
+        return not self.needs_delta_reader and self._asks_only(ENGINE_APPEND_FEATURES)
+
+    def _asks_only(self, features: frozenset[str]) -> bool:
+        """Whether a writer honouring only `features` may commit to this version. A protocol
+        without table features implies them by its version: beyond writer 2 (append-only,
+        invariants) or reader 1 it may ask for CHECK constraints or generated columns."""
+        protocol = self.table.protocol()
+        if protocol.writer_features is None:
+            return protocol.min_writer_version <= 2 and protocol.min_reader_version <= 1
+        return (set(protocol.writer_features) <= features
+                and set(protocol.reader_features or []) <= features)
 
     @cached_property
     def needs_delta_reader(self) -> bool:

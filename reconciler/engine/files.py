@@ -86,9 +86,9 @@ class FileStore:
         return [f"{folder.rstrip('/')}/{info.base_name}" for info in self._infos(folder, False)
                 if info.type == pafs.FileType.Directory]
 
-    def parquet_rows(self, uri: str) -> int:
-        """Rows of a Parquet file, from its footer (one small read)."""
-        return int(pq.read_metadata(self._native(uri), filesystem=self.filesystem).num_rows)
+    def parquet_footer(self, uri: str) -> pq.FileMetaData:
+        """A Parquet file's footer: its rows and per-row-group statistics (one small read)."""
+        return pq.read_metadata(self._native(uri), filesystem=self.filesystem)
 
     def read_bytes(self, uri: str) -> bytes:
         """A whole (small) file: a Delta log commit."""

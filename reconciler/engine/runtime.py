@@ -180,7 +180,7 @@ class PipelineRuntime:
         Any maintenance state of the view is dropped with the old contents (it described
         them); the caller starts a new one when the view is maintained."""
         path = self.layout.relation("view", name)
-        version = self.storage.overwrite(path, contents, contents.schema)
+        version = self.storage.replace(path, contents, contents.schema)
         return self._record(name, "view", path, version, contents.schema,
                             rows=self.storage.row_count(path, version))
 

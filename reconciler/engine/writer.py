@@ -22,7 +22,6 @@ sees them; retention deletes them once they are old enough (`retention`).
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -40,6 +39,7 @@ from pyspark.sql import types as T
 
 from reconciler.engine.delta_log import hadoop_uri, is_local
 from reconciler.engine.files import FileStore
+from reconciler.engine.parquet_stats import delta_stats
 from reconciler.engine.schema import arrow_schema, conform
 from reconciler.errors import ReconcileError
 
@@ -60,12 +60,11 @@ class WrittenFile:
 
     path: str  # relative to the table's root
     size: int
-    records: int
+    stats: str  # Delta's statistics JSON: row count, integer and date bounds (`parquet_stats`)
     modified_ms: int
 
     def add_action(self, data_change: bool = True) -> AddAction:
-        return AddAction(self.path, self.size, {}, self.modified_ms, data_change,
-                         json.dumps({"numRecords": self.records}))
+        return AddAction(self.path, self.size, {}, self.modified_ms, data_change, self.stats)
 
 
 def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructType) -> list[
@@ -101,7 +100,7 @@ def write_errors(uri: str) -> Iterator[None]:
 
 
 def list_written(uri: str, folder: str) -> list[WrittenFile]:
-    """The Parquet files one write produced, with sizes and row counts from their footers.
+    """The Parquet files one write produced, with sizes and statistics from their footers.
 
     Listed through `pyarrow.fs` by the driver (or Spark Connect client), which must
     reach the storage anyway to commit; only footers are read, never rows. Files
@@ -113,9 +112,10 @@ def list_written(uri: str, folder: str) -> list[WrittenFile]:
     for name, size, modified in store.files(location):
         if "/" in name or not name.endswith(".parquet") or name.startswith(("_", ".")):
             continue  # _SUCCESS, .crc checksums, Spark's _temporary leftovers
-        rows = store.parquet_rows(f"{location}/{name}")
-        if rows:
-            written.append(WrittenFile(f"{folder}/{name}", size, rows, int(modified * 1000)))
+        footer = store.parquet_footer(f"{location}/{name}")
+        if footer.num_rows:
+            written.append(WrittenFile(f"{folder}/{name}", size, delta_stats(footer),
+                                       int(modified * 1000)))
     return sorted(written, key=lambda file: file.path)
 
 
