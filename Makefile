@@ -1,4 +1,4 @@
-# One entry point for people and CI. Python 3.11+ and a JDK 17+ are the only prerequisites.
+# One entry point for people and CI. Python 3.11+, a JDK 17+ and Maven are the prerequisites.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 check-java: $(STAMP)
 	@$(BIN)/python -m reconciler.engine.java
 
-# Delta Lake's Spark jars, and hadoop-aws with its AWS SDK for s3a:// storage: fetched once
+# Delta Lake's Spark jars, and hadoop-aws with its AWS SDK (and SLF4J's log4j binding) for s3a://: fetched once
 # with Maven (~/.m2) and copied
 # to ~/.cache/pipeline-reconciler/jars (or $RECONCILE_JARS); see reconciler/engine/jars.py.
 jars: $(STAMP)

@@ -27,6 +27,7 @@ jars (the cluster's set-up, never the project's: see `desired/project.py`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -99,14 +100,22 @@ def _installed(package: str) -> str:
 
 def hadoop_version() -> str:
     """The Hadoop version of pyspark's own client jars (`hadoop-client-api-<v>.jar`)."""
+    return _pyspark_jar_version("hadoop-client-api")
+
+
+def log4j_version() -> str:
+    """The log4j 2 version pyspark ships (`log4j-core-<v>.jar`)."""
+    return _pyspark_jar_version("log4j-core")
+
+
+def _pyspark_jar_version(name: str) -> str:
     spec = find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ReconcileError("pyspark is not installed")
-    jars = sorted((Path(spec.origin).parent / "jars").glob("hadoop-client-api-*.jar"))
+    jars = sorted((Path(spec.origin).parent / "jars").glob(f"{name}-*.jar"))
     if not jars:
-        raise ReconcileError("pyspark ships no hadoop-client-api jar: cannot tell its Hadoop "
-                             "version")
-    return jars[-1].stem.removeprefix("hadoop-client-api-")
+        raise ReconcileError(f"pyspark ships no {name} jar: cannot tell its version")
+    return jars[-1].stem.removeprefix(f"{name}-")
 
 
 def delta_set() -> JarSet:
@@ -124,6 +133,15 @@ def s3a_set() -> JarSet:
     hadoop = hadoop_version()
     return JarSet(f"hadoop-aws-{hadoop}",
                   (Artifact("org.apache.hadoop", "hadoop-aws", hadoop, transitive=True),))
+
+
+def slf4j_binding_set() -> JarSet:
+    """SLF4J 1.x's binding to log4j 2, at pyspark's log4j version. The AWS SDK bundle carries
+    SLF4J 1.x's API, which comes first on the class path: finding no binding it printed
+    three `SLF4J:` lines on every command's stderr and dropped Spark's log lines."""
+    log4j = log4j_version()
+    return JarSet(f"log4j-slf4j-impl-{log4j}", (Artifact(
+        "org.apache.logging.log4j", "log4j-slf4j-impl", log4j, transitive=False),))
 
 
 def jar_folder() -> Path:
@@ -148,7 +166,9 @@ def delta_jars() -> list[Path] | None:
 
 
 def s3a_jars() -> list[Path] | None:
-    return cached(s3a_set())
+    """S3A's jars with the SLF4J binding that keeps them quiet; None unless both are fetched."""
+    s3a, binding = cached(s3a_set()), cached(slf4j_binding_set())
+    return None if s3a is None or binding is None else [*binding, *s3a]
 
 
 def fetch(jar_set: JarSet) -> list[Path]:
@@ -182,7 +202,7 @@ def fetch(jar_set: JarSet) -> list[Path]:
 def spark_defaults() -> str:
     """`spark-defaults.conf` lines giving a standalone cluster (driver and executors on
     this machine's paths) Delta through `spark.jars` and S3A on both class paths."""
-    delta, s3a = fetch(delta_set()), fetch(s3a_set())
+    delta, s3a = fetch(delta_set()), [*fetch(slf4j_binding_set()), *fetch(s3a_set())]
     class_path = os.pathsep.join(str(jar) for jar in s3a)
     return "\n".join([f"spark.jars {','.join(str(jar) for jar in delta)}",
                       f"spark.sql.extensions {DELTA_EXTENSION}",
@@ -191,12 +211,61 @@ def spark_defaults() -> str:
                       f"spark.executor.extraClassPath {class_path}"]) + "\n"
 
 
-def main(arguments: list[str]) -> int:
+def needs_s3a(storage: str) -> bool:
+    """Whether Delta tables at `storage` are reached through Hadoop's S3A (`s3://` too)."""
+    return storage.strip().lower().startswith(("s3a://", "s3://"))
+
+
+def project_storage(project_dir: Path) -> str:
+    """The `storage` a project's reconcile.yaml names, read only to choose which jars to
+    fetch: a file that does not parse names none (the command that reads it says why)."""
+    import yaml
+
     try:
-        if arguments == ["--spark-defaults"]:
+        settings = yaml.safe_load((project_dir / "reconcile.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    storage = settings.get("storage") if isinstance(settings, dict) else None
+    return storage if isinstance(storage, str) else ""
+
+
+def sets_for(storage: str | None) -> list[JarSet]:
+    """The sets a project storing its tables at `storage` needs: Delta's always, S3A's only
+    for `s3a://`/`s3://` (its 680 MB AWS SDK bundle is of no use to a local project).
+    None (no project named) asks for both, as `make test` does."""
+    if storage is None or needs_s3a(storage):
+        return [delta_set(), s3a_set(), slf4j_binding_set()]
+    return [delta_set()]
+
+
+def _arguments(arguments: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m reconciler.engine.jars",
+        description="Fetch the jars embedded Spark needs (Delta Lake's; S3A's for s3a:// "
+                    "storage) with Maven, once, into the jar cache.")
+    parser.add_argument("--project", type=Path, help="only what this project's storage needs")
+    parser.add_argument("--storage", default="",
+                        help="the storage to fetch for, over the project's reconcile.yaml")
+    parser.add_argument("--cache-key", action="store_true",
+                        help="print `key=<the sets' versions>` (a CI cache key), fetch nothing")
+    parser.add_argument("--spark-defaults", action="store_true",
+                        help="print spark-defaults.conf lines for a standalone cluster")
+    return parser.parse_args(arguments)
+
+
+def main(arguments: list[str]) -> int:
+    options = _arguments(arguments)
+    try:
+        if options.spark_defaults:
             print(spark_defaults(), end="")
             return 0
-        for jar_set in (delta_set(), s3a_set()):
+        storage = options.storage or (None if options.project is None
+                                      else project_storage(options.project))
+        wanted = sets_for(storage)
+        if options.cache_key:
+            print(f"key={'+'.join(jar_set.folder_name for jar_set in wanted)}")
+            return 0
+        for jar_set in wanted:
             fetch(jar_set)
             print(f"{jar_set.describe()}: {jar_set.folder}")
     except ReconcileError as error:

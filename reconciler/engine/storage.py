@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -65,7 +66,24 @@ def chosen_writer(spark: SparkSession) -> Writer:
                              "no Delta extension (run `make jars`, or give the cluster Delta)")
     if forced != "auto":
         return forced  # type: ignore[return-value]
-    return "delta-spark" if has_delta_extension(spark) else "delta-rs"
+    if has_delta_extension(spark):
+        return "delta-spark"
+    _say_once(FALLBACK_NOTICE)
+    return "delta-rs"
+
+
+FALLBACK_NOTICE = ("reconcile: this Spark session has no Delta Lake, so the delta-rs fallback "
+                   "writes the tables; for Delta's own writer on embedded Spark run "
+                   "`python -m reconciler.engine.jars` (Maven), on a cluster give it Delta "
+                   "(docs/clusters.md); RECONCILE_DELTA_WRITER=delta-rs silences this")
+_said: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """One line on stderr, once per process: which writer runs is said, not guessed."""
+    if line not in _said:
+        _said.add(line)
+        print(line, file=sys.stderr)
 
 
 __all__ = ["COMMIT_TAG", "DeltaStorage", "TableChange", "Writer", "chosen_writer"]

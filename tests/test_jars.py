@@ -1,0 +1,41 @@
+"""Which jars a project's set-up fetches (`engine/jars.py`): Delta's always, S3A's (and the
+SLF4J binding that keeps it quiet) only for storage on S3, named by version for a CI cache."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler.engine.jars import delta_set, s3a_set, sets_for, slf4j_binding_set
+
+
+def jars_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-P", "-m", "reconciler.engine.jars", *args],
+                          capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
+
+
+@pytest.mark.parametrize(("reconcile_yaml", "storage", "with_s3a"), [
+    ("storage: .reconcile/data\n", "", False),
+    ("", "", False),  # the default storage is a local folder
+    ("storage: s3a://bucket/data\n", "", True),
+    ("storage: S3://bucket/data\n", "", True),
+    ("storage: .reconcile/data\n", "s3a://bucket/data", True),  # the Action's input wins
+    ("storage: [not, a, string]\n", "", False),
+    ("storage: 's3a://unclosed\n", "", False),  # the commands that read it say why
+])
+def test_the_cache_key_names_the_sets_the_projects_storage_needs(
+        tmp_path: Path, reconcile_yaml: str, storage: str, with_s3a: bool) -> None:
+    (tmp_path / "reconcile.yaml").write_text(reconcile_yaml)
+    result = jars_command("--cache-key", "--project", ".", "--storage", storage, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    wanted = [delta_set(), s3a_set(), slf4j_binding_set()] if with_s3a else [delta_set()]
+    assert result.stdout == f"key={'+'.join(s.folder_name for s in wanted)}\n"
+
+
+def test_without_a_project_both_sets_are_fetched_as_make_test_needs() -> None:
+    assert [s.folder_name for s in sets_for(None)] == [
+        s.folder_name for s in (delta_set(), s3a_set(), slf4j_binding_set())]
+    assert sets_for("/local/folder") == [delta_set()]
