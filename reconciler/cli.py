@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 
 from reconciler import __version__
+from reconciler.cli_doctor import doctor_command
 from reconciler.cli_options import (
     LOCK_TIMEOUT,
     POLICY_CHOICE,
@@ -182,10 +183,6 @@ def show(plan_file: Path, output_format: str) -> None:
         render_plan(document, _console())
 
 
-def _report(outcome: Any) -> None:
-    click.echo(outcome.message)
-
-
 def _operations() -> Any:
     """The engine layer, imported only by the commands that run Spark.
 
@@ -241,7 +238,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
             silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
             full_refresh=full_refresh,
             confirm=_confirm if interactive and source_policy == "await_approval" else None)
-        _report(outcome)
+        click.echo(outcome.message)
 
 
 def _confirm(plan: PipelinePlan) -> bool:
@@ -269,7 +266,7 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: f
         manifest, _ = read_manifest(backend, program.pipeline)
         if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
             continue
-        _report(ops.approve_pipeline(project, program, backend, engine, silent=silent))
+        click.echo(ops.approve_pipeline(project, program, backend, engine, silent=silent).message)
 
 
 @cli.command()
@@ -324,7 +321,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
         outcome = ops.run_pipeline(project, backend, engine, name)[0]
         held.extend(outcome.details.get("bad_input", {}).values())
         if outcome.result != "input-failed":
-            _report(outcome)
+            click.echo(outcome.message)
     if held:
         raise ReconcileError("; ".join(held))
 
@@ -347,7 +344,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
     outcome, _ = _statements().execute_statement(project, backend, engine, pipeline, sql)
-    _report(outcome)
+    click.echo(outcome.message)
 
 
 @cli.command()
@@ -473,6 +470,7 @@ def github(obj: CliContext) -> None:
 
 
 cli.add_command(test_command)
+cli.add_command(doctor_command)
 
 
 def main() -> None:

@@ -98,7 +98,8 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
 
 
 def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -> Any:
-    """Run a SELECT over the committed state of materialized tables and views."""
+    """Run a SELECT over the committed state of the pipeline's views (every view is stored,
+    materialized or not: its rows are the pipeline's state) and materialized tables."""
     from sqlglot import exp
 
     select = _parse_single(sql, exp.Query, "SELECT")
@@ -111,9 +112,6 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
         relation = table.name.lower()
         if relation in ctes:
             continue
-        if relation in program["views"] and not program["views"][relation]["materialized"]:
-            raise ReconcileError(f"view '{relation}' is not materialized: declare it "
-                                 "CREATE MATERIALIZED VIEW to query it")
         if relation in program["tables"] and not program["tables"][relation]["materialized"]:
             raise ReconcileError(f"table '{relation}' has 'materialized'='false' and cannot be "
                                  "queried")

@@ -52,6 +52,10 @@ def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
                                  ("Bob", "algebra", Decimal("91.5")), ("Bob", "physics", 92)]
     overall = query(project, "grades", "SELECT * FROM avg_grade_all_courses ORDER BY student_id")
     assert [(r["student_id"], r["avg"]) for r in overall] == [(1, 92), (2, Decimal("91.75"))]
+    plain = query(project, "grades", "SELECT class, class_avg FROM avg_grade "
+                                     "WHERE student_id = 2 ORDER BY class")  # a plain view
+    assert [(r["class"], r["class_avg"]) for r in plain] == [("algebra", Decimal("91.5")),
+                                                             ("physics", 92)]
 
     after = versions(project, "grades")
     assert {t: after[t] for t in ("students", "grades")} == \
