@@ -18,8 +18,9 @@ from typing import Any
 
 from reconciler.desired.connector_options import check_committed_options
 from reconciler.desired.program import Program
-from reconciler.desired.project import Project, settings_summary
+from reconciler.desired.project import PIPELINE_FILE, Project, settings_summary
 from reconciler.engine.bootstrap import bootstrap
+from reconciler.engine.jars import needs_s3a
 from reconciler.engine.step import StepResult, has_pending_input, run_step
 from reconciler.errors import PipelinePaused, ReconcileError, public_message
 from reconciler.faults import crash_point
@@ -31,6 +32,22 @@ from reconciler.redact import redact_url
 from reconciler.relation_records import RelationRecord
 from reconciler.state import committed_program, pipeline_layout, read_manifest
 from state_backends import StateBackend
+
+
+def reaches_s3(project: Project) -> bool:
+    """Whether a session for `project` may read or write S3 through S3A: its storage is
+    there, or a pipeline.yaml names an `s3a://` or `s3://` location (a connector's path),
+    found in its text so that a template variable holding one counts too."""
+    if needs_s3a(project.settings.storage):
+        return True
+    for folder in project.pipeline_dirs.values():
+        try:
+            text = (folder / PIPELINE_FILE).read_text(encoding="utf-8").lower()
+        except (OSError, UnicodeDecodeError):
+            continue  # loading the pipeline says what is wrong with it
+        if "s3a://" in text or "s3://" in text:
+            return True
+    return False
 
 
 @dataclass
@@ -48,7 +65,8 @@ class Engine:
         from reconciler.engine.session import get_spark
 
         return get_spark(self.project.settings.spark, master=self.master, remote=self.remote,
-                         log_level="WARN" if self.debug else "ERROR")
+                         log_level="WARN" if self.debug else "ERROR",
+                         s3a=reaches_s3(self.project))
 
     @property
     def target(self) -> str:

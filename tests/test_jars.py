@@ -39,3 +39,25 @@ def test_without_a_project_both_sets_are_fetched_as_make_test_needs() -> None:
     assert [s.folder_name for s in sets_for(None)] == [
         s.folder_name for s in (delta_set(), s3a_set(), slf4j_binding_set())]
     assert sets_for("/local/folder") == [delta_set()]
+
+
+def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
+        tmp_path: Path) -> None:
+    from reconciler.desired.project import load_project
+    from reconciler.engine.session import spark_conf
+    from reconciler.operations import reaches_s3
+    from tests.projects import copy_example
+
+    project = copy_example("grades", tmp_path)
+    assert not reaches_s3(load_project(project))
+    local = spark_conf("local[2]", {}, s3a=False)["spark.driver.extraClassPath"]
+    assert "delta-spark" in local and "hadoop-aws" not in local and "bundle-" not in local
+    assert "hadoop-aws" in spark_conf("local[2]", {}, s3a=True)["spark.driver.extraClassPath"]
+
+    spec = project / "pipelines/grades/pipeline.yaml"  # input from S3 (a template variable)
+    local_spec = spec.read_text()
+    spec.write_text(local_spec.replace("vars:\n", "vars:\n  landing: S3A://bucket/landing\n"))
+    assert reaches_s3(load_project(project))
+    spec.write_text(local_spec)
+    (project / "reconcile.yaml").write_text("storage: s3://bucket/data\n")
+    assert reaches_s3(load_project(project))

@@ -1,8 +1,8 @@
 """Jars an embedded Spark needs beyond pyspark's own: Delta Lake's and Hadoop's S3A.
 
 pyspark ships neither Delta Lake's Spark writer nor `hadoop-aws` (with the AWS
-SDK it calls). The project's set-up (`make jars`, run by `make test` and
-`make demo`) fetches both once with the ordinary Maven client, for the
+SDK it calls). The project's set-up (`make jars`, run by `make test`; `make demo`
+fetches Delta's only) fetches both once with the ordinary Maven client, for the
 installed packages' versions:
 
 * **Delta** — `io.delta:delta-spark_<spark major.minor>_2.13:<delta-spark
@@ -14,11 +14,14 @@ installed packages' versions:
   with its runtime dependencies (the AWS SDK bundle, the S3 analytics
   accelerator).
 
-Each set is resolved by `mvn dependency:copy-dependencies` from a generated
-POM; Maven caches the downloads in `~/.m2` and copies the jars to a folder per
-set and version under `jar_folder()` (`$RECONCILE_JARS`, else
-`~/.cache/pipeline-reconciler/jars`). A company mirror is configured the Maven
-way, in `~/.m2/settings.xml`. Nothing is downloaded when a session starts.
+Each set is resolved by `mvn dependency:build-classpath` from a generated POM
+into Maven's local repository inside the jar cache (`repository()`:
+`$RECONCILE_JARS`, else `~/.cache/pipeline-reconciler/jars`), each jar stored once;
+a folder per set and version lists its jars (`complete.txt`). A company mirror is
+configured the Maven way, in `~/.m2/settings.xml`. S3A's set (680 MB, most of it the AWS
+SDK) is fetched only for a project whose storage is on S3 (`sets_for`), and goes on the
+class path only of a session that may reach S3 (`session.jars_conf`). Nothing is
+downloaded when a session starts.
 
 `python -m reconciler.engine.jars --spark-defaults` prints the lines a cluster
 operator puts in `spark-defaults.conf` to give a standalone cluster the same
@@ -152,8 +155,17 @@ def jar_folder() -> Path:
     return Path(cache) / "pipeline-reconciler" / "jars"
 
 
+def repository() -> Path:
+    """Maven's local repository for the sets, inside the jar cache: each jar is stored once
+    (where `~/.m2` and a copy of the jars held the AWS SDK's 686 MB twice), and a CI cache
+    of the jar folder holds everything a later run needs."""
+    return jar_folder() / "maven"
+
+
 def cached(jar_set: JarSet) -> list[Path] | None:
-    """The set's jars, or None when they were never (completely) fetched."""
+    """The set's jars, or None when they were never (completely) fetched. The listing
+    names them by absolute path in `repository()` (a set fetched before names its copies
+    in the set's folder, which still count)."""
     listed = jar_set.folder / COMPLETE
     if not listed.is_file():
         return None
@@ -181,19 +193,21 @@ def fetch(jar_set: JarSet) -> list[Path]:
     pom = _POM.format(dependencies="\n".join(a.pom_entry() for a in jar_set.artifacts))
     with tempfile.TemporaryDirectory() as build:
         (Path(build) / "pom.xml").write_text(pom, encoding="utf-8")
-        command = ["mvn", "--batch-mode", "--quiet", "dependency:copy-dependencies",
-                   "-DincludeScope=runtime", f"-DoutputDirectory={folder}"]
+        listing = Path(build) / "classpath.txt"
+        command = ["mvn", "--batch-mode", "--quiet", f"-Dmaven.repo.local={repository()}",
+                   "dependency:build-classpath", "-DincludeScope=runtime",
+                   f"-Dmdep.outputFile={listing}"]
         try:  # no secret of the caller's in Maven's environment: child_process
             result = run_helper(command, cwd=Path(build), timeout=1800)
         except FileNotFoundError:
             raise ReconcileError("Maven (`mvn`) is not installed: it fetches Delta Lake's and "
                                  "hadoop-aws's jars (e.g. `apt-get install maven`)") from None
-    if result.returncode != 0:
-        detail = next((line for line in result.stdout.splitlines() if "ERROR" in line),
-                      result.stderr.strip()[:300])
-        raise ReconcileError(f"mvn could not fetch {jar_set.describe()}: {detail}")
-    names = sorted(jar.name for jar in folder.glob("*.jar"))
-    (folder / COMPLETE).write_text("\n".join(names) + "\n", encoding="utf-8")
+        if result.returncode != 0:
+            detail = next((line for line in result.stdout.splitlines() if "ERROR" in line),
+                          result.stderr.strip()[:300])
+            raise ReconcileError(f"mvn could not fetch {jar_set.describe()}: {detail}")
+        jars = sorted(listing.read_text(encoding="utf-8").strip().split(os.pathsep))
+    (folder / COMPLETE).write_text("\n".join(jars) + "\n", encoding="utf-8")
     jars = cached(jar_set)
     assert jars is not None
     return jars

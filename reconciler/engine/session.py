@@ -261,9 +261,11 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
-               log_level: str = "ERROR", *, delta_jars: bool = True) -> dict[str, str]:
+               log_level: str = "ERROR", *, delta_jars: bool = True,
+               s3a: bool = True) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
-    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars."""
+    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without
+    `s3a`, S3A's."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,
@@ -289,7 +291,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             ),
         }
     if delta_jars:
-        conf |= jars_conf(master)
+        conf |= jars_conf(master, s3a)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
@@ -298,18 +300,19 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
     return conf | user | SAFE_SQL_CONF | SAFE_LAUNCH_CONF
 
 
-def jars_conf(master: str) -> dict[str, str]:
+def jars_conf(master: str, s3a: bool = True) -> dict[str, str]:
     """Delta Lake and Hadoop's S3A connector on an embedded session, when the set-up
     fetched them (`engine.jars`), set up as `configure_spark_with_delta_pip` would: the
     jars, Delta's SQL extension and its catalog. The jars go on the driver's class path,
     where local mode runs the tasks too (`spark.jars` would copy 700 MB per session).
     A cluster's Delta and `s3a://` support are the cluster's own, like on every managed
     Spark (`python -m reconciler.engine.jars --spark-defaults` prints them for a
-    standalone cluster); nothing is shipped to its executors from here."""
+    standalone cluster); nothing is shipped to its executors from here. S3A's jars (680 MB)
+    go on the class path only with `s3a`, for a session that may reach S3."""
     if not master.startswith("local"):
         return {}
     conf: dict[str, str] = {}
-    delta, s3a = delta_jars(), s3a_jars()
+    delta, s3a = delta_jars(), s3a_jars() if s3a else None
     if delta is not None:
         conf |= {"spark.sql.extensions": DELTA_EXTENSION,
                  "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
@@ -331,6 +334,7 @@ def get_spark(
     remote: str | None = None,
     log_level: str = "ERROR",
     delta_jars: bool = True,
+    s3a: bool = True,
 ) -> SparkSession:
     """The reconciler's Spark session; reuses the active one when there is one.
 
@@ -341,7 +345,8 @@ def get_spark(
     An existing session keeps its static settings (master, warehouse); only
     runtime SQL conf from ``settings.conf`` is applied to it, as Spark does.
     ``delta_jars=False`` starts an embedded JVM without Delta Lake's and S3A's jars
-    (`jars_conf`), for work that writes with delta-rs into local folders only.
+    (`jars_conf`), for work that writes with delta-rs into local folders only;
+    ``s3a=False`` leaves out only S3A's, for a project that never reaches S3.
     """
     settings = settings or SparkSettings()
     if not (master or remote):  # a flag says where Spark runs, whatever the file says
@@ -373,7 +378,7 @@ def get_spark(
     require_java()
     builder = SparkSession.builder
     for key, value in spark_conf(master or default_master(), user_conf, log_level,
-                                 delta_jars=delta_jars).items():
+                                 delta_jars=delta_jars, s3a=s3a).items():
         builder = builder.config(key, value)
     with jvm_launch():
         return with_safe_sql_conf(builder.getOrCreate())
