@@ -15,7 +15,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
 * At the top: ``cli`` (flags in, calls out; ``cli_options`` the options commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
-  to one pipeline, under its lock) and ``preview`` (``plan --preview``), ``statements``
+  to one pipeline, under its lock) with ``publication`` (``publish:`` after each
+  commit) and ``preview`` (``plan --preview``), ``statements``
   (``execute`` and ``query``) with ``query_output``, ``runner`` (``run --continuous`` as a service)
   with its ``metrics``, ``status`` (``reconcile status``, without Spark), the
   ``manifest`` with ``relation_records`` and ``connector_records`` (its typed records)

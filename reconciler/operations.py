@@ -28,6 +28,7 @@ from reconciler.manifest import Manifest
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.progress import Reporter, no_progress
+from reconciler.publication import publish_committed, publish_setting
 from reconciler.redact import redact_url
 from reconciler.relation_records import RelationRecord
 from reconciler.state import committed_program, pipeline_layout, read_manifest
@@ -260,6 +261,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
     manifest = first_manifest(program, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha, settings=settings)
     _commit(project, backend, manifest, None, engine)
+    publish_committed(engine, manifest, document, program.publish)
     return Outcome(program.pipeline, "deployed",
                    f"{program.pipeline}: deployed {len(program.tables)} tables and "
                    f"{len(program.views)} views (serial 1)", 1)
@@ -292,6 +294,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
                         git_sha=git_sha or manifest.git_sha,
                         settings=settings_summary(project.settings), analysis=_memo(program))
     _commit(project, backend, done, etag, engine)
+    publish_committed(engine, done, document, program.publish)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, name)
     recomputed = ", ".join(result.recomputed) or "nothing"
@@ -336,6 +339,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
                          git_sha=git_sha or manifest.git_sha, analysis=_memo(program),
                          last_step={"ingested": step.ingested, "refreshed": step.refreshed})
     _commit(project, backend, done, etag, engine)
+    publish_committed(engine, done, document, program.publish)
     _discard_unused(engine, manifest, done)
     collect_garbage(project, backend, program.pipeline)
     return Outcome(program.pipeline, "refreshed",
@@ -448,6 +452,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                else {}),
             **({"choices": runtime.refresh_choices} if runtime.refresh_choices else {})})
         _commit(project, backend, committed, etag, engine)
+        publish_committed(engine, committed, program, publish_setting(project, name))
         collect_garbage(project, backend, name)
         return Outcome(name, "stepped",
                        f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "

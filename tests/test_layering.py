@@ -40,7 +40,8 @@ def layer(module: str) -> str:
         return "shared"
     if module in STATE:
         return "state"
-    if module in ("reconciler.operations", "reconciler.preview"):  # they run the engine
+    # They run the engine.
+    if module in ("reconciler.operations", "reconciler.preview", "reconciler.publication"):
         return "operations"
     parts = module.split(".")
     if len(parts) > 2 and parts[1] in ("desired", "plan", "engine", "github"):

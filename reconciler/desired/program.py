@@ -19,7 +19,7 @@ from reconciler.desired.expectation_clauses import Expectation, check_columns, w
 from reconciler.desired.fingerprint import derive, stable_hash
 from reconciler.desired.memo import Analysis, ViewFacts
 from reconciler.desired.nesting import refuse_deep_recursion
-from reconciler.desired.project import ConnectorSpec, PipelineSource
+from reconciler.desired.project import ConnectorSpec, PipelineSource, PublishSpec
 from reconciler.desired.resolution import check_view_resolution
 from reconciler.desired.safety import check_bare_names
 from reconciler.desired.shapes import Refresh, refresh_of
@@ -155,6 +155,7 @@ class Program:
     connectors: dict[str, Connector]
     order: tuple[str, ...] = field(default=())
     bootstrap_policy: str = "await_approval"  # from pipeline.yaml; not part of the program
+    publish: PublishSpec | None = None  # pipeline.yaml: where it is published; not either
     renamed: dict[str, str] = field(default_factory=dict)  # pipeline.yaml: {old: new}
     # What analysing it found (`desired.memo`): what an apply keeps in the manifest, and where
     # a plan looks up the lineage of the committed program's views. Not part of the program.
@@ -279,7 +280,20 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
     return Program(pipeline=source.spec.name, tables=tables, views=views,
                    connectors=connectors, order=tuple(order),
                    bootstrap_policy=source.spec.bootstrap_policy,
+                   publish=_publish(source, tables, views),
                    renamed=_renamed(source, statements), analysis=analysis)
+
+
+def _publish(source: PipelineSource, tables: Mapping[str, Table],
+             views: Mapping[str, View]) -> PublishSpec | None:
+    """pipeline.yaml's `publish`, its `exclude` naming relations of the program."""
+    publish = source.spec.publish
+    for index, name in enumerate(publish.exclude if publish else []):
+        if name not in tables and name not in views:
+            raise ReconcileError(f"publish.exclude: no table or view '{name}' in the program",
+                                 file=source.spec_path,
+                                 line=source.spec_lines.line_of(("publish", "exclude", index)))
+    return publish
 
 
 def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],

@@ -242,6 +242,15 @@ class ConnectorSpec(_Strict):
         return (self.table if self.table is not None else self.view) or ""
 
 
+class PublishSpec(_Strict):
+    """`publish:` in pipeline.yaml: after each commit, each materialized view and table is a
+    view in the session's catalog, `<database>.<name>`, pinned to its committed version
+    (`engine/publish.py`); `exclude` names relations left out."""
+
+    database: str = Field(pattern=NAME_PATTERN)
+    exclude: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=list)
+
+
 class PipelineSpec(_Strict):
     """`pipeline.yaml`: the pipeline's name, SQL files, template vars and connectors."""
 
@@ -251,6 +260,7 @@ class PipelineSpec(_Strict):
     bootstrap_policy: BootstrapPolicy = "await_approval"
     refresh: Literal["incremental", "incremental_strict", "auto", "full"] = "auto"
     connectors: list[ConnectorSpec] = Field(default_factory=list)
+    publish: PublishSpec | None = None
     # {old name: new name}: a rename that comes with an edit keeps the relation's state.
     renamed: dict[Annotated[str, Field(pattern=NAME_PATTERN)],
                   Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=dict)
@@ -380,12 +390,17 @@ class _PipelineLoader(jinja2.FileSystemLoader):
         return super().get_source(environment, template)
 
 
-def load_pipeline(directory: Path) -> PipelineSource:
-    """Validate `pipeline.yaml` and render its SQL templates with the pipeline's vars."""
+def load_pipeline_spec(directory: Path) -> tuple[PipelineSpec, YamlDocument, str]:
+    """`pipeline.yaml` validated, without its SQL: (the spec, its document, its shown path)."""
     spec_path = directory / PIPELINE_FILE
     shown = display(spec_path)
     document = load_yaml(spec_path, shown)
-    spec: PipelineSpec = _validate(PipelineSpec, document, shown)
+    return _validate(PipelineSpec, document, shown), document, shown
+
+
+def load_pipeline(directory: Path) -> PipelineSource:
+    """Validate `pipeline.yaml` and render its SQL templates with the pipeline's vars."""
+    spec, document, shown = load_pipeline_spec(directory)
     seen: dict[str, int] = {}
     for index, connector in enumerate(spec.connectors):
         if connector.name in seen:

@@ -8,7 +8,8 @@ does not read, ``files``, ``delta_tables`` for opening, inspecting and scanning
 tables, ``storage`` adding the writes with ``delta_writers`` (one class per writer),
 ``writer`` (its statistics from Parquet footers: ``parquet_stats``), ``merge`` for
 row-level changes, ``compaction``, ``retention``), rows the driver holds as DataFrames
-(``local_rows``), a pipeline's relations as DataFrames (``runtime``), input and
+(``local_rows``), a pipeline's relations as DataFrames (``runtime``) and as catalog views
+pinned to committed versions (``publish``), input and
 output connectors (``connectors``, ``input_batch``, ``input_files``,
 ``listed_ingest``, ``delta_source``, ``bad_input``), incremental view maintenance
 (``maintenance/``), a step (``step``, ``refresh``, ``refresh_choice``,

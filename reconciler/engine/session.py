@@ -14,7 +14,10 @@ The embedded-only tunings (cores, shuffle partitions, warehouse, UI, loopback
 driver, the log4j2 file) are not applied to a cluster (``spark.master`` not
 ``local...``) or to Spark Connect, where the cluster's own defaults should win;
 there only the UTC timezone, no console progress bar and log level ERROR are
-set. User ``conf`` from ``reconcile.yaml`` always wins over every default here.
+set. User ``conf`` from ``reconcile.yaml`` always wins over every default here. The
+catalog is Spark's default (in memory) unless the operator's ``spark-defaults.conf``
+names a metastore (``spark.sql.catalogImplementation hive``), which a pipeline's
+``publish:`` then writes to (``engine/publish.py``).
 
 Pipeline SQL comes from pull requests, so the JVM starts with a cleaned
 environment (``jvm_launch``): only what Java, Spark, Python workers and the
@@ -280,7 +283,6 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.warehouse.dir": str(scratch / "warehouse"),
-            "spark.sql.catalogImplementation": "in-memory",
             "spark.driver.memory": driver_memory(),
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",

@@ -1,0 +1,154 @@
+"""`publish:` (`engine/publish.py`): a pipeline's materialized tables and views as views in
+a Hive metastore (Derby, in a temporary folder), which another Spark session reads by name
+and always at the committed state: after steps, after a step that failed having written
+its Delta versions, after a bootstrap, and with a dropped view gone.
+
+Derby lets one JVM open its metastore at a time, so the commands and each reader run in
+their own processes, one after the other, with the same `spark-defaults.conf` (the
+operator's, as on a cluster)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
+
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+COMMANDS = """
+import json, sys
+from click.testing import CliRunner
+from reconciler.cli import cli
+for args in json.loads(sys.argv[1]):
+    result = CliRunner().invoke(cli, args)
+    print(json.dumps({"args": args, "exit": result.exit_code, "output": result.output}))
+"""
+READER = """
+import json, sys
+from pyspark.errors import AnalysisException
+from reconciler.engine.session import get_spark
+spark = get_spark()
+found = {}
+for name in sys.argv[1:]:
+    try:  # a few rows of a test view
+        found[name] = sorted([[str(v) for v in row] for row in
+                              spark.sql(f"SELECT * FROM analytics.{name}").collect()])
+    except AnalysisException as error:
+        found[name] = error.getCondition()
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture
+def metastore(tmp_path: Path) -> dict[str, str]:
+    """The environment of a process whose Spark catalog is a Derby-backed Hive metastore."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text(
+        "spark.sql.catalogImplementation hive\n"
+        "spark.hadoop.javax.jdo.option.ConnectionURL "
+        f"jdbc:derby:;databaseName={tmp_path / 'metastore_db'};create=true\n"
+        "spark.hadoop.datanucleus.schema.autoCreateAll true\n"
+        "spark.hadoop.hive.metastore.schema.verification false\n")
+    return {**os.environ, "SPARK_CONF_DIR": str(conf), "SPARK_SUBMIT_OPTS": FAST_JVM}
+
+
+def commands(env: dict[str, str], project: Path, *commands: list[str]) -> list[dict[str, Any]]:
+    process = subprocess.run(
+        [sys.executable, "-c", COMMANDS, json.dumps([["-C", str(project), *c] for c in commands])],
+        env=env, capture_output=True, text=True, timeout=300, check=False)
+    results = [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(commands), process.stderr[-3000:]
+    return results
+
+
+def read(env: dict[str, str], *names: str) -> dict[str, Any]:
+    process = subprocess.run([sys.executable, "-c", READER, *names], env=env,
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(process.stdout.splitlines()[-1])
+
+
+def averages(rows: list[list[str]]) -> list[tuple[str, str, Decimal]]:
+    return [(name, subject, Decimal(average)) for name, subject, average in rows]
+
+
+@pytest.mark.slow
+def test_readers_by_name_see_the_committed_state(tmp_path: Path,
+                                                 metastore: dict[str, str]) -> None:
+    project = copy_example("grades", tmp_path)
+    spec = project / "pipelines/grades/pipeline.yaml"
+    spec.write_text(spec.read_text() + "publish: {database: analytics}\n")
+    sql = project / "pipelines/grades/program.sql"  # a failing average stops the step
+    sql.write_text(sql.read_text().replace(
+        "create materialized view avg_grade_enriched as",
+        "create materialized view avg_grade_enriched (\n  CONSTRAINT passing EXPECT "
+        "(class_avg >= 20) ON VIOLATION FAIL UPDATE\n) as"))
+    results = commands(metastore, project, ["apply", "--auto-approve"],
+                       ["execute", "-p", "grades", SEED_STUDENTS],
+                       ["execute", "-p", "grades", SEED_GRADES])
+    assert [r["exit"] for r in results] == [0, 0, 0], results
+    before = [("Alice", "algebra", 97), ("Alice", "physics", 89), ("Bob", "algebra", 85),
+              ("Bob", "physics", 93)]
+    found = read(metastore, "avg_grade_enriched", "students", "avg_grade")
+    assert averages(found["avg_grade_enriched"]) == before
+    assert found["students"] == [["1", "Alice"], ["2", "Bob"]]
+    assert found["avg_grade"] == "TABLE_OR_VIEW_NOT_FOUND"  # not materialized: not published
+
+    # A step that wrote its Delta versions, then failed before its commit.
+    [failed] = commands(metastore, project, ["execute", "-p", "grades",
+                                             "INSERT INTO grades VALUES (1, 'chemistry', 5, "
+                                             "'2025-10-01')"])
+    assert failed["exit"] == 1 and "passing" in failed["output"], failed
+    assert averages(read(metastore, "avg_grade_enriched")["avg_grade_enriched"]) == before
+
+    apply_seed_modification(project)  # a bootstrap: a new view, two recomputed
+    results = commands(metastore, project, ["apply"], ["approve"])
+    assert [r["exit"] for r in results] == [0, 0], results
+    found = read(metastore, "avg_grade_enriched", "avg_grade_all_courses")
+    assert averages(found["avg_grade_enriched"]) == [
+        ("Alice", "algebra", 96), ("Alice", "physics", 88), ("Bob", "algebra", Decimal("91.5")),
+        ("Bob", "physics", 92)]
+    assert [(i, Decimal(a)) for i, a in found["avg_grade_all_courses"]] == [
+        ("1", 92), ("2", Decimal("91.75"))]
+
+    # the new view dropped again
+    sql.write_text(sql.read_text().split("-- Overall average per student")[0])
+    results = commands(metastore, project, ["apply", "--auto-approve"])
+    assert [r["exit"] for r in results] == [0], results
+    found = read(metastore, "avg_grade_all_courses", "avg_grade_enriched")
+    assert found["avg_grade_all_courses"] == "TABLE_OR_VIEW_NOT_FOUND"
+    assert len(found["avg_grade_enriched"]) == 4
+
+
+def test_only_the_pipelines_own_views_are_replaced_or_dropped(spark: Any,
+                                                               tmp_path: Path) -> None:
+    """On the test run's session (its in-memory catalog holds views as a metastore does):
+    a relation's view is replaced at each commit, one no longer published is dropped, and
+    an object the pipeline did not publish is refused, not replaced."""
+    from reconciler.engine.publish import publish
+    from reconciler.errors import ReconcileError
+
+    table = str(tmp_path / "t")
+    spark.range(3).write.format("delta").save(table)
+    spark.range(5).write.format("delta").mode("append").save(table)
+    publish(spark, "published_here", "p", {"a": (table, 0), "b": (table, 1)})
+    assert spark.table("published_here.a").count() == 3
+    assert publish(spark, "published_here", "p", {"a": (table, 1)}) == ["b"]
+    assert spark.table("published_here.a").count() == 8
+    assert not spark.catalog.tableExists("published_here.b")
+
+    spark.sql("CREATE VIEW published_here.theirs AS SELECT 1 AS one")
+    with pytest.raises(ReconcileError, match=r"published_here\.theirs is in the catalog "
+                                             r"and pipeline 'p' did not publish it"):
+        publish(spark, "published_here", "p", {"a": (table, 1), "theirs": (table, 1)})
+    assert spark.table("published_here.theirs").count() == 1
+    assert publish(spark, "published_here", "q", {}) == [], "another pipeline's views stay"
+    assert spark.table("published_here.a").count() == 8
