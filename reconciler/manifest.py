@@ -142,7 +142,8 @@ class Manifest:
 
     def next(self, **changes: Any) -> Manifest:
         """The successor manifest: serial + 1, fresh timestamp and engine versions."""
-        kept = {key: self.engine[key] for key in ("spark_target",) if key in self.engine}
+        kept = {key: self.engine[key] for key in ("spark_target", "delta_writer")
+                if key in self.engine}
         return replace(self, serial=self.serial + 1, updated_at=utc_now(),
                        engine=engine_versions() | kept, **changes)
 

@@ -114,9 +114,12 @@ class Outcome:
 def _commit(project: Project, backend: StateBackend, manifest: Manifest, etag: str | None,
             engine: Engine | None = None) -> str:
     """Write the manifest, its paths relative to the storage root; with `engine`, it
-    records where Spark ran (`status` shows it)."""
+    records where Spark ran and which Delta writer wrote (`status` shows both)."""
     if engine is not None:
-        manifest = replace(manifest, engine={**manifest.engine, "spark_target": engine.target})
+        ran = {"spark_target": engine.target}
+        if "storage" in engine.__dict__:  # the storage this command opened (never opens one)
+            ran["delta_writer"] = engine.storage.writer.name
+        manifest = replace(manifest, engine={**manifest.engine, **ran})
     document = manifest.stored_document(pipeline_layout(project, manifest.pipeline))
     return backend.write_manifest(manifest.pipeline, document, etag)
 

@@ -46,6 +46,7 @@ def status_reports(project: Project, backend: StateBackend,
             "connectors": {name: state.to_json() for name, state in manifest.connectors.items()}
             if manifest else {},
             "spark": manifest.engine.get("spark_target") if manifest else None,
+            "delta_writer": manifest.engine.get("delta_writer") if manifest else None,
             "lock": lock.to_dict() if lock else None,
             "runner": backend.read_runner_report(name),
         })
@@ -78,7 +79,9 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
                    f"updated {report['updated_at']})")
         if report["spark"]:
-            click.echo(f"  last run on Spark: {report['spark']}")
+            writer = f", Delta tables written by {report['delta_writer']}" \
+                if report["delta_writer"] else ""
+            click.echo(f"  last run on Spark: {report['spark']}{writer}")
         step = report["last_step"] or {}
         if "seconds" in step:
             click.echo(f"  last step: {step['seconds']:.1f}s, refreshed "

@@ -34,6 +34,7 @@ def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
     reconcile(project, "apply")  # not a terminal: await_approval records the change
     status = json.loads(reconcile(project, "status", "-p", "grades", "--json"))
     assert status["status"] == "AwaitingApproval"
+    assert status["delta_writer"] == "delta-rs"  # the test run's writer (conftest)
     assert status["status_details"] == {
         "added_input_connectors": [], "added_output_connectors": [],
         "modified_input_connectors": [], "modified_output_connectors": [],
