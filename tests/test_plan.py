@@ -362,3 +362,32 @@ def test_settings_changes_are_named_and_change_the_plan_id(tmp_path: Path) -> No
     assert "hunter2" not in json.dumps(after), "secret values must not be shown"
 
 
+
+
+def test_where_a_pipeline_is_published_is_part_of_its_plan(tmp_path: Path) -> None:
+    """`publish:` is in the plan document and a note, so plan_id changes with it: an approval
+    of a plan never publishes into a database its reviewer did not see. A name in
+    `publish.exclude` that is no relation of the program is an error at its line."""
+    project = copy_example("grades", tmp_path)
+    spec = project / "pipelines/grades/pipeline.yaml"
+    original = spec.read_text()
+
+    def plan() -> dict:
+        result = CliRunner().invoke(cli, ["-C", str(project), "plan", "--json"])
+        assert result.exit_code in (0, 2), result.output
+        return json.loads(result.output)
+
+    unpublished = plan()
+    spec.write_text(original + "publish: {database: analytics, exclude: [students]}\n")
+    published = plan()
+    [pipeline] = published["pipelines"]
+    assert pipeline["publish"] == {"database": "analytics", "exclude": ["students"]}
+    assert ("publishes its materialized tables and views (except students) as views in "
+            "catalog database 'analytics' after each commit") in pipeline["notes"]
+    spec.write_text(original + "publish: {database: reports}\n")
+    assert len({unpublished["plan_id"], published["plan_id"], plan()["plan_id"]}) == 3
+
+    spec.write_text(original + "publish:\n  database: analytics\n  exclude: [nope]\n")
+    result = CliRunner().invoke(cli, ["-C", str(project), "plan"])
+    assert result.exit_code == 1
+    assert "pipeline.yaml:9: publish.exclude: no table or view 'nope'" in result.output

@@ -48,6 +48,7 @@ class PipelinePlan:
     refusals: tuple[str, ...]
     settings: dict[str, str] | None = None
     bootstrap_policy: str = "await_approval"
+    publish: dict[str, Any] | None = None  # pipeline.yaml's `publish:`: where views appear
 
     @property
     def has_changes(self) -> bool:
@@ -84,6 +85,7 @@ class PipelinePlan:
             "refusals": list(self.refusals),
             "settings": self.settings,
             "bootstrap_policy": self.bootstrap_policy,
+            "publish": self.publish,
             "graph": {name: entry.get("reads", []) for section in ("tables", "views")
                       for name, entry in {**self.diff.old[section],
                                           **self.diff.new[section]}.items()},
@@ -144,8 +146,9 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
                   extra_notes: tuple[str, ...] = ()) -> PipelinePlan:
     """Diff `program` against the committed manifest and decide every object's action.
 
-    `settings` (a summary of reconcile.yaml) and the program's bootstrap policy are
-    part of the plan, so plan_id changes when they do, and settings changed since the
+    `settings` (a summary of reconcile.yaml), the program's bootstrap policy and where it
+    is published (`publish:`, named in a note) are part of the plan, so plan_id changes
+    when they do, and settings changed since the
     last apply are named in a note. `extra_notes` are the caller's (the Action says
     where a setting came from when the pull request asks for another).
     """
@@ -156,10 +159,12 @@ def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
     actions = (*relation_actions(diff, program), *connector_actions(diff))
     return PipelinePlan(name=program.pipeline, base=base,
                         desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
-                        notes=(*_notes(diff, manifest), *_settings_notes(manifest, settings),
+                        notes=(*_notes(diff, manifest), *_publish_notes(program),
+                               *_settings_notes(manifest, settings),
                                *_spark_notes(manifest, settings), *extra_notes),
                         refusals=tuple(_refusals(diff)), settings=settings,
-                        bootstrap_policy=program.bootstrap_policy)
+                        bootstrap_policy=program.bootstrap_policy,
+                        publish=program.publish.model_dump() if program.publish else None)
 
 
 def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
@@ -195,6 +200,15 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
                              diff.new["connectors"][name].get("on_bad_input", "fail"))
             notes.append(f"connector {name}: on_bad_input {before} -> {after}, no reset")
     return notes
+
+
+def _publish_notes(program: Program) -> list[str]:
+    if program.publish is None:
+        return []
+    left_out = (f" (except {', '.join(program.publish.exclude)})"
+                if program.publish.exclude else "")
+    return [f"publishes its materialized tables and views{left_out} as views in catalog "
+            f"database '{program.publish.database}' after each commit"]
 
 
 def _settings_notes(manifest: Manifest | None, settings: dict[str, str] | None) -> list[str]:
