@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.jars import delta_set, s3a_set, sets_for, slf4j_binding_set
+from reconciler.engine.jars import delta_set, kafka_set, s3a_set, sets_for, slf4j_binding_set
 
 
 def jars_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -35,9 +35,9 @@ def test_the_cache_key_names_the_sets_the_projects_storage_needs(
     assert result.stdout == f"key={'+'.join(s.folder_name for s in wanted)}\n"
 
 
-def test_without_a_project_both_sets_are_fetched_as_make_test_needs() -> None:
+def test_without_a_project_every_set_is_fetched_as_make_test_needs() -> None:
     assert [s.folder_name for s in sets_for(None)] == [
-        s.folder_name for s in (delta_set(), s3a_set(), slf4j_binding_set())]
+        s.folder_name for s in (delta_set(), s3a_set(), slf4j_binding_set(), kafka_set())]
     assert sets_for("/local/folder") == [delta_set()]
 
 

@@ -85,6 +85,9 @@ class JarSet:
 
     folder_name: str
     artifacts: tuple[Artifact, ...]
+    only: tuple[str, ...] = ()
+    """Artifact ids kept of the resolved closure (Maven still picks their versions from the
+    artifacts' poms); empty keeps all."""
 
     @property
     def folder(self) -> Path:
@@ -136,6 +139,16 @@ def s3a_set() -> JarSet:
     hadoop = hadoop_version()
     return JarSet(f"hadoop-aws-{hadoop}",
                   (Artifact("org.apache.hadoop", "hadoop-aws", hadoop, transitive=True),))
+
+
+def kafka_set() -> JarSet:
+    """Spark's Kafka source and sink at pyspark's version, with the Kafka client, token
+    provider and connection pool its pom names; the rest of its closure is pyspark's own."""
+    spark = _installed("pyspark")
+    name = f"spark-sql-kafka-0-10_{SCALA_VERSION}"
+    return JarSet(f"{name}-{spark}", (Artifact("org.apache.spark", name, spark, transitive=True),),
+                  only=(name, f"spark-token-provider-kafka-0-10_{SCALA_VERSION}",
+                        "kafka-clients", "commons-pool2"))
 
 
 def slf4j_binding_set() -> JarSet:
@@ -197,6 +210,8 @@ def fetch(jar_set: JarSet) -> list[Path]:
         command = ["mvn", "--batch-mode", "--quiet", f"-Dmaven.repo.local={repository()}",
                    "dependency:build-classpath", "-DincludeScope=runtime",
                    f"-Dmdep.outputFile={listing}"]
+        if jar_set.only:
+            command.append(f"-DincludeArtifactIds={','.join(jar_set.only)}")
         try:  # no secret of the caller's in Maven's environment: child_process
             result = run_helper(command, cwd=Path(build), timeout=1800)
         except FileNotFoundError:
@@ -246,8 +261,10 @@ def project_storage(project_dir: Path) -> str:
 def sets_for(storage: str | None) -> list[JarSet]:
     """The sets a project storing its tables at `storage` needs: Delta's always, S3A's only
     for `s3a://`/`s3://` (its 680 MB AWS SDK bundle is of no use to a local project).
-    None (no project named) asks for both, as `make test` does."""
-    if storage is None or needs_s3a(storage):
+    None (no project named) asks for every set, Kafka's too, as `make test` does."""
+    if storage is None:
+        return [delta_set(), s3a_set(), slf4j_binding_set(), kafka_set()]
+    if needs_s3a(storage):
         return [delta_set(), s3a_set(), slf4j_binding_set()]
     return [delta_set()]
 
