@@ -12,7 +12,10 @@ installed packages' versions:
   Delta Kernel jars serve other engines (their versions conflict with Spark's).
 * **S3A** — `org.apache.hadoop:hadoop-aws:<the Hadoop version pyspark ships>`
   with its runtime dependencies (the AWS SDK bundle, the S3 analytics
-  accelerator).
+  accelerator), and log4j 2's binding for the SLF4J 1.x API the bundle carries.
+* **Kafka** — `org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>` with the
+  Kafka client, token provider and connection pool at the versions its pom names (the
+  rest of its closure is pyspark's own).
 
 Each set is resolved by `mvn dependency:build-classpath` from a generated POM
 into Maven's local repository inside the jar cache (`repository()`:
