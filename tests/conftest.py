@@ -86,6 +86,15 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_session_for_the_run(spark: SparkSession) -> SparkSession:
+    """The run's session is this file's, whichever test first needs Spark: a command run
+    in-process would otherwise start it with its own project's settings (without the test
+    conf, and without S3A's jars for a project that never reaches S3: `reaches_s3`), and
+    every later test of the worker would share that session."""
+    return spark
+
+
 @pytest.fixture(scope="session")
 def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`sc://127.0.0.1:PORT` of the run's one Spark Connect server (started on first use).
