@@ -252,8 +252,7 @@ def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) 
     condition = null_safe_equal([(located[field.name], wanted[f"__d{i}"])
                                  for i, field in enumerate(schema.fields)])
     matched = located.join(wanted, condition, "left_semi").select(FILE_COLUMN).distinct()
-    # Small by construction: one file name per data file touched, never a row's values.
-    return [row[0] for row in matched.collect()]
+    return [row[0] for row in matched.collect()]  # small: one file name per touched file
 
 
 def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:
