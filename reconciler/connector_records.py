@@ -3,7 +3,9 @@
 An input connector keeps `generation` (a new id each time it starts over: it names
 its checkpoint folder and the app transactions of its writes, so a retried attempt
 never finds an abandoned one's), `checkpoint` (the folder of files it has ingested),
-`source_version` (a `delta` source: the last version read) and `skipped_files`
+`source_version` (a `delta` source: the last version read), `kafka_offsets` and
+`kafka_batch` (a `kafka` source: the next offset to read per topic and partition, and
+how many batches it has appended, `engine.kafka_source`) and `skipped_files`
 (files `on_bad_input: skip` set aside, each `{file, reason, ...}`). An output
 connector keeps nothing: `{}`.
 
@@ -39,6 +41,8 @@ class ConnectorState(BaseModel):
     generation: str | None = None
     checkpoint: str | None = None
     source_version: int | None = None
+    kafka_offsets: dict[str, dict[str, int]] | None = None
+    kafka_batch: int | None = None
     skipped_files: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
@@ -85,6 +89,17 @@ def connectors_from_json(entries: Any, where: str) -> dict[str, ConnectorState]:
 
 
 @dataclass(frozen=True)
+class KafkaEndpoint:
+    """Where a `kafka` connector reads or writes: its servers, and its topics or pattern;
+    `env_options` names the environment variable of each secret client option."""
+
+    bootstrap_servers: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    env_options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ConnectorDefinition:
     """One connector as the committed program defines it (see the module docstring)."""
 
@@ -107,6 +122,7 @@ class ConnectorDefinition:
     on_bad_input: str = "fail"
     changes: bool = False
     snapshot_on_bootstrap: bool = False
+    kafka: KafkaEndpoint | None = None
 
     @property
     def is_input(self) -> bool:
@@ -130,4 +146,15 @@ def _definition(name: str, entry: dict[str, Any], base_dir: Path) -> ConnectorDe
         reader_options={**entry.get("options", {}), **entry.get("throughput_options", {})},
         on_error=entry.get("on_error", "fail"), on_bad_input=entry.get("on_bad_input", "fail"),
         changes=bool(entry.get("changes")),
-        snapshot_on_bootstrap=bool(entry.get("snapshot_on_bootstrap")))
+        snapshot_on_bootstrap=bool(entry.get("snapshot_on_bootstrap")),
+        kafka=_kafka(entry))
+
+
+def _kafka(entry: dict[str, Any]) -> KafkaEndpoint | None:
+    where = entry.get("kafka")
+    if where is None:
+        return None
+    return KafkaEndpoint(bootstrap_servers=where["bootstrap_servers"],
+                         topics=tuple(where.get("topics", ())),
+                         topic_pattern=where.get("topic_pattern"),
+                         env_options=tuple(sorted(entry.get("env_options", {}).items())))

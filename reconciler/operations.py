@@ -39,14 +39,23 @@ def reaches_s3(project: Project) -> bool:
     """Whether a session for `project` may read or write S3 through S3A: its storage is
     there, or a pipeline.yaml names an `s3a://` or `s3://` location (a connector's path),
     found in its text so that a template variable holding one counts too."""
-    if needs_s3a(project.settings.storage):
-        return True
+    return needs_s3a(project.settings.storage) or _pipelines_mention(project,
+                                                                     ("s3a://", "s3://"))
+
+
+def reaches_kafka(project: Project) -> bool:
+    """Whether a session for `project` needs Spark's Kafka connector: a pipeline.yaml
+    says `kafka` (found in its text as `reaches_s3` finds S3)."""
+    return _pipelines_mention(project, ("kafka",))
+
+
+def _pipelines_mention(project: Project, words: tuple[str, ...]) -> bool:
     for folder in project.pipeline_dirs.values():
         try:
             text = (folder / PIPELINE_FILE).read_text(encoding="utf-8").lower()
         except (OSError, UnicodeDecodeError):
             continue  # loading the pipeline says what is wrong with it
-        if "s3a://" in text or "s3://" in text:
+        if any(word in text for word in words):
             return True
     return False
 
@@ -67,7 +76,7 @@ class Engine:
 
         return get_spark(self.project.settings.spark, master=self.master, remote=self.remote,
                          log_level="WARN" if self.debug else "ERROR",
-                         s3a=reaches_s3(self.project))
+                         s3a=reaches_s3(self.project), kafka=reaches_kafka(self.project))
 
     @property
     def target(self) -> str:

@@ -81,7 +81,7 @@ def spark() -> Iterator[SparkSession]:
 
     Its JVM has the dummy AWS credentials (set above), as a production JVM starts with its
     own: Hadoop's S3A connector reads them from the JVM's environment."""
-    session = get_spark(SparkSettings(conf=TEST_SPARK_CONF))
+    session = get_spark(SparkSettings(conf=TEST_SPARK_CONF), kafka=True)
     yield session
     session.stop()
 

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from reconciler.desired.documents import YamlDocument
+from reconciler.desired.kafka_settings import spec_fields
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import (
     NAME_PATTERN,
@@ -120,6 +121,9 @@ def _connector_specs(document: Mapping[str, Any], where: str) -> list[ConnectorS
                     "format": entry.get("format"), "path": entry.get("path"),
                     "options": {**entry.get("options", {}), **entry.get("throughput_options", {})},
                     **{key: entry[key] for key in _FLAGS if key in entry}}
+        if isinstance(entry.get("kafka"), Mapping):  # its servers and topics, not a path
+            declared |= {"path": None, "env_options": entry.get("env_options", {}),
+                         **spec_fields(dict(entry["kafka"]), str(entry.get("direction")))}
         try:
             specs.append(ConnectorSpec.model_validate(declared))
         except ValidationError as error:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from reconciler.desired.connector_options import cleanup_option, cleanup_refusal, location_option
 from reconciler.desired.expectation_clauses import Expectation, check_columns, with_drops
 from reconciler.desired.fingerprint import derive, stable_hash
+from reconciler.desired.kafka_settings import kafka_document, kafka_path
 from reconciler.desired.memo import Analysis, ViewFacts
 from reconciler.desired.nesting import refuse_deep_recursion
 from reconciler.desired.project import ConnectorSpec, PipelineSource, PublishSpec
@@ -47,8 +48,21 @@ THROUGHPUT_OPTIONS = frozenset(
         "fetchOffset.numRetries",
         "fetchOffset.retryIntervalMs",
         "maxCachedFiles",
+        # Kafka: where a new connector starts and whether a gap in retention stops it
+        # (`engine/kafka_source.py`) say how it reads, not what it reads.
+        "startingOffsets",
+        "failOnDataLoss",
     )
 )
+
+
+def is_handling_option(connector_type: str, key: str) -> bool:
+    """Whether an option only tunes how a connector reads: the throughput ones, and a Kafka
+    connector's client settings (`kafka.*`: security, timeouts, fetch sizes), whose
+    servers and topics are its own fields."""
+    folded = key.lower()
+    return folded in THROUGHPUT_OPTIONS or (connector_type == "kafka"
+                                           and folded.startswith("kafka."))
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,8 @@ class Connector:
     snapshot_on_bootstrap: bool = False
     changes: bool = False
     option_lines: dict[str, int] = field(default_factory=dict)  # pipeline.yaml line per key
+    kafka: dict[str, Any] | None = None  # a kafka connector's servers and topics
+    env_options: dict[str, str] = field(default_factory=dict)  # kafka: option -> variable
 
     def option_location(self, key: str) -> Location:
         """Where an option is set, for errors that concern it rather than the connector."""
@@ -133,16 +149,18 @@ class Connector:
             "format": self.format,
             "path": self.path,
             "options": {k: v for k, v in self.options.items()
-                        if k.lower() not in THROUGHPUT_OPTIONS},
+                        if not is_handling_option(self.type, k)},
             "on_error": self.on_error,
+            **({"kafka": self.kafka} if self.kafka is not None else {}),
         }
 
     def handling(self) -> dict[str, Any]:
         """How the connector reads, not what: throughput options, and `on_bad_input` when it
         skips. A change of these resets no offsets (`plan.diff.IGNORED_KEYS`)."""
         skip = {"on_bad_input": self.on_bad_input} if self.on_bad_input != "fail" else {}
+        secrets = {"env_options": self.env_options} if self.env_options else {}
         return {"throughput_options": {k: v for k, v in self.options.items()
-                                       if k.lower() in THROUGHPUT_OPTIONS}, **skip}
+                                       if is_handling_option(self.type, k)}, **skip, **secrets}
 
 
 @dataclass(frozen=True)
@@ -399,8 +417,12 @@ def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, 
         raise location.error(f"input connector '{spec.name}' names {what} '{relation}'")
     if spec.direction == "output" and relation not in views and relation not in tables:
         raise location.error(f"output connector '{spec.name}' names an unknown view '{relation}'")
+    kafka = kafka_document(spec) if spec.type == "kafka" else None
+    path = kafka_path(kafka) if kafka is not None else spec.path
+    assert path is not None  # the spec's check: files and delta connectors name one
     return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
-                     format=spec.format, path=spec.path, options=dict(spec.options),
+                     format=spec.format or ("json" if kafka is not None else None), path=path,
+                     options=dict(spec.options), kafka=kafka, env_options=dict(spec.env_options),
                      on_error=spec.on_error, on_bad_input=spec.on_bad_input,
                      location=location,
                      snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes,

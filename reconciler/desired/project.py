@@ -26,6 +26,11 @@ from reconciler.desired.documents import (
     read_text,
     refuse_outside,
 )
+from reconciler.desired.kafka_settings import (
+    ENV_OPTION_PATTERN,
+    KAFKA_FIELDS,
+    check_kafka_shape,
+)
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
@@ -200,19 +205,32 @@ def settings_summary(settings: ProjectSettings) -> dict[str, str]:
 
 
 class ConnectorSpec(_Strict):
-    """An input (`table`) or output (`view`, or a table) connector of a pipeline."""
+    """An input (`table`) or output (`view`, or a table) connector of a pipeline.
+
+    `files` and `delta` connectors name a `path`; a `kafka` connector names its
+    `bootstrap_servers` and a `topic` (a name, or a list of names as an input) or, as an
+    input, a `topic_pattern`, and reads `format: json` (each message's value, parsed
+    against the table's columns) or `raw` (the record's own columns). Its Kafka options
+    are Spark's (`startingOffsets`, `maxOffsetsPerTrigger`, `failOnDataLoss`, `kafka.*`
+    client settings); secrets come from the environment (`env_options`), never from
+    this file (`desired.kafka_settings`)."""
 
     name: str = Field(pattern=NAME_PATTERN)
     table: str | None = None
     view: str | None = None
-    type: Literal["files", "delta"]
-    format: Literal["json", "csv", "parquet"] | None = None
-    path: str
+    type: Literal["files", "delta", "kafka"]
+    format: Literal["json", "csv", "parquet", "raw"] | None = None
+    path: str | None = None
     options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     on_error: Literal["fail", "quarantine"] = "fail"
     on_bad_input: Literal["fail", "skip"] = "fail"
     snapshot_on_bootstrap: bool = False
     changes: bool = False  # inputs: rows carry `_op` (insert/delete), deletions applied
+    bootstrap_servers: str | None = Field(default=None, min_length=1)
+    topic: str | list[str] | None = None
+    topic_pattern: str | None = Field(default=None, min_length=1)
+    env_options: dict[str, Annotated[str, Field(pattern=ENV_OPTION_PATTERN)]] = Field(
+        default_factory=dict)
 
     @model_validator(mode="after")
     def _check_shape(self) -> ConnectorSpec:
@@ -227,8 +245,18 @@ class ConnectorSpec(_Strict):
                              "(table:)")
         if (self.table is None) == (self.view is None):
             raise ValueError(f"connector '{self.name}' needs exactly one of 'table' or 'view'")
-        if self.type == "files" and self.format is None:
-            raise ValueError(f"connector '{self.name}' of type 'files' needs a 'format'")
+        if self.type == "kafka":
+            check_kafka_shape(self)
+            return self
+        if self.path is None:
+            raise ValueError(f"connector '{self.name}' of type '{self.type}' needs a 'path'")
+        kafka_keys = [key for key in KAFKA_FIELDS if getattr(self, key)]
+        if kafka_keys:
+            raise ValueError(f"connector '{self.name}': '{kafka_keys[0]}' is for kafka "
+                             "connectors")
+        if self.type == "files" and self.format not in ("json", "csv", "parquet"):
+            raise ValueError(f"connector '{self.name}' of type 'files' needs a 'format' "
+                             "(json, csv or parquet)")
         if self.type == "delta" and self.format is not None:
             raise ValueError(f"connector '{self.name}' of type 'delta' takes no 'format'")
         return self

@@ -33,6 +33,7 @@ from reconciler.connector_records import ConnectorState
 from reconciler.engine.connectors import emit, outputs_by_relation
 from reconciler.engine.evolve import evolve_table
 from reconciler.engine.expectations import check_view
+from reconciler.engine.kafka_source import starting_offsets
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import write_from_scratch
 from reconciler.engine.maintenance.zset import ZSet
@@ -73,8 +74,9 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
         # A new id, never a counter: a retried bootstrap or a re-added connector must not
         # find the checkpoint or the app transactions of an attempt that never committed.
         generation = uuid.uuid4().hex[:12]
-        states[name] = ConnectorState(generation=generation,
-                                      checkpoint=runtime.layout.checkpoint(name, generation))
+        states[name] = ConnectorState(
+            generation=generation, checkpoint=runtime.layout.checkpoint(name, generation),
+            kafka_offsets=starting_offsets(connector) if connector.type == "kafka" else None)
     return states
 
 

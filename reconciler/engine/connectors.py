@@ -38,6 +38,8 @@ from reconciler.engine.bad_input import (
 from reconciler.engine.delta_source import ingest_delta
 from reconciler.engine.input_batch import configured, write_checked
 from reconciler.engine.input_files import has_new_files
+from reconciler.engine.kafka_sink import send
+from reconciler.engine.kafka_source import ingest_kafka
 from reconciler.engine.listed_ingest import ingest_listed, uses_listed_batches
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.session import is_connect
@@ -80,6 +82,9 @@ def ingest(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conn
     if connector.type == "delta":
         version = ingest_delta(runtime, connector, state, transaction)
         return None if version is None else IngestResult(connector.name, connector.relation, 1)
+    if connector.type == "kafka":
+        batch = ingest_kafka(runtime, connector, state, transaction)
+        return None if batch is None else IngestResult(connector.name, connector.relation, 1)
     if not has_new_files(connector.location, checkpoint):
         return None
     with _quiet_stream_failure(runtime.spark):
@@ -185,6 +190,8 @@ def emit(runtime: PipelineRuntime, connector: ConnectorDefinition, changes: Data
          serial: int, snapshot: bool) -> int:
     """Send a view's changes (or, when `snapshot`, its full contents) to one output connector."""
     path = connector.location
+    if connector.type == "kafka":
+        return send(runtime, connector, changes, serial, snapshot)
     if connector.type == "delta":
         contents = runtime.frame(connector.relation)
         if runtime.storage.latest_version(path) is None:  # readers of all ages open it

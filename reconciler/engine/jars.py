@@ -199,6 +199,10 @@ def s3a_jars() -> list[Path] | None:
     return None if s3a is None or binding is None else [*binding, *s3a]
 
 
+def kafka_jars() -> list[Path] | None:
+    return cached(kafka_set())
+
+
 def fetch(jar_set: JarSet) -> list[Path]:
     """Fetch a set with `mvn` (nothing to do when it is cached); one line on failure."""
     present = cached(jar_set)
@@ -261,15 +265,28 @@ def project_storage(project_dir: Path) -> str:
     return storage if isinstance(storage, str) else ""
 
 
-def sets_for(storage: str | None) -> list[JarSet]:
+def project_uses_kafka(project_dir: Path) -> bool:
+    """Whether a pipeline.yaml of the project says `kafka` (read as text, like the storage,
+    only to choose which jars to fetch)."""
+    for spec in project_dir.glob("**/pipeline.yaml"):
+        try:
+            if "kafka" in spec.read_text(encoding="utf-8").lower():
+                return True
+        except (OSError, UnicodeDecodeError):
+            continue
+    return False
+
+
+def sets_for(storage: str | None, kafka: bool = False) -> list[JarSet]:
     """The sets a project storing its tables at `storage` needs: Delta's always, S3A's only
-    for `s3a://`/`s3://` (its 680 MB AWS SDK bundle is of no use to a local project).
-    None (no project named) asks for every set, Kafka's too, as `make test` does."""
+    for `s3a://`/`s3://` (its 680 MB AWS SDK bundle is of no use to a local project),
+    Kafka's with `kafka`. None (no project named) asks for every set, as `make test` does."""
     if storage is None:
         return [delta_set(), s3a_set(), slf4j_binding_set(), kafka_set()]
+    wanted = [delta_set()]
     if needs_s3a(storage):
-        return [delta_set(), s3a_set(), slf4j_binding_set()]
-    return [delta_set()]
+        wanted += [s3a_set(), slf4j_binding_set()]
+    return [*wanted, kafka_set()] if kafka else wanted
 
 
 def _arguments(arguments: list[str]) -> argparse.Namespace:
@@ -295,7 +312,8 @@ def main(arguments: list[str]) -> int:
             return 0
         storage = options.storage or (None if options.project is None
                                       else project_storage(options.project))
-        wanted = sets_for(storage)
+        wanted = sets_for(storage, kafka=options.project is not None
+                          and project_uses_kafka(options.project))
         if options.cache_key:
             print(f"key={'+'.join(jar_set.folder_name for jar_set in wanted)}")
             return 0

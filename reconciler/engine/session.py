@@ -55,7 +55,13 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import SparkSettings
-from reconciler.engine.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars, s3a_jars
+from reconciler.engine.jars import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    delta_jars,
+    kafka_jars,
+    s3a_jars,
+)
 from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError, error_class
 from reconciler.redact import redact_text, redact_url
@@ -265,10 +271,10 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                log_level: str = "ERROR", *, delta_jars: bool = True,
-               s3a: bool = True) -> dict[str, str]:
+               s3a: bool = True, kafka: bool = False) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
     Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without
-    `s3a`, S3A's."""
+    `s3a`, S3A's; with `kafka`, Spark's Kafka connector is on its class path too."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,
@@ -293,7 +299,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             ),
         }
     if delta_jars:
-        conf |= jars_conf(master, s3a)
+        conf |= jars_conf(master, s3a, kafka)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
@@ -302,7 +308,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
     return conf | user | SAFE_SQL_CONF | SAFE_LAUNCH_CONF
 
 
-def jars_conf(master: str, s3a: bool = True) -> dict[str, str]:
+def jars_conf(master: str, s3a: bool = True, kafka: bool = False) -> dict[str, str]:
     """Delta Lake and Hadoop's S3A connector on an embedded session, when the set-up
     fetched them (`engine.jars`), set up as `configure_spark_with_delta_pip` would: the
     jars, Delta's SQL extension and its catalog. The jars go on the driver's class path,
@@ -310,7 +316,8 @@ def jars_conf(master: str, s3a: bool = True) -> dict[str, str]:
     A cluster's Delta and `s3a://` support are the cluster's own, like on every managed
     Spark (`python -m reconciler.engine.jars --spark-defaults` prints them for a
     standalone cluster); nothing is shipped to its executors from here. S3A's jars (680 MB)
-    go on the class path only with `s3a`, for a session that may reach S3."""
+    go on the class path only with `s3a`, for a session that may reach S3, and Kafka's
+    only with `kafka`, for a project with a Kafka connector."""
     if not master.startswith("local"):
         return {}
     conf: dict[str, str] = {}
@@ -323,7 +330,7 @@ def jars_conf(master: str, s3a: bool = True) -> dict[str, str]:
                  "spark.databricks.delta.snapshotPartitions": "2"}
     if s3a is not None:  # `s3://` is S3A too, as on EMR and Databricks
         conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    jars = [*(delta or []), *(s3a or [])]
+    jars = [*(delta or []), *(s3a or []), *((kafka_jars() or []) if kafka else [])]
     if jars:
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
     return conf
@@ -337,6 +344,7 @@ def get_spark(
     log_level: str = "ERROR",
     delta_jars: bool = True,
     s3a: bool = True,
+    kafka: bool = False,
 ) -> SparkSession:
     """The reconciler's Spark session; reuses the active one when there is one.
 
@@ -348,7 +356,8 @@ def get_spark(
     runtime SQL conf from ``settings.conf`` is applied to it, as Spark does.
     ``delta_jars=False`` starts an embedded JVM without Delta Lake's and S3A's jars
     (`jars_conf`), for work that writes with delta-rs into local folders only;
-    ``s3a=False`` leaves out only S3A's, for a project that never reaches S3.
+    ``s3a=False`` leaves out only S3A's, for a project that never reaches S3;
+    ``kafka=True`` adds Spark's Kafka connector, for a project with a Kafka connector.
     """
     settings = settings or SparkSettings()
     if not (master or remote):  # a flag says where Spark runs, whatever the file says
@@ -380,7 +389,7 @@ def get_spark(
     require_java()
     builder = SparkSession.builder
     for key, value in spark_conf(master or default_master(), user_conf, log_level,
-                                 delta_jars=delta_jars, s3a=s3a).items():
+                                 delta_jars=delta_jars, s3a=s3a, kafka=kafka).items():
         builder = builder.config(key, value)
     with jvm_launch():
         return with_safe_sql_conf(builder.getOrCreate())

@@ -32,6 +32,7 @@ from reconciler.engine.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.delta_source import has_new_versions
 from reconciler.engine.expectations import check_table
 from reconciler.engine.input_files import has_new_files
+from reconciler.engine.kafka_source import has_new_records
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
@@ -103,6 +104,9 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, RelationReco
             continue
         if connector.type == "delta":
             if has_new_versions(connector, connectors[name]):
+                return True
+        elif connector.type == "kafka":
+            if has_new_records(connector, connectors[name]):
                 return True
         elif has_new_files(connector.location, connectors[name].input_checkpoint):
             return True

@@ -63,8 +63,9 @@ Change = Literal["added", "removed", "modified", "unchanged"]
 # A view's refresh mode (maintained or recomputed) is compared on its own
 # (`refresh_changes`): it changes how steps keep the view, not its contents. A view's
 # lineage (column fingerprints) is summed up by its fingerprint; reasons read it.
-IGNORED_KEYS = frozenset({"sql", "throughput_options", "on_bad_input", "refresh", "lineage"})
-HANDLING_KEYS = ("throughput_options", "on_bad_input")
+IGNORED_KEYS = frozenset({"sql", "throughput_options", "on_bad_input", "env_options",
+                          "refresh", "lineage"})
+HANDLING_KEYS = ("throughput_options", "on_bad_input", "env_options")
 """Connector keys that change how it reads, not what (`Connector.handling`): an apply
 commits them with no reset."""
 
