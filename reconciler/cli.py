@@ -306,8 +306,9 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
         metrics = None
         if metrics_port:
             from reconciler.metrics import RunnerMetrics  # prometheus_client: runners only
+            from reconciler.status import pipeline_kafka_lags
 
-            metrics = RunnerMetrics()
+            metrics = RunnerMetrics(lags=lambda name: pipeline_kafka_lags(project, backend, name))
             metrics.serve(metrics_port, metrics_address)
         reports = RunnerReports(backend.write_runner_report, interval)
         backend.on_lock_wait = lambda name, holder: reports.say(

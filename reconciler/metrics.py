@@ -3,12 +3,15 @@
 Served by `prometheus_client` on its own registry, so only the runner's own series
 appear: steps by result, rows each step changed per table, step durations, failures
 in a row, when each pipeline last caught up (its lag is `time() - that`), which
-state it is in, and which input connectors a bad file holds.
+state it is in, which input connectors a bad file holds, and each Kafka input's lag
+per partition (records the broker holds that no step has ingested, asked of the broker
+after each step).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -19,8 +22,13 @@ STATES = ("running", "paused", "failing")
 class RunnerMetrics:
     """The series a runner updates after each step of each pipeline."""
 
-    def __init__(self) -> None:
+    def __init__(self, lags: Callable[[str], dict[str, dict[str, int] | None]] | None = None
+                 ) -> None:
         self.registry = CollectorRegistry()
+        self.lags = lags
+        self.kafka_lag = Gauge("reconcile_kafka_lag_records", "Records a Kafka input's "
+                               "partition holds that no step has ingested.",
+                               ["pipeline", "connector", "partition"], registry=self.registry)
         self.steps = Counter("reconcile_steps", "Steps by pipeline and result "
                              "(stepped, idle, paused, failed).", ["pipeline", "result"],
                              registry=self.registry)
@@ -65,6 +73,9 @@ class RunnerMetrics:
             for table, rows in outcome.details.get("rows", {}).items():
                 if rows > 0:
                     self.rows.labels(pipeline, table).inc(rows)
+        for connector, lag in (self.lags(pipeline) if self.lags else {}).items():
+            for partition, count in (lag or {}).items():
+                self.kafka_lag.labels(pipeline, connector, partition).set(count)
         current = {"stepped": "running", "idle": "running", "input-failed": "running",
                    "paused": "paused", "failed": "failing"}[result]
         for state in STATES:

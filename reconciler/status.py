@@ -24,12 +24,20 @@ from state_backends import StateBackend
 from state_backends.base import format_age
 
 
+def pipeline_kafka_lags(project: Project, backend: StateBackend,
+                        name: str) -> dict[str, dict[str, int] | None]:
+    """`kafka_lags` of a pipeline's committed state (a runner's metrics, after each step)."""
+    manifest, _ = read_manifest(backend, name, pipeline_layout(project, name))
+    return kafka_lags(project, manifest) if manifest else {}
+
+
 def status_reports(project: Project, backend: StateBackend,
                    names: list[str]) -> list[dict[str, Any]]:
     """One report per pipeline (`NotDeployed` for one without a manifest)."""
     reports = []
     for name in names:
         manifest, _ = read_manifest(backend, name, pipeline_layout(project, name))
+        lags = kafka_lags(project, manifest) if manifest else {}
         lock = backend.read_lock(name)
         reports.append({
             "pipeline": name,
@@ -38,7 +46,8 @@ def status_reports(project: Project, backend: StateBackend,
             "serial": manifest.serial if manifest else None,
             "updated_at": manifest.updated_at if manifest else None,
             "last_step": manifest.last_step if manifest else None,
-            "waiting_input": waiting_input(project, manifest) if manifest else {},
+            "waiting_input": waiting_input(project, manifest, lags) if manifest else {},
+            "kafka_lag": lags,
             "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
             "expectations": {n: record.expectations for n, record in manifest.relations.items()
@@ -53,9 +62,22 @@ def status_reports(project: Project, backend: StateBackend,
     return reports
 
 
-def waiting_input(project: Project, manifest: Manifest) -> dict[str, int | None]:
-    """Per input connector, the files (or source versions, for `delta`) not ingested yet;
-    None where they cannot be counted from here (a source on object storage)."""
+def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int] | None]:
+    """Per Kafka input connector, `{"topic/partition": records not ingested}`; None when
+    its broker cannot be asked."""
+    from reconciler.engine.kafka_offsets import connector_lag
+
+    return {name: connector_lag(name, connector.kafka, connector.reader_options,
+                                manifest.connectors[name].kafka_offsets)
+            for name, connector in connector_definitions(manifest.program, project.root).items()
+            if connector.is_input and connector.kafka is not None}
+
+
+def waiting_input(project: Project, manifest: Manifest,
+                  lags: dict[str, dict[str, int] | None]) -> dict[str, int | None]:
+    """Per input connector, the files (or source versions, for `delta`; records, for
+    `kafka`, summed from `lags`) not ingested yet; None where they cannot be counted from
+    here (a source on object storage, a broker out of reach)."""
     from reconciler.engine.delta_log import probe_latest_version
     from reconciler.engine.input_files import waiting_files
 
@@ -64,7 +86,10 @@ def waiting_input(project: Project, manifest: Manifest) -> dict[str, int | None]
         if not connector.is_input:
             continue
         source, state = connector.location, manifest.connectors[name]
-        if connector.type == "delta":
+        if connector.kafka is not None:
+            found = lags.get(name)
+            waiting[name] = None if found is None else sum(found.values())
+        elif connector.type == "delta":
             latest = probe_latest_version(source)
             done = state.source_version
             waiting[name] = 0 if latest is None else latest - (-1 if done is None else done)
@@ -92,6 +117,10 @@ def print_status(reports: list[dict[str, Any]]) -> None:
                    for name, count in report["waiting_input"].items()]
         if waiting:
             click.echo(f"  input waiting: {', '.join(waiting)}")
+        for connector, lag in sorted(report["kafka_lag"].items()):
+            if lag:
+                click.echo(f"  kafka lag: {connector}: " + ", ".join(
+                    f"{partition} {count}" for partition, count in sorted(lag.items())))
         details = report["status_details"] or {}
         for key, names in (details.get("program_diff") or {}).items():
             if names:

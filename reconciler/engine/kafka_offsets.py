@@ -161,3 +161,15 @@ def lag(committed: Mapping[Partition, int], ranges: Mapping[Partition, Partition
     return {partition: max(0, found.latest - max(committed.get(partition, found.earliest),
                                                  found.earliest))
             for partition, found in ranges.items()}
+
+
+def connector_lag(name: str, endpoint: KafkaEndpoint, options: Mapping[str, Any],
+                  committed: Mapping[str, Mapping[str, int]] | None) -> dict[str, int] | None:
+    """`{"topic/partition": records not ingested}` of one input connector, None when the
+    broker cannot be asked (status and metrics show what they can)."""
+    try:
+        ranges = OffsetClient(name, endpoint, options).all_ranges()
+    except ReconcileError:
+        return None
+    return {f"{topic}/{partition}": count for (topic, partition), count
+            in lag(offsets_from_json(committed), ranges).items()}

@@ -259,10 +259,12 @@ def _connector_changes(diff: ProgramDiff) -> list[Action]:
             changed = sorted(diff.fields("connectors", name))
             suffix = "; rows already ingested stay" if direction == "input" else ""
             old = diff.old["connectors"][name]
+            if "path" in changed:  # a Kafka connector's path sums up its servers and topics
+                changed = [field for field in changed if field != "kafka"]
             actions.append(Action(kind, name, "reset", tuple(
                 f"path {redact_text(str(old.get('path')))} -> "
                 f"{redact_text(str(document.get('path')))}{suffix}" if field == "path"
-                else f"{field} changed{suffix}" for field in changed)))
+                else f"{field} changed{suffix}" for field in changed) + _rereads(document)))
         elif direction == "input" and relation_change == "modified" and \
                 diff.keeps_rows(relation):
             actions.append(Action(kind, name, "keep", (
@@ -289,6 +291,16 @@ def _connector_changes(diff: ProgramDiff) -> list[Action]:
         else:
             actions.append(Action(kind, name, "keep"))
     return actions
+
+
+def _rereads(connector: dict[str, Any]) -> tuple[str, ...]:
+    """What a reset input connector reads again: a Kafka topic from where it starts."""
+    if connector.get("type") != "kafka" or connector["direction"] != "input":
+        return ()
+    options = {key.lower(): value for key, value
+               in connector.get("throughput_options", {}).items()}
+    start = options.get("startingoffsets", "earliest")
+    return (f"reads {redact_text(str(connector.get('path')))} from the {start} offsets",)
 
 
 def _where(connector: dict[str, Any]) -> str:
