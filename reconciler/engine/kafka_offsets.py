@@ -27,6 +27,9 @@ from reconciler.connector_records import KafkaEndpoint
 from reconciler.errors import ReconcileError
 
 TIMEOUT_SECONDS = 15.0
+STATUS_TIMEOUT_SECONDS = 3.0
+"""How long `status` and a runner's metrics wait for a broker: they show `?` rather than
+hang; a step waits the longer `TIMEOUT_SECONDS`, then fails in one line."""
 _LOGGER = logging.getLogger("reconciler.kafka")
 _LOGGER.addHandler(logging.NullHandler())
 _LOGGER.propagate = False
@@ -83,10 +86,11 @@ def librdkafka_config(settings: Mapping[str, str]) -> dict[str, Any]:
 class OffsetClient:
     """One connection to a connector's cluster, for the length of one question."""
 
-    def __init__(self, name: str, endpoint: KafkaEndpoint, options: Mapping[str, Any]):
+    def __init__(self, name: str, endpoint: KafkaEndpoint, options: Mapping[str, Any],
+                 timeout: float = TIMEOUT_SECONDS):
         from confluent_kafka.admin import AdminClient  # librdkafka: loaded when asked
 
-        self.name, self.endpoint = name, endpoint
+        self.name, self.endpoint, self.timeout = name, endpoint, timeout
         self.admin = AdminClient(librdkafka_config(client_options(endpoint, options)))
 
     def _failed(self, what: str, error: BaseException) -> ReconcileError:
@@ -99,7 +103,7 @@ class OffsetClient:
         """The connector's topics' partitions, sorted; a pattern matches whole topic names
         (as Spark's `subscribePattern`), internal topics (`__...`) left out."""
         try:
-            metadata = self.admin.list_topics(timeout=TIMEOUT_SECONDS)
+            metadata = self.admin.list_topics(timeout=self.timeout)
         except Exception as error:  # KafkaException: the broker is not reachable
             raise self._failed("list the topics", error) from None
         if self.endpoint.topic_pattern is not None:
@@ -126,7 +130,7 @@ class OffsetClient:
         for side, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
             asked = {TopicPartition(topic, partition): spec for topic, partition in partitions}
             try:
-                futures = self.admin.list_offsets(asked, request_timeout=TIMEOUT_SECONDS)
+                futures = self.admin.list_offsets(asked, request_timeout=self.timeout)
                 found[side] = {(asked_partition.topic, asked_partition.partition):
                                future.result().offset
                                for asked_partition, future in futures.items()}
@@ -168,7 +172,7 @@ def connector_lag(name: str, endpoint: KafkaEndpoint, options: Mapping[str, Any]
     """`{"topic/partition": records not ingested}` of one input connector, None when the
     broker cannot be asked (status and metrics show what they can)."""
     try:
-        ranges = OffsetClient(name, endpoint, options).all_ranges()
+        ranges = OffsetClient(name, endpoint, options, STATUS_TIMEOUT_SECONDS).all_ranges()
     except ReconcileError:
         return None
     return {f"{topic}/{partition}": count for (topic, partition), count
