@@ -8,7 +8,9 @@ column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
 be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 ``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``output_key``
 and ``fallback``, the reason a view is recomputed), whether a table can evolve in
-place (``table_evolution``), connector options (``connector_options``),
+place (``table_evolution``), connector options (``connector_options``), which
+connector fields go together (``connector_shape``) and a Kafka connector's settings
+(``kafka_settings``),
 expectation clauses (``expectation_clauses``), view test files
 (``view_test_files``), which output columns the preview masks, by lineage
 (``masking``), the analysis kept between plans (``memo``), the program

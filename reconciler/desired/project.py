@@ -19,6 +19,7 @@ import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from reconciler.desired.connector_shape import check_connector_shape
 from reconciler.desired.documents import (
     YamlDocument,
     load_yaml,
@@ -26,11 +27,7 @@ from reconciler.desired.documents import (
     read_text,
     refuse_outside,
 )
-from reconciler.desired.kafka_settings import (
-    ENV_OPTION_PATTERN,
-    KAFKA_FIELDS,
-    check_kafka_shape,
-)
+from reconciler.desired.kafka_settings import ENV_OPTION_PATTERN
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
@@ -234,31 +231,7 @@ class ConnectorSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_shape(self) -> ConnectorSpec:
-        if self.snapshot_on_bootstrap and self.table is not None:
-            raise ValueError(f"connector '{self.name}': snapshot_on_bootstrap is for output "
-                             "connectors (view:)")
-        if self.on_bad_input != "fail" and self.table is None:
-            raise ValueError(f"connector '{self.name}': on_bad_input is for input connectors "
-                             "(table:)")
-        if self.changes and self.table is None:
-            raise ValueError(f"connector '{self.name}': changes is for input connectors "
-                             "(table:)")
-        if (self.table is None) == (self.view is None):
-            raise ValueError(f"connector '{self.name}' needs exactly one of 'table' or 'view'")
-        if self.type == "kafka":
-            check_kafka_shape(self)
-            return self
-        if self.path is None:
-            raise ValueError(f"connector '{self.name}' of type '{self.type}' needs a 'path'")
-        kafka_keys = [key for key in KAFKA_FIELDS if getattr(self, key)]
-        if kafka_keys:
-            raise ValueError(f"connector '{self.name}': '{kafka_keys[0]}' is for kafka "
-                             "connectors")
-        if self.type == "files" and self.format not in ("json", "csv", "parquet"):
-            raise ValueError(f"connector '{self.name}' of type 'files' needs a 'format' "
-                             "(json, csv or parquet)")
-        if self.type == "delta" and self.format is not None:
-            raise ValueError(f"connector '{self.name}' of type 'delta' takes no 'format'")
+        check_connector_shape(self)
         return self
 
     @property

@@ -11,7 +11,8 @@ row-level changes, ``compaction``, ``retention``), rows the driver holds as Data
 (``local_rows``), a pipeline's relations as DataFrames (``runtime``) and as catalog views
 pinned to committed versions (``publish``), input and
 output connectors (``connectors``, ``input_batch``, ``input_files``,
-``listed_ingest``, ``delta_source``, ``bad_input``), incremental view maintenance
+``listed_ingest``, ``delta_source``, ``bad_input``; Kafka's: ``kafka_offsets`` asking the
+broker without Spark, ``kafka_source``, ``kafka_sink``), incremental view maintenance
 (``maintenance/``), a step (``step``, ``refresh``, ``refresh_choice``,
 ``expectations``), a bootstrap (``bootstrap``, ``evolve``, ``state_moves``), the
 data preview's counts (``preview_counts``) and its time and job bound
