@@ -61,3 +61,26 @@ def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
     spec.write_text(local_spec)
     (project / "reconcile.yaml").write_text("storage: s3://bucket/data\n")
     assert reaches_s3(load_project(project))
+
+
+def test_kafkas_jars_are_fetched_and_loaded_only_for_a_project_with_a_kafka_connector(
+        tmp_path: Path) -> None:
+    from reconciler.desired.project import load_project
+    from reconciler.engine.session import spark_conf
+    from reconciler.operations import reaches_kafka
+    from tests.projects import copy_example
+
+    project = copy_example("grades", tmp_path)
+    key = jars_command("--cache-key", "--project", ".", cwd=project)
+    assert key.returncode == 0 and "kafka" not in key.stdout, key.stderr
+    assert not reaches_kafka(load_project(project))
+    assert "spark-sql-kafka" not in spark_conf("local[2]", {}, s3a=False)[
+        "spark.driver.extraClassPath"]
+
+    spec = project / "pipelines/grades/pipeline.yaml"
+    spec.write_text(spec.read_text() + "# later: type: kafka\n")
+    key = jars_command("--cache-key", "--project", ".", cwd=project)
+    assert key.stdout.rstrip().endswith(f"+{kafka_set().folder_name}"), key.stdout
+    assert reaches_kafka(load_project(project))
+    assert "spark-sql-kafka" in spark_conf("local[2]", {}, s3a=False, kafka=True)[
+        "spark.driver.extraClassPath"]

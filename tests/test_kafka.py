@@ -24,7 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from reconciler.faults import CRASH_ENV
-from tests.cli_helpers import manifest, query, reconcile
+from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.kafka_broker import Broker, kafka_broker
 from tests.projects import write_files
 
@@ -185,6 +185,9 @@ def test_a_step_killed_before_its_commit_ingests_each_message_once(broker: Broke
     reconcile(root, "run")
     assert order_ids(root) == list(range(19))
     assert totals(root) == expected_totals(orders(0, 19))
+    checkpoint = Path(in_storage(root, manifest(root, "p")["connectors"]["orders_in"]
+                                 ["checkpoint"]))
+    assert sorted(p.name for p in (checkpoint / "kafka").iterdir()) == ["2.json", "3.json"]
 
 
 def test_malformed_messages_hold_the_connector_then_are_skipped(broker: Broker,
@@ -225,17 +228,27 @@ def test_new_partitions_are_read_from_their_start(broker: Broker, tmp_path: Path
 def test_a_changed_view_is_bootstrapped_without_reading_the_topic_again(
         broker: Broker, tmp_path: Path) -> None:
     topic = new_topic(broker)
+    new_topic(broker, 1, f"{topic}-out")
     root = project(tmp_path, broker, topic)
     reconcile(root, "apply", "--auto-approve")
     produce(broker, topic, orders(0, 12))
     reconcile(root, "run")
     before = manifest(root, "p")["connectors"]["orders_in"]
+    sent = len(consume_all(broker, f"{topic}-out"))
     (root / "pipelines/p/program.sql").write_text(SQL.replace("count(*) as orders",
-                                                              "count(*) + 0 as orders"))
+                                                              "count(*) + 1 as orders"))
     reconcile(root, "apply", "--auto-approve")
     assert manifest(root, "p")["connectors"]["orders_in"] == before
     assert order_ids(root) == list(range(12))
-    assert totals(root) == expected_totals(orders(0, 12))
+    plus_one = [{**row, "orders": row["orders"] + 1} for row in expected_totals(orders(0, 12))]
+    assert totals(root) == plus_one
+    # The output gets the bootstrap's net change: each customer's old row out, new row in.
+    change = consume_all(broker, f"{topic}-out")[sent:]
+    serial = manifest(root, "p")["serial"]
+    assert sorted((m["customer"], m["orders"], m["_op"], m["_serial"]) for _, m in change) == \
+        sorted([(r["customer"], r["orders"], "delete", serial)
+                for r in expected_totals(orders(0, 12))]
+               + [(r["customer"], r["orders"], "insert", serial) for r in plus_one])
 
     other = new_topic(broker)  # a changed topic resets the connector: its table starts over
     produce(broker, other, orders(100, 3))

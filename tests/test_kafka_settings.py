@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.connector_records import KafkaEndpoint
-from reconciler.engine.kafka_offsets import PartitionRange, client_options, librdkafka_config, lag
+from reconciler.engine.kafka_offsets import PartitionRange, client_options, lag, librdkafka_config
 from reconciler.engine.kafka_source import capped_ends
 from reconciler.errors import ReconcileError
 from tests.cli_helpers import reconcile
@@ -141,3 +141,19 @@ def test_an_unreachable_broker_is_one_line_in_status(tmp_path: Path) -> None:
     assert report["waiting_input"] == {"orders_in": None}
     assert report["kafka_lag"] == {"orders_in": None}
     assert "input waiting: orders_in ?" in reconcile(root, "status")
+
+
+def test_a_runners_metrics_show_each_partitions_lag_after_each_step() -> None:
+    from reconciler.metrics import RunnerMetrics
+
+    asked = iter([{"orders_in": {"orders/0": 7, "orders/1": 0}}, {"orders_in": None}])
+    metrics = RunnerMetrics(lags=lambda pipeline: next(asked))
+    metrics.record("p", "idle")
+    lag = {partition: metrics.registry.get_sample_value(
+        "reconcile_kafka_lag_records",
+        {"pipeline": "p", "connector": "orders_in", "partition": partition})
+        for partition in ("orders/0", "orders/1")}
+    assert lag == {"orders/0": 7, "orders/1": 0}
+    metrics.record("p", "failed")  # the broker out of reach: the last figures stay
+    assert metrics.registry.get_sample_value("reconcile_kafka_lag_records", {
+        "pipeline": "p", "connector": "orders_in", "partition": "orders/0"}) == 7

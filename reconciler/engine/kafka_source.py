@@ -9,7 +9,8 @@ batches it has appended (`kafka_batch`). A step:
    with `startingOffsets: latest` had its offsets fixed by the apply that started it);
 2. fixes the end of its batch (the latest offsets, at most `maxOffsetsPerTrigger`
    records in all, shared fairly between partitions) and writes `kafka/<batch>.json`
-   in the connector's checkpoint folder before anything is read;
+   in the connector's checkpoint folder before anything is read (the files of batches
+   the manifest has committed are removed as the next ones are written);
 3. reads exactly that range as a batch DataFrame (`startingOffsets`/`endingOffsets`,
    which works over Spark Connect too), and appends its rows as the Delta app
    transaction (connector generation, batch);
@@ -42,7 +43,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.connector_records import ConnectorDefinition, ConnectorState, KafkaEndpoint
 from reconciler.engine.bad_input import BadInput
-from reconciler.engine.files import FileStore
+from reconciler.engine.files import Collected, FileStore
 from reconciler.engine.input_batch import CORRUPT_COLUMN, apply_change_rows
 from reconciler.engine.kafka_offsets import (
     OffsetClient,
@@ -116,6 +117,8 @@ def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
     if ends == starts:
         return None
     batch = done + 1
+    if done > 1:  # batches up to `done` are committed: their ranges are the manifest's now
+        log.remove(_batch_file(state, done - 1), 0, dry_run=False, done=Collected())
     log.write_bytes(_batch_file(state, batch),
                     json.dumps({"from": offsets_json(starts),
                                 "to": offsets_json({**committed, **ends})}).encode())
