@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test jars lint demo demo-orders bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute clean check-java constraints
+.PHONY: test jars lint demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -39,6 +39,12 @@ lint: $(STAMP)
 demo: $(RUN_STAMP) check-java
 	@$(BIN)/python -m reconciler.engine.jars --project examples/grades > /dev/null
 	$(BIN)/python examples/grades/demo.py
+
+# The Kafka example: a broker of its own (Apache Kafka's jars from Maven Central), a topic in,
+# a topic out, a change applied without reading the topic again.
+demo-kafka: $(RUN_STAMP) check-java
+	@$(BIN)/python -m reconciler.engine.jars --project examples/kafka_orders > /dev/null
+	$(BIN)/python examples/kafka_orders/demo.py
 
 bench: $(STAMP) check-java jars
 	$(BIN)/python bench/plan_bench.py

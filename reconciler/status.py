@@ -118,7 +118,7 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         if waiting:
             click.echo(f"  input waiting: {', '.join(waiting)}")
         for connector, lag in sorted(report["kafka_lag"].items()):
-            if lag:
+            if lag and any(lag.values()):
                 click.echo(f"  kafka lag: {connector}: " + ", ".join(
                     f"{partition} {count}" for partition, count in sorted(lag.items())))
         details = report["status_details"] or {}

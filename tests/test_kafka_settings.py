@@ -157,3 +157,10 @@ def test_a_runners_metrics_show_each_partitions_lag_after_each_step() -> None:
     metrics.record("p", "failed")  # the broker out of reach: the last figures stay
     assert metrics.registry.get_sample_value("reconcile_kafka_lag_records", {
         "pipeline": "p", "connector": "orders_in", "partition": "orders/0"}) == 7
+
+
+def test_the_kafka_example_is_a_valid_project(tmp_path: Path) -> None:
+    from tests.projects import copy_example
+
+    project = copy_example("kafka_orders", tmp_path)
+    assert "1 input and 1 output connectors: ok" in reconcile(project, "validate")
