@@ -56,8 +56,10 @@ def _java() -> str:
 
 
 @contextmanager
-def kafka_broker(folder: Path) -> Iterator[Broker]:
-    """A broker listening on 127.0.0.1 at free ports until the block ends."""
+def kafka_broker(folder: Path, heap: str = "256m") -> Iterator[Broker]:
+    """A broker listening on 127.0.0.1 at free ports until the block ends (a bench gives it a
+    larger heap)."""
+    folder.mkdir(parents=True, exist_ok=True)
     class_path = os.pathsep.join(str(jar) for jar in fetch(broker_set()))
     port, controller = _free_port(), _free_port()
     properties = folder / "server.properties"
@@ -72,7 +74,7 @@ def kafka_broker(folder: Path) -> Iterator[Broker]:
         "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
         "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
         "log.cleaner.dedupe.buffer.size=4194304", "auto.create.topics.enable=true", ""]))
-    java = [_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+    java = [_java(), f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
             "-cp", class_path]
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     formatted = subprocess.run([*java, "kafka.tools.StorageTool", "format",

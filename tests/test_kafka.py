@@ -13,20 +13,24 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.faults import CRASH_ENV
 from tests.cli_helpers import in_storage, manifest, query, reconcile
+from tests.connect_server import free_ports
 from tests.kafka_broker import Broker, kafka_broker
 from tests.projects import write_files
+from tests.test_continuous_runner import eventually
 
 pytestmark = pytest.mark.slow
 FAST_JVM_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
@@ -198,6 +202,7 @@ def test_malformed_messages_hold_the_connector_then_are_skipped(broker: Broker,
     produce(broker, topic, [*orders(0, 3, 1), (0, b"{not json"), (0, b"[1, 2]"), (0, None),
                             *orders(3, 2, 1)])
     held = reconcile(root, "run", expect=1)
+    assert len(held.strip().splitlines()) == 1, held
     assert (f"input connector 'orders_in': 2 malformed message(s) in batch 1, the first at "
             f"topic {topic} partition 0 offset 3") in held
     assert order_ids(root) == []
@@ -208,6 +213,20 @@ def test_malformed_messages_hold_the_connector_then_are_skipped(broker: Broker,
     assert order_ids(root) == list(range(5))  # the tombstone is no row
     skipped = manifest(root, "p")["connectors"]["orders_in"]["skipped_files"]
     assert skipped[-1]["file"] == f"topic {topic} partition 0 offset 3"
+
+
+
+def test_quarantine_keeps_malformed_messages_with_their_offsets(broker: Broker,
+                                                               tmp_path: Path) -> None:
+    topic = new_topic(broker, partitions=1)
+    root = project(tmp_path, broker, topic, extra="on_error: quarantine")
+    reconcile(root, "apply", "--auto-approve")
+    produce(broker, topic, [*orders(0, 2, 1), (0, b'{"id": "seven"'), *orders(2, 1, 1)])
+    reconcile(root, "run")
+    assert order_ids(root) == [0, 1, 2]
+    kept = [json.loads(line) for path in (root / ".reconcile/data/p/quarantine/orders_in")
+            .rglob("*.json") for line in path.read_text().splitlines()]
+    assert kept == [{"topic": topic, "partition": 0, "offset": 2, "value": '{"id": "seven"'}]
 
 
 def test_new_partitions_are_read_from_their_start(broker: Broker, tmp_path: Path) -> None:
@@ -298,3 +317,45 @@ def test_starting_offsets_latest_reads_what_comes_after_the_apply(broker: Broker
     assert order_ids(root) == [6, 7, 8, 9]
     assert Counter(int(r["orders"]) for r in totals(root)) == Counter(
         r["orders"] for r in expected_totals(orders(6, 4)))
+
+
+def test_a_continuous_runner_keeps_up_with_a_topic(broker: Broker, tmp_path: Path) -> None:
+    topic = new_topic(broker)
+    root = project(tmp_path / "project", broker, topic)
+    reconcile(root, "apply", "--auto-approve")
+    [port] = free_ports(1)
+    log = (tmp_path / "runner.log").open("w")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "-C", str(root), "run", "--continuous",
+         "--interval", "1", "--metrics-port", str(port)], stdout=log,
+        stderr=subprocess.STDOUT, env={**os.environ, **FAST_JVM_ENV})
+    try:
+        produced: list[tuple[int, bytes | None]] = []
+        for burst in range(3):  # messages keep arriving while the runner steps
+            messages = orders(burst * 40, 40)
+            produce(broker, topic, messages)
+            produced += messages
+            eventually(holds(root, len(produced)), f"burst {burst}", runner)
+        assert order_ids(root) == list(range(120))
+        assert totals(root) == expected_totals(produced)
+        lags = {labels: value for (name, labels), value in scrape_all(port).items()
+                if name == "reconcile_kafka_lag_records"}
+        assert lags == {f"{topic}/0": 0, f"{topic}/1": 0}
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=60) == 0
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        log.close()
+
+
+def holds(root: Path, count: int) -> Callable[[], bool]:
+    return lambda: len(order_ids(root)) == count
+
+
+def scrape_all(port: int) -> dict[tuple[str, str], float]:
+    """The runner's metrics by (name, partition) sample."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        return {(sample.name, sample.labels.get("partition", "")): sample.value
+                for family in text_string_to_metric_families(reply.read().decode())
+                for sample in family.samples}

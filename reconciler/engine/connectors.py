@@ -83,7 +83,8 @@ def ingest(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conn
         version = ingest_delta(runtime, connector, state, transaction)
         return None if version is None else IngestResult(connector.name, connector.relation, 1)
     if connector.type == "kafka":
-        batch = ingest_kafka(runtime, connector, state, transaction)
+        with _quiet_stream_failure(runtime.spark):  # a malformed message fails a task
+            batch = ingest_kafka(runtime, connector, state, transaction)
         return None if batch is None else IngestResult(connector.name, connector.relation, 1)
     if not has_new_files(connector.location, checkpoint):
         return None

@@ -62,6 +62,7 @@ RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
 _OURS = frozenset({"startingoffsets", "maxoffsetspertrigger", "minoffsetspertrigger",
                    "maxtriggerdelay", "failondataloss"})
 _MESSAGE = "_message"
+MALFORMED = "reconcile: a malformed Kafka message"
 
 
 def endpoint_of(connector: ConnectorDefinition) -> KafkaEndpoint:
@@ -122,17 +123,32 @@ def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
     log.write_bytes(_batch_file(state, batch),
                     json.dumps({"from": offsets_json(starts),
                                 "to": offsets_json({**committed, **ends})}).encode())
-    # Cached for json: the malformed messages are counted, then the rest appended.
     records = _read(runtime, connector, starts, ends)
-    records = records.cache() if connector.format == "json" else records
+    parsed = (_parsed(records, _message_schema(runtime, connector))
+              if connector.format == "json" else records)
+    # Cached when malformed messages are counted before the append (quarantine, skip); by
+    # default the append itself fails on the first one, in one pass over the batch.
+    checked = connector.format == "json" and not _fails_on_malformed(connector)
+    parsed = parsed.cache() if checked else parsed
     try:
-        rows = _rows(runtime, connector, state, records, batch)
-        if connector.changes:
-            apply_change_rows(runtime, connector.relation, rows, batch, transaction)
-        else:
-            runtime.storage.append(table_path, rows, app_id=transaction, txn_version=batch)
+        rows = _rows(runtime, connector, state, parsed, batch)
+        try:
+            if connector.changes:
+                apply_change_rows(runtime, connector.relation, rows, batch, transaction)
+            else:
+                runtime.storage.append(table_path, rows, app_id=transaction,
+                                       txn_version=batch)
+        except Exception as error:
+            if MALFORMED not in str(error):
+                raise
+            count, where = _first_malformed(parsed)
+            raise BadInput(connector.name, f"input connector '{connector.name}': {count} "
+                           f"malformed message(s) in batch {batch}, the first at {where}; fix "
+                           "the producer, or set on_error: quarantine or on_bad_input: skip",
+                           [where]) from None
     finally:
-        records.unpersist()
+        if checked:
+            parsed.unpersist()
     state.kafka_offsets = offsets_json({**committed, **ends})
     state.kafka_batch = batch
     return batch
@@ -225,9 +241,38 @@ def _read(runtime: PipelineRuntime, connector: ConnectorDefinition,
             .load())
 
 
+def _fails_on_malformed(connector: ConnectorDefinition) -> bool:
+    return connector.on_error == "fail" and connector.on_bad_input == "fail"
+
+
+def _message_schema(runtime: PipelineRuntime, connector: ConnectorDefinition) -> StructType:
+    """A json message's fields: the table's columns (with `_op` for a changes connector)."""
+    schema = table_schema(runtime.program["tables"][connector.relation])
+    if connector.changes:
+        schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
+    return schema
+
+
+def _parsed(records: DataFrame, schema: StructType) -> DataFrame:
+    """Each record with a value: where it is, its text, and the text parsed permissively
+    against `schema` (`_message`, holding the corrupt-record column)."""
+    permissive = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
+                             StructField(CORRUPT_COLUMN, StringType(), True)])
+    text = F.col("value").cast("string")
+    return records.where(F.col("value").isNotNull()).select(
+        "topic", "partition", "offset", text.alias("value"), F.from_json(
+            text, permissive, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+        ).alias(_MESSAGE))
+
+
+def _malformed() -> Column:
+    return F.col(_MESSAGE).isNull() | F.col(f"{_MESSAGE}.{CORRUPT_COLUMN}").isNotNull()
+
+
 def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState,
           records: DataFrame, batch: int) -> DataFrame:
-    """The batch's rows in the table's columns (with `_op` for a changes connector)."""
+    """The batch's rows in the table's columns (with `_op` for a changes connector):
+    `records` as read (raw), or `_parsed` (json)."""
     table = runtime.program["tables"][connector.relation]
     schema = table_schema(table)
     if connector.format == "raw":
@@ -238,44 +283,42 @@ def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conne
                 f"'{connector.relation}' has a column '{unknown[0]}' that a Kafka record "
                 f"does not have ({', '.join(RECORD_COLUMNS)})")
         return records.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema))
-    if connector.changes:
-        schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
-    permissive = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
-                             StructField(CORRUPT_COLUMN, StringType(), True)])
-    parsed = records.where(F.col("value").isNotNull()).select(
-        "topic", "partition", "offset", F.col("value").cast("string").alias("value"),
-        F.from_json(F.col("value").cast("string"), permissive,
-                    {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-                    ).alias(_MESSAGE))
-    malformed = (F.col(_MESSAGE).isNull()
-                 | F.col(f"{_MESSAGE}.{CORRUPT_COLUMN}").isNotNull())
-    good = _without_malformed(runtime, connector, state, parsed, malformed, batch)
-    fields = [F.col(f"{_MESSAGE}.{f.name}").cast(f.dataType).alias(f.name) for f in schema]
+    if _fails_on_malformed(connector):  # the write fails at the first malformed message
+        good = records.where(F.coalesce(F.when(_malformed(), F.raise_error(F.lit(MALFORMED)))
+                                        .cast("boolean"), F.lit(True)))
+    else:
+        good = _without_malformed(runtime, connector, state, records, batch)
+    fields = [F.col(f"{_MESSAGE}.{f.name}").cast(f.dataType).alias(f.name)
+              for f in _message_schema(runtime, connector)]
     rows = good.select(*fields)
     return rows if connector.changes else with_defaults(rows, table)
 
 
-def _without_malformed(runtime: PipelineRuntime, connector: ConnectorDefinition,
-                       state: ConnectorState, parsed: DataFrame, malformed: Column,
-                       batch: int) -> DataFrame:
-    """`parsed` without its malformed messages, which fail the batch, are quarantined or
-    are skipped (see the module docstring). One count when none is malformed."""
-    bad = parsed.where(malformed)
+def _first_malformed(parsed: DataFrame) -> tuple[int, str]:
+    """How many of the batch's messages are malformed, and where the first one is."""
+    bad = parsed.where(_malformed())
     count = bad.count()
     if not count:
-        return parsed
+        return 0, ""
     # One record: where the first malformed message is, for the message people read.
     [first] = bad.orderBy("topic", "partition", "offset").limit(1).collect()
-    where = f"topic {first['topic']} partition {first['partition']} offset {first['offset']}"
+    return count, (f"topic {first['topic']} partition {first['partition']} offset "
+                   f"{first['offset']}")
+
+
+def _without_malformed(runtime: PipelineRuntime, connector: ConnectorDefinition,
+                       state: ConnectorState, parsed: DataFrame, batch: int) -> DataFrame:
+    """`parsed` without its malformed messages, which are quarantined or skipped (see the
+    module docstring). One count when none is malformed."""
+    count, where = _first_malformed(parsed)
+    if not count:
+        return parsed
     if connector.on_error == "quarantine":
         generation = state.input_generation
-        (bad.select("topic", "partition", "offset", "value").write.mode("overwrite")
+        (parsed.where(_malformed()).select("topic", "partition", "offset", "value")
+         .write.mode("overwrite")
          .json(f"{runtime.layout.quarantine(connector.name)}/batch-{generation}-{batch}"))
-    elif connector.on_bad_input == "skip":
+    else:
         state.skipped_files.append({"file": where, "reason": f"{count} malformed message(s) "
                                     f"in batch {batch}, the first at this offset"})
-    else:
-        raise BadInput(connector.name, f"input connector '{connector.name}': {count} "
-                       f"malformed message(s) in batch {batch}, the first at {where}; fix the "
-                       "producer, or set on_error: quarantine or on_bad_input: skip", [where])
-    return parsed.where(~malformed)
+    return parsed.where(~_malformed())
