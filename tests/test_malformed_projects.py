@@ -138,7 +138,7 @@ CASES = [
          SPEC, 3, "bootstrap_policy: 'maybe' is not one of 'await_approval', 'allow' or 'reject'"),
     Case("connector-type-names-the-bad-value",
          {SPEC: PIPELINE_YAML.replace("type: files", "type: kafkaa", 1)},
-         SPEC, 7, "type: 'kafkaa' is not one of 'files' or 'delta'"),
+         SPEC, 7, "type: 'kafkaa' is not one of 'files', 'delta' or 'kafka'"),
     Case("pipelines-folder-missing", {"reconcile.yaml": "backend: x\npipelines: pipes\n"},
          "reconcile.yaml", 2, "pipelines folder 'pipes' does not exist"),
     Case("spark-master-and-remote",
@@ -184,7 +184,7 @@ CASES = [
           - name: out
             view: daily
             type: delta
-        """)}, SPEC, 4, "missing required key 'connectors.0.path'"),
+        """)}, SPEC, 4, "connector 'src' of type 'delta' needs a 'path'"),
     Case("duplicate-connector-name", {SPEC: spec_with_connectors("""\
         connectors:
           - name: src
@@ -200,7 +200,7 @@ CASES = [
         connectors:
           - name: src
             table: events
-            type: kafka
+            type: pulsar
             path: /x
         """)}, SPEC, 6, "connectors.0.type"),
     Case("unknown-format", {SPEC: spec_with_connectors("""\
