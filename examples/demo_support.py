@@ -31,7 +31,8 @@ def reconcile(project: Path, *args: str) -> None:
     try:
         cli(["-C", str(project), *args], standalone_mode=False)
     except SystemExit as exit_:
-        if exit_.code not in (0, None):
+        parked = args[0] == "apply" and exit_.code == 3  # recorded, awaiting approval
+        if exit_.code not in (0, None) and not parked:
             raise
 
 

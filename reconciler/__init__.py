@@ -12,7 +12,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
 * ``engine/``: everything that runs on Spark and Delta (session, storage,
   connectors, a step, a bootstrap). The only package that imports pyspark.
 * ``github/``: the GitHub Action (``reconcile github``) and its REST client.
-* At the top: ``cli`` (flags in, calls out; ``cli_options`` the options commands
+* At the top: ``cli`` (flags in, calls out; ``cli_context`` its context, errors and
+  signals as exit codes; ``cli_options`` the options commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each

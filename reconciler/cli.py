@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import click
 from rich.console import Console
 
 from reconciler import __version__
+from reconciler.cli_context import CliContext, ReconcileGroup, pass_cli
 from reconciler.cli_doctor import doctor_command
 from reconciler.cli_options import (
     LOCK_TIMEOUT,
@@ -28,77 +28,29 @@ from reconciler.cli_options import (
 from reconciler.cli_test import test_command
 from reconciler.desired.project import display, duration_seconds, load_project
 from reconciler.desired.workspace import load_programs, select_pipelines
-from reconciler.errors import ReconcileError, private_message
+from reconciler.errors import ReconcileError, raise_on_sigterm
 from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan, one_shot_process
 from reconciler.plan.terminal import render_plan
-from reconciler.progress import Reporter, terminal_progress
 from reconciler.query_output import print_rows
 from reconciler.runner import MAX_FAILURES, RunnerReports, run_continuously
 from reconciler.scaffold import scaffold
 from reconciler.state import open_backend, read_manifest
 from reconciler.status import history_expectations, print_status, status_reports
-from state_backends import StateBackendError
-
-
-@dataclass
-class CliContext:
-    project_dir: Path
-    debug: bool
-    context: click.Context
-
-    during: str | None = None  # the stage and object Spark works on, for failure messages
-
-    def enter(self, manager: Any) -> Any:
-        """Enter a context manager for the rest of the command (closed when it ends)."""
-        return self.context.with_resource(manager)
-
-    def progress(self) -> Reporter:
-        """The progress reporter (a live line on a terminal) that also remembers the stage."""
-        shown = self.enter(terminal_progress(sys.stderr.isatty()))
-
-        def report(stage: str, item: str) -> None:
-            self.during = f"{stage} {item}"
-            shown(stage, item)
-
-        return report
-
-
-pass_cli = click.make_pass_decorator(CliContext)
-class ReconcileGroup(click.Group):
-    """A click group that turns product errors into one line and exit code 1."""
-
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
-        try:
-            return super().invoke(ctx)
-        except (ReconcileError, StateBackendError) as error:
-            if ctx.params.get("debug"):
-                raise
-            click.echo(f"error: {private_message(error)}", err=True)  # row values: here only
-            sys.exit(1)
-        except Exception as error:
-            # Spark dying (out of memory, a killed JVM, a lost Connect server) is one line,
-            # not pages of Java; anything else is a bug and keeps its traceback.
-            from reconciler.engine.failures import engine_failure
-
-            state = ctx.obj if isinstance(ctx.obj, CliContext) else None
-            failure = engine_failure(error, state.during if state else None)
-            if failure is None or ctx.params.get("debug"):
-                raise
-            click.echo(f"error: {failure}", err=True)
-            sys.exit(1)
 
 
 @click.group(cls=ReconcileGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "--project-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("."), show_default=True, help="Project folder (holds reconcile.yaml).")
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress on stderr (off a terminal: a timestamped line per stage).")
 @click.version_option(__version__, prog_name="reconcile")
 @click.pass_context
-def cli(ctx: click.Context, project_dir: Path, debug: bool) -> None:
+def cli(ctx: click.Context, project_dir: Path, debug: bool, quiet: bool) -> None:
     """Plan and apply changes to continuous Spark SQL pipelines, bootstrapping only what changed."""
-    ctx.obj = CliContext(project_dir=project_dir, debug=debug, context=ctx)
+    ctx.obj = CliContext(project_dir=project_dir, debug=debug, context=ctx, quiet=quiet)
 
 
 @cli.command()
@@ -218,7 +170,10 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
           bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
           lock_timeout: float, backend_url: str | None, spark_master: str | None,
           spark_remote: str | None) -> None:
-    """Deploy new pipelines and bootstrap changed ones (asks first, like terraform apply)."""
+    """Deploy new pipelines and bootstrap changed ones (asks first, like terraform apply).
+
+    Exits 3 when a change was only recorded, awaiting approval (`bootstrap_policy:
+    await_approval` off a terminal): `reconcile approve` bootstraps it."""
     if full_refresh and not auto_approve and not (sys.stdin.isatty() and click.confirm(
             "Drop all state and re-ingest every input?", default=False)):
         raise ReconcileError("--full-refresh drops all state: confirm on a terminal or add "
@@ -231,6 +186,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
                         report=obj.progress(), debug=obj.debug)
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve
+    parked = False
     for program in programs:
         source_policy = bootstrap_policy or program.bootstrap_policy
         outcome = ops.apply_pipeline(
@@ -239,6 +195,14 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
             full_refresh=full_refresh,
             confirm=_confirm if interactive and source_policy == "await_approval" else None)
         click.echo(outcome.message)
+        parked = parked or outcome.result == "awaiting-approval"
+    if parked:
+        sys.exit(AWAITING_APPROVAL_EXIT)
+
+
+AWAITING_APPROVAL_EXIT = 3
+"""`apply`'s exit code when a change was recorded and awaits approval: a script tells it
+from an apply that happened (0) and from an error (1)."""
 
 
 def _confirm(plan: PipelinePlan) -> bool:
@@ -476,4 +440,5 @@ cli.add_command(doctor_command)
 
 def main() -> None:
     one_shot_process()  # this process ends with its command (`plan.planner`)
+    raise_on_sigterm()
     cli(prog_name="reconcile")

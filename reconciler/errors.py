@@ -89,3 +89,21 @@ def private_message(error: BaseException) -> str:
     """What the person who ran the command reads on their terminal: the detail of an error
     that quotes data, else the error's own one line. Never for what others may read."""
     return error.detail if isinstance(error, QuotesData) else str(error)
+
+
+class Terminated(BaseException):
+    """SIGTERM (a cancelled CI job, `kill`) turned into an exception in the main thread, as
+    Python turns SIGINT into KeyboardInterrupt: the command unwinds, so every lock it holds
+    is released on the way out, and nothing past the last manifest commit counts (the next
+    command discards or adopts what an interrupted write left, as after a crash)."""
+
+
+def raise_on_sigterm() -> None:
+    """Make SIGTERM raise `Terminated` in the main thread (the CLI's `main` only: a test
+    calling the CLI in its own process keeps its own handlers)."""
+    import signal
+
+    def terminated(number: int, frame: object) -> None:
+        raise Terminated(signal.Signals(number).name)
+
+    signal.signal(signal.SIGTERM, terminated)

@@ -74,6 +74,7 @@ class Engine:
     def spark(self) -> Any:
         from reconciler.engine.session import get_spark
 
+        self.report("start Spark", self.target)  # a JVM's start: the longest silence
         return get_spark(self.project.settings.spark, master=self.master, remote=self.remote,
                          log_level="WARN" if self.debug else "ERROR",
                          s3a=reaches_s3(self.project), kafka=reaches_kafka(self.project))

@@ -1,16 +1,22 @@
-"""Progress on a terminal while Spark works: which stage, which object, how long.
+"""Progress while Spark works: which stage, which object, how long.
 
-Steps and bootstraps call `report(stage, item)`; on a terminal this drives a
-rich progress line on stderr (gone when the command ends), elsewhere nothing.
-Views refreshed at once report from several threads; `refreshed` (a view's end,
-for timing reporters) is not shown.
+Steps and bootstraps call `report(stage, item)`. On a terminal this drives a rich
+progress line on stderr (gone when the command ends); elsewhere (a CI log, `| tee`,
+cron) each report is one plain line on stderr, stamped with the UTC time, and a view's
+end (`refreshed`) says how long its refresh took, so a slow first apply reads as
+progress, not a hang. `--quiet` (or `RECONCILE_PROGRESS=off` in the environment) shows
+nothing. Views refreshed at once report from several threads.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -22,11 +28,42 @@ def no_progress(stage: str, item: str) -> None:
     """The reporter when nobody watches (CI logs, pipes, tests)."""
 
 
+def shown_progress(quiet: bool) -> str:
+    """How progress is shown: `off` (`--quiet`, `RECONCILE_PROGRESS=off`), `live` on a
+    terminal, else `lines`."""
+    if quiet or os.environ.get("RECONCILE_PROGRESS", "").lower() == "off":
+        return "off"
+    return "live" if sys.stderr.isatty() else "lines"
+
+
+def line_progress(stamp: Callable[[], str] | None = None) -> Reporter:
+    """One line per report on stderr: `12:04:31Z refresh revenue_by_day`, and at a view's
+    end `12:04:33Z view revenue_by_day refreshed in 1.8 s`."""
+    started: dict[str, float] = {}
+    lock = threading.Lock()
+    clock = stamp or (lambda: datetime.now(UTC).strftime("%H:%M:%SZ"))
+
+    def report(stage: str, item: str) -> None:
+        now = time.monotonic()
+        with lock:
+            if stage == "refreshed":
+                seconds = now - started.pop(item, now)
+                line = f"view {item} refreshed in {seconds:.1f} s"
+            else:
+                if stage == "refresh":
+                    started[item] = now
+                line = f"{stage} {item}"
+            print(f"{clock()} {line}", file=sys.stderr, flush=True)
+
+    return report
+
+
 @contextmanager
-def terminal_progress(enabled: bool) -> Iterator[Reporter]:
-    """A reporter that shows `stage: item` with elapsed time, per stage, on stderr."""
-    if not enabled:
-        yield no_progress
+def terminal_progress(mode: str) -> Iterator[Reporter]:
+    """The reporter for `mode` (`shown_progress`): on a terminal, `stage: item` with
+    elapsed time, per stage, on stderr."""
+    if mode != "live":
+        yield line_progress() if mode == "lines" else no_progress
         return
     columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}[/bold] {task.description}"),
                TimeElapsedColumn())

@@ -53,21 +53,33 @@ class ConcurrentModificationError(StateBackendError):
 
 class LockHeldError(StateBackendError):
     """Another run holds the pipeline lock; ``holder`` says who, so the
-    operator can decide between waiting and ``force-unlock``."""
+    operator can decide between waiting and ``force-unlock``. The remedy is the command
+    exactly as it must be typed, offered as the way out only when the holder is known to
+    be gone (a process of this user on this host that no longer runs); for a holder that
+    still runs here it says to wait, and elsewhere it cannot be told from here."""
 
-    def __init__(self, location: str, holder: LockInfo) -> None:
+    def __init__(self, location: str, holder: LockInfo, pipeline: str = "") -> None:
         self.location = location
         self.holder = holder
+        self.pipeline = pipeline
+        unlock = (f"reconcile state force-unlock {holder.id}"
+                  + (f" -p {pipeline}" if pipeline else ""))
+        if holder.holder_is_gone():
+            remedy = f"its process {holder.pid} is gone: run `{unlock}`"
+        elif holder.holder_is_running():
+            remedy = (f"its process {holder.pid} still runs on this host: wait for it "
+                      "(--lock-timeout)")
+        else:
+            remedy = f"if that run is gone, run `{unlock}`"
         super().__init__(
             f"{location} is locked by {holder.who} (lock id {holder.id}, "
             f"operation {holder.operation!r}, created {holder.created}, "
-            f"{format_age(holder.age_seconds())} ago); if that run is gone, "
-            f"run `reconcile state force-unlock {holder.id}`"
+            f"{format_age(holder.age_seconds())} ago); {remedy}"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Custom __init__ args: keep the error picklable across processes.
-        return (type(self), (self.location, self.holder))
+        return (type(self), (self.location, self.holder, self.pipeline))
 
 
 class LockMismatchError(StateBackendError):
@@ -133,15 +145,24 @@ class LockInfo:
     def holder_is_gone(self) -> bool:
         """Whether the lock was taken by a process of this user on this host that no longer
         runs (a killed run): worth no wait. Elsewhere nothing can be told from here."""
+        return self._local_process() is False
+
+    def holder_is_running(self) -> bool:
+        """Whether the lock's process, of this user on this host, still runs."""
+        return self._local_process() is True
+
+    def _local_process(self) -> bool | None:
+        """Whether the holder's process runs; None when it is not this user's on this host
+        (or the lock names no process)."""
         if self.who != default_who() or not self.pid.isdigit():
-            return False
+            return None
         try:
             os.kill(int(self.pid), 0)
         except ProcessLookupError:
-            return True
-        except OSError:  # exists, someone else's
             return False
-        return False
+        except OSError:  # exists, someone else's
+            return True
+        return True
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LockInfo:

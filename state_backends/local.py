@@ -230,7 +230,7 @@ class LocalBackend(StateBackend):
                 holder = self.read_lock(pipeline)
                 if holder is None:
                     continue  # released between our attempt and our read: retry
-                raise LockHeldError(str(path), holder) from None
+                raise LockHeldError(str(path), holder, pipeline) from None
             except OSError as exc:
                 raise StateBackendError(f"cannot create {path}: {exc.strerror or exc}") from exc
             try:

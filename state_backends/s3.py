@@ -237,7 +237,7 @@ class S3Backend(StateBackend):
             if holder is not None and holder.id == info.id:
                 return info  # our own PUT landed; a botocore retry hit the precondition
             if holder is not None:
-                raise LockHeldError(self._loc(key), holder)
+                raise LockHeldError(self._loc(key), holder, pipeline)
             # 409 while a competing write was in flight, or the holder released
             # between our PUT and our read: back off briefly and try again.
             time.sleep(0.05 * (attempt + 1))

@@ -33,6 +33,11 @@ pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtur
 # them: docs/clusters.md, "Which writer the tests run".
 os.environ.setdefault("RECONCILE_DELTA_WRITER", "delta-rs")
 
+# Off a terminal every command prints a progress line per stage on stderr, which CliRunner
+# mixes into the output the tests read; tests/test_progress.py turns them on where they are
+# the subject. Subprocesses inherit it.
+os.environ.setdefault("RECONCILE_PROGRESS", "off")
+
 DUMMY_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

@@ -88,3 +88,32 @@ def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession,
     assert enriched(project) == OLD
     rows = query(project, "grades", "SELECT count(*) AS n FROM students")
     assert rows == [{"n": 2}]
+
+
+@pytest.mark.parametrize(("signal_point", "code", "name"), [("term", 143, "SIGTERM"),
+                                                            ("int", 130, "SIGINT")])
+def test_an_interrupted_apply_releases_its_lock_and_says_so(
+        spark: SparkSession, remote: str, tmp_path: Path, signal_point: str, code: int,
+        name: str) -> None:
+    """A cancelled CI job (SIGTERM) or Ctrl-C (SIGINT) mid-bootstrap: one line, the shell's
+    exit code, no lock left behind, and the next apply resumes the approved change."""
+    project = copy_example("grades", tmp_path)
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "execute", "-p", "grades", STUDENTS)
+    reconcile(project, "execute", "-p", "grades", GRADES)
+    apply_seed_modification(project)
+    stopped = subprocess.run(
+        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve",
+         "--spark-remote", remote],
+        env={**os.environ, "RECONCILE_CRASH_AT":
+             f"{signal_point}:bootstrap-after-view:avg_grade"},
+        capture_output=True, text=True, check=False, timeout=300)
+    assert stopped.returncode == code, stopped.stderr
+    assert stopped.stderr.strip().splitlines() == [
+        f"error: interrupted by {name} during compute view avg_grade; locks "
+        "released, the last committed state stands"]
+    assert manifest(project, "grades")["status"] == "Bootstrapping"
+    assert "locked by" not in reconcile(project, "status")
+    assert "bootstrapped" in reconcile(project, "apply")  # no force-unlock needed
+    assert manifest(project, "grades")["status"] == "Running"
+    assert enriched(project) == NEW

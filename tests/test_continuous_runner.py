@@ -108,7 +108,7 @@ def test_runner_survives_applies_pauses_and_stops_on_sigterm(spark: SparkSession
 
         # Awaiting approval: the runner pauses the pipeline, then resumes after `approve`.
         configure(project, threshold=75, policy="await_approval")
-        reconcile(project, "apply")
+        reconcile(project, "apply", expect=3)
         assert manifest(project, "p")["status"] == "AwaitingApproval"
         feed(project, "c.json", range(11, 16))
         eventually(lambda: "paused" in (tmp_path / "runner.log").read_text(), "the pause",

@@ -31,7 +31,7 @@ def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
     before = versions(project, "grades")
 
     apply_seed_modification(project)
-    reconcile(project, "apply")  # not a terminal: await_approval records the change
+    reconcile(project, "apply", expect=3)  # not a terminal: await_approval records it
     status = json.loads(reconcile(project, "status", "-p", "grades", "--json"))
     assert status["status"] == "AwaitingApproval"
     assert status["delta_writer"] == "delta-rs"  # the test run's writer (conftest)
@@ -73,7 +73,7 @@ def test_reverting_a_change_awaiting_approval_returns_to_running(spark: SparkSes
     original = (project / "pipelines/grades/program.sql").read_text()
     spec = (project / "pipelines/grades/pipeline.yaml").read_text()
     apply_seed_modification(project)
-    reconcile(project, "apply")
+    reconcile(project, "apply", expect=3)
     assert manifest(project, "grades")["status"] == "AwaitingApproval"
     (project / "pipelines/grades/program.sql").write_text(original)
     (project / "pipelines/grades/pipeline.yaml").write_text(spec)

@@ -1,0 +1,77 @@
+"""What every `reconcile` command shares: its context, and how its errors end it.
+
+The group turns the product's errors into one line on stderr and exit code 1 (`--debug`
+shows the traceback instead), Spark dying under a command into one line naming what it
+was doing, and SIGINT and SIGTERM into one line and exit codes 130 and 143, as a shell
+reports them, once the command has unwound and released its locks (`errors.Terminated`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.errors import ReconcileError, Terminated, private_message
+from reconciler.progress import Reporter, shown_progress, terminal_progress
+from state_backends import StateBackendError
+
+
+@dataclass
+class CliContext:
+    project_dir: Path
+    debug: bool
+    context: click.Context
+    quiet: bool = False  # no progress (`progress.shown_progress`)
+
+    during: str | None = None  # the stage and object Spark works on, for failure messages
+
+    def enter(self, manager: Any) -> Any:
+        """Enter a context manager for the rest of the command (closed when it ends)."""
+        return self.context.with_resource(manager)
+
+    def progress(self) -> Reporter:
+        """The progress reporter (a live line on a terminal, plain lines elsewhere) that also
+        remembers the stage."""
+        shown = self.enter(terminal_progress(shown_progress(self.quiet)))
+
+        def report(stage: str, item: str) -> None:
+            self.during = f"{stage} {item}"
+            shown(stage, item)
+
+        return report
+
+
+pass_cli = click.make_pass_decorator(CliContext)
+class ReconcileGroup(click.Group):
+    """A click group that turns product errors into one line and exit code 1."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, Terminated) as stop:  # 130 and 143, as a shell reports
+            signal, code = ("SIGTERM", 143) if isinstance(stop, Terminated) else ("SIGINT", 130)
+            state = ctx.obj if isinstance(ctx.obj, CliContext) else None
+            during = f" during {state.during}" if state and state.during else ""
+            click.echo(f"error: interrupted by {signal}{during}; locks released, the last "
+                       "committed state stands", err=True)
+            sys.exit(code)
+        except (ReconcileError, StateBackendError) as error:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"error: {private_message(error)}", err=True)  # row values: here only
+            sys.exit(1)
+        except Exception as error:
+            # Spark dying (out of memory, a killed JVM, a lost Connect server) is one line,
+            # not pages of Java; anything else is a bug and keeps its traceback.
+            from reconciler.engine.failures import engine_failure
+
+            state = ctx.obj if isinstance(ctx.obj, CliContext) else None
+            failure = engine_failure(error, state.during if state else None)
+            if failure is None or ctx.params.get("debug"):
+                raise
+            click.echo(f"error: {failure}", err=True)
+            sys.exit(1)
