@@ -455,3 +455,28 @@ def test_backend_from_url_rejects(url: str) -> None:
         backend_from_url(url, Path("/proj"))
     if url:
         assert repr(url) in str(info.value)
+
+
+def test_the_unlock_remedy_is_offered_only_for_a_lock_whose_process_is_gone(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = harness.backend
+    live = backend.acquire_lock(PIPE, "run")  # this process: it still runs
+    with pytest.raises(LockHeldError) as waited:
+        backend.acquire_lock(PIPE, "apply")
+    assert f"its process {live.pid} still runs on this host: wait for it" in str(waited.value)
+    assert "force-unlock" not in str(waited.value)
+    backend.release_lock(PIPE, live.id)
+
+    gone_pid = subprocess.Popen(["true"])  # a process that has ended
+    gone_pid.wait()
+    monkeypatch.setattr("state_backends.base.os.getpid", lambda: gone_pid.pid)
+    gone = backend.acquire_lock(PIPE, "run")
+    monkeypatch.undo()
+    with pytest.raises(LockHeldError) as refused:
+        backend.acquire_lock(PIPE, "apply")
+    assert str(refused.value).endswith(f"its process {gone_pid.pid} is gone: run "
+                                       f"`reconcile state force-unlock {gone.id} -p {PIPE}`")
+
+    elsewhere = LockHeldError("somewhere", LockInfo.new("run", who="ci@runner-7"), PIPE)
+    assert str(elsewhere).endswith("if that run is gone, run `reconcile state force-unlock "
+                                   f"{elsewhere.holder.id} -p {PIPE}`")
