@@ -19,7 +19,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each
   commit) and ``preview`` (``plan --preview``), ``statements``
   (``execute`` and ``query``) with ``query_output``, ``runner`` (``run --continuous`` as a service)
-  with its ``metrics``, ``status`` (``reconcile status``, without Spark), the
+  with its ``metrics``, ``status`` (``reconcile status``, without Spark) with
+  ``step_failures`` (the last failed step, kept for it), the
   ``manifest`` with ``relation_records`` and ``connector_records`` (its typed records)
   and ``state`` (the commit point and where it is stored), ``errors``
   and small shared helpers (``layout``, ``progress``, ``faults``, ``redact``;

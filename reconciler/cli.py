@@ -38,6 +38,7 @@ from reconciler.runner import MAX_FAILURES, RunnerReports, run_continuously
 from reconciler.scaffold import scaffold
 from reconciler.state import open_backend, read_manifest
 from reconciler.status import history_expectations, print_status, status_reports
+from reconciler.step_failures import recorded
 
 
 @click.group(cls=ReconcileGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -277,13 +278,15 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
         reports = RunnerReports(backend.write_runner_report, interval)
         backend.on_lock_wait = lambda name, holder: reports.say(
             name, "waiting_for_lock", f"held by {holder.who} ({holder.operation})")
-        run_continuously(lambda name: ops.run_pipeline(project, backend, engine, name)[0],
+        run_continuously(lambda name: recorded(backend, name, lambda: ops.run_pipeline(
+                             project, backend, engine, name)[0]),
                          names, interval, echo=click.echo, release=backend.release_if_held,
                          max_failures=max_failures, metrics=metrics, reports=reports)
         return
     held: list[str] = []  # bad input files: the other pipelines and connectors still step
     for name in names:
-        outcome = ops.run_pipeline(project, backend, engine, name)[0]
+        outcome = recorded(backend, name,
+                           lambda name=name: ops.run_pipeline(project, backend, engine, name)[0])
         held.extend(outcome.details.get("bad_input", {}).values())
         if outcome.result != "input-failed":
             click.echo(outcome.message)

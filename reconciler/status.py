@@ -4,8 +4,9 @@ Status, serial, when it was committed, the last step and how long it took, the
 input waiting (files or source versions no step has taken yet), row counts,
 connectors (with the files a `skip` connector set aside), who holds the lock (a
 runner's step, an apply it waits for), and what the continuous runner last said of
-itself (its state, the connectors a bad file holds), as JSON for scripts or as a few
-lines for people. Nothing here starts Spark.
+itself (its state, the connectors a bad file holds), and the last failed step
+(`step_failures`: nothing commits a failure), as JSON for scripts or as a few lines for
+people. Nothing here starts Spark.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def status_reports(project: Project, backend: StateBackend,
             "delta_writer": manifest.engine.get("delta_writer") if manifest else None,
             "lock": lock.to_dict() if lock else None,
             "runner": backend.read_runner_report(name),
+            "last_failure": backend.read_step_failure(name),
         })
     return reports
 
@@ -129,6 +131,9 @@ def print_status(reports: list[dict[str, Any]]) -> None:
             click.echo(f"  {relation}: {rows} rows")
         for line in expectation_lines(step.get("expectations") or {}, report["expectations"]):
             click.echo(f"  {line}")
+        failure = report["last_failure"]
+        if failure:
+            click.echo(f"  last step failed at {failure['at']}: {failure['reason']}")
         runner = report["runner"]
         if runner:
             click.echo(f"  runner: {runner_line(runner)}")

@@ -36,6 +36,7 @@ MANIFEST_NAME = "manifest.json"
 HISTORY_DIR = "history"
 LOCK_NAME = "lock"
 RUNNER_NAME = "runner.json"
+FAILURE_NAME = "last_failure.json"
 
 # Pipeline names become path segments / key parts, so keep them boring: this
 # rules out traversal ("..", "a/b") and keys that S3 consoles render oddly.
@@ -325,6 +326,20 @@ class StateBackend(ABC):
             return None if data is None else decode_object(data, RUNNER_NAME)
         except StateBackendError:
             return None
+
+    def write_step_failure(self, pipeline: str, failure: dict[str, Any]) -> None:
+        """Replace the pipeline's last failed step (`FAILURE_NAME`; `{}` once a step
+        succeeds): nothing commits a failed step, so this is where `status` finds it."""
+        self._write_object(pipeline, FAILURE_NAME, encode_document(failure))
+
+    def read_step_failure(self, pipeline: str) -> dict[str, Any] | None:
+        """The last failed step, or None (none recorded, cleared, or not decodable)."""
+        data = self._read_object(pipeline, FAILURE_NAME)
+        try:
+            failure = None if data is None else decode_object(data, FAILURE_NAME)
+        except StateBackendError:
+            return None
+        return failure or None
 
     @abstractmethod
     def _write_object(self, pipeline: str, name: str, data: bytes) -> None:

@@ -98,10 +98,16 @@ def test_an_unreadable_file_holds_its_connector_and_the_others_step(
     table.update_incremental()
     assert table.version() == version, "the held batch wrote to its table"
     assert grades(project) == []
+    # The failure stays visible after the command: status names it and what it holds.
+    [report] = json.loads(reconcile(project, "status", "--json"))
+    assert report["last_failure"]["held"] == {"grades_in": error.removeprefix("error: ")}
+    assert f"last step failed at {report['last_failure']['at']}: input connector " \
+        "'grades_in'" in reconcile(project, "status")
 
     # Fixed in place, the file goes in with the rest of its batch, once.
     parquet_file(project / "input/grades/b.parquet", [(2, 70)])
     assert "step committed" in reconcile(project, "run")
+    assert json.loads(reconcile(project, "status", "--json"))[0]["last_failure"] is None
     assert grades(project) == [(1, 90), (2, 70), (2, 80)]
     assert_views_equal_their_queries(project)
     assert "no new input" in reconcile(project, "run")
