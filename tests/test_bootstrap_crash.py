@@ -27,15 +27,21 @@ NEW = [("Alice", "algebra", 96), ("Alice", "physics", 88), ("Bob", "algebra", 91
        ("Bob", "physics", 92)]
 
 
-@pytest.mark.parametrize("point", ["bootstrap-started", "bootstrap-after-view:avg_grade",
-                                   "bootstrap-before-commit"])
-def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, remote: str,
-                                                    tmp_path: Path, point: str) -> None:
-    project = copy_example("grades", tmp_path)
+def seeded_and_modified(root: Path) -> Path:
+    """The seed story deployed with its rows, then changed (a bootstrap to approve)."""
+    project = copy_example("grades", root)
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "grades", STUDENTS)
     reconcile(project, "execute", "-p", "grades", GRADES)
     apply_seed_modification(project)
+    return project
+
+
+@pytest.mark.parametrize("point", ["bootstrap-started", "bootstrap-after-view:avg_grade",
+                                   "bootstrap-before-commit"])
+def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, remote: str,
+                                                    tmp_path: Path, point: str) -> None:
+    project = seeded_and_modified(tmp_path)
 
     # The killed apply is a Spark Connect client (no JVM to start); the rest runs embedded.
     killed = subprocess.run(
@@ -97,11 +103,7 @@ def test_an_interrupted_apply_releases_its_lock_and_says_so(
         name: str) -> None:
     """A cancelled CI job (SIGTERM) or Ctrl-C (SIGINT) mid-bootstrap: one line, the shell's
     exit code, no lock left behind, and the next apply resumes the approved change."""
-    project = copy_example("grades", tmp_path)
-    reconcile(project, "apply", "--auto-approve")
-    reconcile(project, "execute", "-p", "grades", STUDENTS)
-    reconcile(project, "execute", "-p", "grades", GRADES)
-    apply_seed_modification(project)
+    project = seeded_and_modified(tmp_path)
     stopped = subprocess.run(
         [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve",
          "--spark-remote", remote],
