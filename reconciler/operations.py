@@ -21,7 +21,7 @@ from reconciler.desired.program import Program
 from reconciler.desired.project import PIPELINE_FILE, Project, settings_summary
 from reconciler.engine.bootstrap import bootstrap
 from reconciler.engine.jars import needs_s3a
-from reconciler.engine.step import StepResult, has_pending_input, run_step
+from reconciler.engine.step import StepResult, has_pending_input, missing_inputs, run_step
 from reconciler.errors import PipelinePaused, ReconcileError, public_message
 from reconciler.faults import crash_point
 from reconciler.manifest import Manifest
@@ -440,7 +440,8 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             check_committed_options(name, program, project.settings.allow_file_cleanup)
         if insert is None and not has_pending_input(program, manifest.relations,
                                                     manifest.connectors, project.root):
-            return Outcome(name, "idle", f"{name}: no new input", manifest.serial), StepResult()
+            return Outcome(name, "idle", "; ".join([f"{name}: no new input", *missing_inputs(
+                program, project.root)]), manifest.serial), StepResult()
         started = time.monotonic()
         runtime = engine.runtime(name, program, manifest.relations)
         step = run_step(runtime, manifest.connectors, serial=manifest.serial + 1,

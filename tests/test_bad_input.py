@@ -184,3 +184,15 @@ def test_changing_on_bad_input_resets_no_offsets(spark: SparkSession, tmp_path: 
     assert state["program"]["connectors"]["grades_in"]["on_bad_input"] == "skip"
     assert "no new input" in reconcile(project, "run"), "a kept offset reads nothing again"
     assert grades(project) == [(1, 90)]
+
+
+def test_a_mistyped_input_path_is_named_at_each_idle_run(spark: SparkSession,
+                                                         tmp_path: Path) -> None:
+    project = project_with(tmp_path, "json")
+    reconcile(project, "apply", "--auto-approve")
+    json_file(project / "input/visits/v.json", [{"student_id": 1, "room": "lab"}])
+    assert "step committed" in reconcile(project, "run")
+    missing = (project / "input/grades").resolve()
+    assert reconcile(project, "run").strip() == (
+        "p: no new input; input connector 'grades_in' reads input/grades, which does not "
+        f"exist ({missing})")

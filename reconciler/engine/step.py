@@ -89,6 +89,16 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
     return discarded
 
 
+def missing_inputs(program: dict[str, Any], base_dir: Path) -> list[str]:
+    """One line per input connector whose local folder does not exist: a mistyped `path`
+    would otherwise read as `no new input` forever. Object stores are not listed here."""
+    return [f"input connector '{name}' reads {connector.path}, which does not exist "
+            f"({connector.local_location})"
+            for name, connector in connector_definitions(program, base_dir).items()
+            if connector.is_input and connector.local_location is not None
+            and not Path(connector.local_location).exists()]
+
+
 def has_pending_input(program: dict[str, Any], relations: dict[str, RelationRecord],
                       connectors: dict[str, ConnectorState], base_dir: Path) -> bool:
     """Whether a step could find anything to do, decided without Spark.
