@@ -13,7 +13,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
   connectors, a step, a bootstrap). The only package that imports pyspark.
 * ``github/``: the GitHub Action (``reconcile github``) and its REST client.
 * At the top: ``cli`` (flags in, calls out; ``cli_context`` its context, errors and
-  signals as exit codes; ``cli_options`` the options commands
+  signals as exit codes; ``cli_state`` for ``reconcile state``; ``cli_options`` the options
+  commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each
@@ -23,7 +24,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
   ``step_failures`` (the last failed step, kept for it), the
   ``manifest`` with ``relation_records`` and ``connector_records`` (its typed records)
   and ``state`` (the commit point and where it is stored), ``errors``
-  and small shared helpers (``layout``, ``progress``, ``faults``, ``redact``;
+  and small shared helpers (``layout``, ``progress``, ``process`` (what the CLI's own
+  process says of itself), ``faults``, ``redact``;
   ``git`` and ``child_process``, which run helper programs without obeying a pull
   request's files or passing on secrets), and ``scaffold`` (``reconcile init``).
 

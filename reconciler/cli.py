@@ -10,10 +10,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from reconciler import __version__
 from reconciler.cli_context import CliContext, ReconcileGroup, pass_cli
@@ -25,20 +24,17 @@ from reconciler.cli_options import (
     engine_options,
     lock_option,
 )
+from reconciler.cli_state import state
 from reconciler.cli_test import test_command
-from reconciler.desired.project import display, duration_seconds, load_project
-from reconciler.desired.workspace import load_programs, select_pipelines
-from reconciler.errors import ReconcileError, raise_on_sigterm
-from reconciler.plan.document import PipelinePlan, git_info, load_plan_file, plan_document
-from reconciler.plan.markdown import render_markdown
-from reconciler.plan.planner import compute_plan, one_shot_process
-from reconciler.plan.terminal import render_plan
-from reconciler.query_output import print_rows
-from reconciler.runner import MAX_FAILURES, RunnerReports, run_continuously
-from reconciler.scaffold import scaffold
-from reconciler.state import open_backend, read_manifest
-from reconciler.status import history_expectations, print_status, status_reports
-from reconciler.step_failures import recorded
+from reconciler.desired.setting_values import duration_seconds
+from reconciler.errors import ReconcileError
+from reconciler.process import one_shot_process, raise_on_sigterm
+from reconciler.runner import MAX_FAILURES
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from reconciler.plan.document import PipelinePlan
 
 
 @click.group(cls=ReconcileGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,6 +57,9 @@ def cli(ctx: click.Context, project_dir: Path, debug: bool, quiet: bool) -> None
 @pass_cli
 def init(obj: CliContext, directory: Path | None, pipeline_name: str) -> None:
     """Create a new project: reconcile.yaml, one pipeline, and the GitHub workflow."""
+    from reconciler.desired.project import display
+    from reconciler.scaffold import scaffold
+
     target = directory or obj.project_dir
     for path in scaffold(target, pipeline_name):
         click.echo(f"created {display(path)}")
@@ -72,6 +71,8 @@ def init(obj: CliContext, directory: Path | None, pipeline_name: str) -> None:
 @pass_cli
 def validate(obj: CliContext, pipeline: str | None) -> None:
     """Parse and check every pipeline; print a short summary of each."""
+    from reconciler.desired.workspace import load_programs
+
     _, programs = load_programs(obj.project_dir, pipeline)
     for program in programs:
         inputs = sum(1 for c in program.connectors.values() if c.direction == "input")
@@ -84,6 +85,8 @@ def validate(obj: CliContext, pipeline: str | None) -> None:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
@@ -105,6 +108,10 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
          as_json: bool, detailed_exitcode: bool, preview: str | None,
          backend_url: str | None) -> None:
     """Show what apply would change: added, modified and removed tables, views, connectors."""
+    from reconciler.plan.markdown import render_markdown
+    from reconciler.plan.planner import compute_plan
+    from reconciler.plan.terminal import render_plan
+
     document = compute_plan(obj.project_dir, pipeline, backend_url)
     if preview:
         from reconciler.preview import preview_checkout  # the engine layer: Spark
@@ -127,6 +134,10 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
               default="terminal", show_default=True, help="How to render the plan.")
 def show(plan_file: Path, output_format: str) -> None:
     """Render a saved plan artifact."""
+    from reconciler.plan.document import load_plan_file
+    from reconciler.plan.markdown import render_markdown
+    from reconciler.plan.terminal import render_plan
+
     document = load_plan_file(plan_file)
     if output_format == "markdown":
         click.echo(render_markdown(document), nl=False)
@@ -175,6 +186,10 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
 
     Exits 3 when a change was only recorded, awaiting approval (`bootstrap_policy:
     await_approval` off a terminal): `reconcile approve` bootstraps it."""
+    from reconciler.desired.workspace import load_programs
+    from reconciler.plan.document import git_info, load_plan_file
+    from reconciler.state import open_backend
+
     if full_refresh and not auto_approve and not (sys.stdin.isatty() and click.confirm(
             "Drop all state and re-ingest every input?", default=False)):
         raise ReconcileError("--full-refresh drops all state: confirm on a terminal or add "
@@ -207,6 +222,9 @@ from an apply that happened (0) and from an error (1)."""
 
 
 def _confirm(plan: PipelinePlan) -> bool:
+    from reconciler.plan.document import plan_document
+    from reconciler.plan.terminal import render_plan
+
     render_plan(plan_document([plan], Path(".")), _console())
     return click.confirm(f"Bootstrap these changes to '{plan.name}'?", default=False)
 
@@ -222,6 +240,9 @@ def _confirm(plan: PipelinePlan) -> bool:
 def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Approve changes recorded as AwaitingApproval, then bootstrap them."""
+    from reconciler.desired.workspace import load_programs
+    from reconciler.state import open_backend, read_manifest
+
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     ops = _operations()
@@ -259,6 +280,12 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     A single step refuses a locked pipeline at once unless --lock-timeout says to wait; a
     continuous run waits 5m by default, pauses a pipeline awaiting approval, retries
     failed steps with backoff and stops after the current step on SIGTERM or Ctrl-C."""
+    from reconciler.desired.project import load_project
+    from reconciler.desired.workspace import select_pipelines
+    from reconciler.runner import RunnerReports, run_continuously
+    from reconciler.state import open_backend
+    from reconciler.step_failures import recorded
+
     project = load_project(obj.project_dir)
     if lock_timeout is None:
         lock_timeout = (duration_seconds(LOCK_TIMEOUT) or 0.0) if continuous else 0.0
@@ -305,6 +332,10 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...) or delete them
     (DELETE FROM t WHERE ...), then run a step."""
+    from reconciler.desired.project import load_project
+    from reconciler.desired.workspace import select_pipelines
+    from reconciler.state import open_backend
+
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
@@ -327,6 +358,11 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
 def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
           backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Query materialized tables and views at their committed versions."""
+    from reconciler.desired.project import load_project
+    from reconciler.desired.workspace import select_pipelines
+    from reconciler.query_output import print_rows
+    from reconciler.state import open_backend
+
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
@@ -348,6 +384,11 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
 @pass_cli
 def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: str | None) -> None:
     """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
+    from reconciler.desired.project import load_project
+    from reconciler.desired.workspace import select_pipelines
+    from reconciler.state import open_backend
+    from reconciler.status import print_status, status_reports
+
     project = load_project(obj.project_dir)
     reports = status_reports(project, open_backend(project, backend_url),
                              select_pipelines(project, pipeline))
@@ -355,73 +396,6 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
         click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))
         return
     print_status(reports)
-
-
-@cli.group()
-def state() -> None:
-    """Inspect the state backend and release stuck locks."""
-
-
-@state.command("show")
-@click.option("--pipeline", "-p", required=True, help="The pipeline.")
-@backend_option
-@pass_cli
-def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
-    """Print the committed manifest."""
-    backend = open_backend(load_project(obj.project_dir), backend_url)
-    stored = backend.read_manifest(pipeline)
-    if stored is None:
-        raise ReconcileError(f"pipeline '{pipeline}' has no manifest in {backend.url}")
-    click.echo(json.dumps(stored.document, indent=2, sort_keys=True))
-
-
-@state.command("history")
-@click.option("--pipeline", "-p", required=True, help="The pipeline.")
-@backend_option
-@pass_cli
-def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
-    """List the committed serials with their status and time."""
-    backend = open_backend(load_project(obj.project_dir), backend_url)
-    for serial in backend.list_history(pipeline):
-        document = backend.read_history(pipeline, serial)
-        click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
-                   f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}"
-                   f"{history_expectations(document)}")
-
-
-@state.command("gc")
-@click.option("--pipeline", "-p", help="Only this pipeline (default: all deployed).")
-@click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
-@backend_option
-@pass_cli
-def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
-             backend_url: str | None) -> None:
-    """Delete files no retained manifest can read (the pass every commit runs)."""
-    project = load_project(obj.project_dir)
-    backend = open_backend(project, backend_url)
-    names = [pipeline] if pipeline else backend.list_pipelines()
-    ops = _operations()
-    for name in names:
-        with backend.locked(name, "gc"):
-            done = ops.collect_garbage(project, backend, name, dry_run=dry_run, strict=True)
-        files, size = (len(done.files), done.bytes) if done else (0, 0)
-        for path in (done.files if done and dry_run else []):
-            click.echo(f"  {path}")
-        verb = "would remove" if dry_run else "removed"
-        click.echo(f"{name}: {verb} {files} file(s), {size:,} bytes")
-
-
-@state.command("force-unlock")
-@click.argument("lock_id")
-@click.option("--pipeline", "-p", required=True, help="The locked pipeline.")
-@backend_option
-@pass_cli
-def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
-                       backend_url: str | None) -> None:
-    """Release a stuck lock, given the id its holder reported."""
-    backend = open_backend(load_project(obj.project_dir), backend_url)
-    backend.force_unlock(pipeline, lock_id)
-    click.echo(f"{pipeline}: lock {lock_id} released")
 
 
 @cli.command()
@@ -438,6 +412,7 @@ def github(obj: CliContext) -> None:
 
 
 cli.add_command(test_command)
+cli.add_command(state)
 cli.add_command(doctor_command)
 
 

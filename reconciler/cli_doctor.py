@@ -13,17 +13,18 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import click
 
-from reconciler.desired.project import Project, load_project
 from reconciler.errors import ReconcileError, private_message
-from reconciler.state import open_backend
 from state_backends import StateBackendError
 
-Check = Callable[[Project], str]
+if TYPE_CHECKING:  # the CLI's `--help` imports this module: project files load when asked
+    from reconciler.desired.project import Project
+
+Check = Callable[["Project"], str]
 """A check returns what it found, or raises `NeedsFix` with what to do."""
 
 
@@ -63,6 +64,8 @@ def check_writer(project: Project) -> str:
 
 
 def check_backend(project: Project) -> str:
+    from reconciler.state import open_backend
+
     try:
         backend = open_backend(project)
         pipelines = backend.list_pipelines()
@@ -101,6 +104,8 @@ CHECKS: dict[str, Check] = {"java": check_java, "writer": check_writer,
 @click.pass_obj
 def doctor_command(obj: Any) -> None:
     """Check Java, Delta's jars and writer, the state backend and the storage."""
+    from reconciler.desired.project import load_project
+
     project = load_project(obj.project_dir)
     broken = 0
     for name, check in CHECKS.items():

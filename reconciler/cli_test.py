@@ -17,9 +17,6 @@ from typing import Any
 
 import click
 
-from reconciler.desired.project import display
-from reconciler.desired.view_test_files import load_view_tests
-from reconciler.desired.workspace import load_programs
 from reconciler.errors import ReconcileError
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -40,6 +37,10 @@ long-lived session keeps Java's defaults."""
 def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: bool) -> None:
     """Run the view tests (pipelines/*/tests/*.yaml) on embedded Spark, with no state: each
     view on its fixture rows, and with a change, maintained and recomputed."""
+    from reconciler.desired.project import display  # loaded when run, not for `--help`
+    from reconciler.desired.view_test_files import load_view_tests
+    from reconciler.desired.workspace import load_programs
+
     project, programs = load_programs(obj.project_dir, pipeline)
     selected = []
     for program in programs:

@@ -97,13 +97,3 @@ class Terminated(BaseException):
     is released on the way out, and nothing past the last manifest commit counts (the next
     command discards or adopts what an interrupted write left, as after a crash)."""
 
-
-def raise_on_sigterm() -> None:
-    """Make SIGTERM raise `Terminated` in the main thread (the CLI's `main` only: a test
-    calling the CLI in its own process keeps its own handlers)."""
-    import signal
-
-    def terminated(number: int, frame: object) -> None:
-        raise Terminated(signal.Signals(number).name)
-
-    signal.signal(signal.SIGTERM, terminated)

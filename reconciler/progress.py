@@ -18,9 +18,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 Reporter = Callable[[str, str], None]
 
 
@@ -65,6 +62,9 @@ def terminal_progress(mode: str) -> Iterator[Reporter]:
     if mode != "live":
         yield line_progress() if mode == "lines" else no_progress
         return
+    from rich.console import Console  # a terminal's display only: `--help` does without
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}[/bold] {task.description}"),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "reconciler"
 
 SHARED = {"reconciler", "reconciler.errors", "reconciler.faults", "reconciler.progress",
           "reconciler.layout", "reconciler.redact",
-          "reconciler.child_process", "reconciler.git"}
+          "reconciler.child_process", "reconciler.git", "reconciler.process"}
 """Leaf helpers any layer may use; they import nothing of the package but its version."""
 STATE = {"reconciler.manifest", "reconciler.relation_records", "reconciler.connector_records",
          "reconciler.state"}

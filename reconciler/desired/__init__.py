@@ -1,7 +1,8 @@
 """Reading a project: from files on disk to a validated, fingerprinted program.
 
 Owns YAML with line numbers (``documents``), ``reconcile.yaml`` and
-``pipeline.yaml`` (``project``), Spark SQL statements (``sql``) and how deeply
+``pipeline.yaml`` (``project``, the values its settings take in ``setting_values``),
+Spark SQL statements (``sql``) and how deeply
 they may nest (``nesting``), what a view may do (``safety``), resolving its names
 as Spark's analyzer will (``resolution``),
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -28,6 +28,7 @@ from reconciler.desired.documents import (
     refuse_outside,
 )
 from reconciler.desired.kafka_settings import ENV_OPTION_PATTERN
+from reconciler.desired.setting_values import BootstrapPolicy, duration_seconds
 from reconciler.errors import ReconcileError
 from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
@@ -40,8 +41,6 @@ MAX_SQL_BYTES = 8 << 20
 views is well under 1 MiB. It bounds the memory a file costs, whatever `stat()` says of
 its size (a pipe or a device says 0)."""
 
-BootstrapPolicy = Literal["await_approval", "allow", "reject"]
-POLICIES: tuple[str, ...] = get_args(BootstrapPolicy)
 
 
 class _Strict(BaseModel):
@@ -98,17 +97,6 @@ def check_project_conf(settings: ProjectSettings, document: YamlDocument, shown:
                 "settings; what loads code, passes JVM options or environment, or changes "
                 "the catalog belongs in the cluster's spark-defaults.conf",
                 file=shown, line=document.line_of(("spark", "conf", key)))
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)?")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration_seconds(text: str) -> float | None:
-    """Seconds in a duration like `90s`, `30m`, `1h`, `2d` (a bare number is seconds); None
-    when the text is not one."""
-    match = _DURATION.fullmatch(text.strip())
-    return None if match is None else float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
 
 
 class RetentionSettings(_Strict):

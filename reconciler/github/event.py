@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.project import NAME_PATTERN, POLICIES
+from reconciler.desired.project import NAME_PATTERN
+from reconciler.desired.setting_values import POLICIES
 from reconciler.errors import ReconcileError
 from reconciler.github.client import DEFAULT_API_URL, GitHubClient
 

@@ -28,7 +28,6 @@ from reconciler.desired.documents import parse_yaml
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import (
     PIPELINE_FILE,
-    POLICIES,
     PROJECT_FILE,
     Project,
     ProjectSettings,
@@ -37,6 +36,7 @@ from reconciler.desired.project import (
     project_settings,
     settings_summary,
 )
+from reconciler.desired.setting_values import POLICIES
 from reconciler.desired.workspace import load_source, select_pipelines
 from reconciler.errors import ReconcileError
 from reconciler.git import repository_prefix

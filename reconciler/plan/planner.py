@@ -14,6 +14,7 @@ from reconciler.desired.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import load_source, select_pipelines
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_document, plan_pipeline
+from reconciler.process import is_one_shot
 from reconciler.state import open_backend, pipeline_layout, read_manifest
 from state_backends import LocalBackend, StateBackend
 
@@ -61,15 +62,6 @@ def committed_memos(project: Project, names: list[str], backend_url: str | None 
     return committed, memos
 
 
-_PROCESS = {"one_shot": False}
-
-
-def one_shot_process() -> None:
-    """Say that this process ends when its command does (the CLI's `main`, not a test
-    calling the CLI in its own process): a plan then leaves what it made to the exit."""
-    _PROCESS["one_shot"] = True
-
-
 @contextmanager
 def _no_collections() -> Iterator[None]:
     """Compute a plan with Python's cyclic garbage collector off.
@@ -80,7 +72,7 @@ def _no_collections() -> Iterator[None]:
     collects: at the threshold a plan used before (20,000) it ran about 40 times over a
     1,000-view plan, then once more over everything at the process's exit. Off, what
     became garbage is freed by the first collection after the plan, in one pass. In a
-    process that ends with its command (`one_shot_process`) what the plan made is frozen
+    process that ends with its command (`process.one_shot_process`) what the plan made is frozen
     instead (`gc.freeze`): no later collection reads it, the one at exit included, and
     the exit returns the memory. Measured in `bench/README.md` ("Plan time").
     """
@@ -89,7 +81,7 @@ def _no_collections() -> Iterator[None]:
     try:
         yield
     finally:
-        if _PROCESS["one_shot"]:
+        if is_one_shot():
             gc.freeze()
         if enabled:
             gc.enable()

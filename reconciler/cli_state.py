@@ -1,0 +1,93 @@
+"""`reconcile state`: the state backend read and repaired by hand (show, history, gc,
+force-unlock). Registered by `cli.py`; what it loads, it loads when a command runs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from reconciler.cli_context import CliContext, pass_cli
+from reconciler.cli_options import backend_option
+from reconciler.errors import ReconcileError
+
+
+@click.group()
+def state() -> None:
+    """Inspect the state backend and release stuck locks."""
+
+
+@state.command("show")
+@click.option("--pipeline", "-p", required=True, help="The pipeline.")
+@backend_option
+@pass_cli
+def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
+    """Print the committed manifest."""
+    from reconciler.desired.project import load_project
+    from reconciler.state import open_backend
+
+    backend = open_backend(load_project(obj.project_dir), backend_url)
+    stored = backend.read_manifest(pipeline)
+    if stored is None:
+        raise ReconcileError(f"pipeline '{pipeline}' has no manifest in {backend.url}")
+    click.echo(json.dumps(stored.document, indent=2, sort_keys=True))
+
+
+@state.command("history")
+@click.option("--pipeline", "-p", required=True, help="The pipeline.")
+@backend_option
+@pass_cli
+def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
+    """List the committed serials with their status and time."""
+    from reconciler.desired.project import load_project
+    from reconciler.state import open_backend
+    from reconciler.status import history_expectations
+
+    backend = open_backend(load_project(obj.project_dir), backend_url)
+    for serial in backend.list_history(pipeline):
+        document = backend.read_history(pipeline, serial)
+        click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
+                   f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}"
+                   f"{history_expectations(document)}")
+
+
+@state.command("gc")
+@click.option("--pipeline", "-p", help="Only this pipeline (default: all deployed).")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+@backend_option
+@pass_cli
+def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
+             backend_url: str | None) -> None:
+    """Delete files no retained manifest can read (the pass every commit runs)."""
+    from reconciler.desired.project import load_project
+    from reconciler.state import open_backend
+
+    project = load_project(obj.project_dir)
+    backend = open_backend(project, backend_url)
+    names = [pipeline] if pipeline else backend.list_pipelines()
+    from reconciler.operations import collect_garbage  # the engine layer: pyspark
+
+    for name in names:
+        with backend.locked(name, "gc"):
+            done = collect_garbage(project, backend, name, dry_run=dry_run, strict=True)
+        files, size = (len(done.files), done.bytes) if done else (0, 0)
+        for path in (done.files if done and dry_run else []):
+            click.echo(f"  {path}")
+        verb = "would remove" if dry_run else "removed"
+        click.echo(f"{name}: {verb} {files} file(s), {size:,} bytes")
+
+
+@state.command("force-unlock")
+@click.argument("lock_id")
+@click.option("--pipeline", "-p", required=True, help="The locked pipeline.")
+@backend_option
+@pass_cli
+def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
+                       backend_url: str | None) -> None:
+    """Release a stuck lock, given the id its holder reported."""
+    from reconciler.desired.project import load_project
+    from reconciler.state import open_backend
+
+    backend = open_backend(load_project(obj.project_dir), backend_url)
+    backend.force_unlock(pipeline, lock_id)
+    click.echo(f"{pipeline}: lock {lock_id} released")
