@@ -10,11 +10,20 @@ import click
 from reconciler.cli_context import CliContext, pass_cli
 from reconciler.cli_options import backend_option
 from reconciler.errors import ReconcileError
+from state_backends import StateBackend
 
 
 @click.group()
 def state() -> None:
     """Inspect the state backend and release stuck locks."""
+
+
+def _backend(obj: CliContext, backend_url: str | None) -> StateBackend:
+    """The project's state backend (`--backend` over reconcile.yaml), loaded when asked."""
+    from reconciler.desired.project import load_project
+    from reconciler.state import open_backend
+
+    return open_backend(load_project(obj.project_dir), backend_url)
 
 
 @state.command("show")
@@ -23,10 +32,7 @@ def state() -> None:
 @pass_cli
 def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """Print the committed manifest."""
-    from reconciler.desired.project import load_project
-    from reconciler.state import open_backend
-
-    backend = open_backend(load_project(obj.project_dir), backend_url)
+    backend = _backend(obj, backend_url)
     stored = backend.read_manifest(pipeline)
     if stored is None:
         raise ReconcileError(f"pipeline '{pipeline}' has no manifest in {backend.url}")
@@ -39,11 +45,9 @@ def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
 @pass_cli
 def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """List the committed serials with their status and time."""
-    from reconciler.desired.project import load_project
-    from reconciler.state import open_backend
     from reconciler.status import history_expectations
 
-    backend = open_backend(load_project(obj.project_dir), backend_url)
+    backend = _backend(obj, backend_url)
     for serial in backend.list_history(pipeline):
         document = backend.read_history(pipeline, serial)
         click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
@@ -85,9 +89,6 @@ def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
 def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
                        backend_url: str | None) -> None:
     """Release a stuck lock, given the id its holder reported."""
-    from reconciler.desired.project import load_project
-    from reconciler.state import open_backend
-
-    backend = open_backend(load_project(obj.project_dir), backend_url)
+    backend = _backend(obj, backend_url)
     backend.force_unlock(pipeline, lock_id)
     click.echo(f"{pipeline}: lock {lock_id} released")
