@@ -310,7 +310,9 @@ def test_starting_offsets_latest_reads_what_comes_after_the_apply(broker: Broker
                                                                   tmp_path: Path) -> None:
     topic = new_topic(broker)
     produce(broker, topic, orders(0, 6))
-    root = project(tmp_path, broker, topic, options="startingOffsets: latest")
+    # A client setting beside the engine's own (kafka.bootstrap.servers) reaches Spark's reader.
+    root = project(tmp_path, broker, topic,
+                   options="startingOffsets: latest, kafka.client.id: reconcile-test")
     reconcile(root, "apply", "--auto-approve")
     produce(broker, topic, orders(6, 4))
     reconcile(root, "run")

@@ -230,7 +230,7 @@ def _read(runtime: PipelineRuntime, connector: ConnectorDefinition,
     columns = [field.name for field in table_schema(
         runtime.program["tables"][connector.relation])]
     return (runtime.spark.read.format("kafka")
-            .options(**options, **client_options(endpoint_of(connector), options))
+            .options(**{**options, **client_options(endpoint_of(connector), options)})
             .option("assign", json.dumps(assign))
             .option("startingOffsets", json.dumps(offsets_json(
                 {partition: starts[partition] for partition in moving})))
@@ -300,8 +300,7 @@ def _first_malformed(parsed: DataFrame) -> tuple[int, str]:
     count = bad.count()
     if not count:
         return 0, ""
-    # One record: where the first malformed message is, for the message people read.
-    [first] = bad.orderBy("topic", "partition", "offset").limit(1).collect()
+    [first] = bad.orderBy("topic", "partition", "offset").limit(1).collect()  # 1 row: where
     return count, (f"topic {first['topic']} partition {first['partition']} offset "
                    f"{first['offset']}")
 
