@@ -8,7 +8,7 @@ import json
 import click
 
 from reconciler.cli_context import CliContext, pass_cli
-from reconciler.cli_options import backend_option
+from reconciler.cli_options import backend_option, json_option
 from reconciler.errors import ReconcileError
 from state_backends import StateBackend
 
@@ -42,14 +42,23 @@ def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
 @state.command("history")
 @click.option("--pipeline", "-p", required=True, help="The pipeline.")
 @backend_option
+@json_option
 @pass_cli
 def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """List the committed serials with their status and time."""
     from reconciler.status import history_expectations
 
     backend = _backend(obj, backend_url)
-    for serial in backend.list_history(pipeline):
-        document = backend.read_history(pipeline, serial)
+    documents = {serial: backend.read_history(pipeline, serial)
+                 for serial in backend.list_history(pipeline)}
+    if obj.as_json:
+        obj.emit({"pipeline": pipeline, "history": [
+            {"serial": serial, "status": document.get("status"),
+             "updated_at": document.get("updated_at"), "git_sha": document.get("git_sha"),
+             "expectations": (document.get("last_step") or {}).get("expectations") or {}}
+            for serial, document in documents.items()]})
+        return
+    for serial, document in documents.items():
         click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
                    f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}"
                    f"{history_expectations(document)}")
