@@ -24,6 +24,7 @@ from reconciler.desired.expectation_clauses import Expectation, split_expectatio
 from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
 from reconciler.desired.project import NAME_PATTERN, SqlSource
 from reconciler.desired.safety import check_substitution, check_view_query
+from reconciler.desired.syntax_errors import command_error, misspelling, parse_error, token_error
 from reconciler.errors import ReconcileError
 
 DIALECT = "spark"
@@ -159,7 +160,8 @@ def _split(source: SqlSource) -> list[tuple[list[Token], Location]]:
     try:
         tokens = tokenizer.tokenize(source.text)
     except TokenError as error:
-        raise _token_error(error, source, tokenizer.tokens) from None
+        raise token_error(error, source.text, source.display_path,
+                          tokenizer.tokens) from None
     statements: list[tuple[list[Token], Location]] = []
     current: list[Token] = []
     for token in [*tokens, None]:
@@ -171,31 +173,6 @@ def _split(source: SqlSource) -> list[tuple[list[Token], Location]]:
         else:
             current.append(token)
     return statements
-
-
-def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> ReconcileError:
-    """The line where the bad token starts, and what is wrong with it.
-
-    sqlglot words the error as "Error tokenizing '<100 characters around it>'" and keeps the
-    problem as the cause, e.g. "Missing ' from 3:17" whose second number is the token's
-    offset (the first is where scanning stopped, often the end of the file); the compiled
-    tokenizer (sqlglotc) keeps it as the context instead. Without an offset, the bad token
-    starts right after the last good one.
-    """
-    text = source.text
-    cause = error.__cause__ or error.__context__
-    match = re.fullmatch(r"(.+) from \d+:(\d+)", str(cause), re.DOTALL)
-    if match:
-        problem, offset = match[1], int(match[2])
-        if problem.startswith("Missing "):
-            problem = f"unterminated quote: missing closing {problem.removeprefix('Missing ')}"
-    else:
-        after = scanned[-1].end + 1 if scanned else 0
-        offset = len(text) - len(text[after:].lstrip())
-        problem = ("unterminated /* comment" if text.startswith("/*", offset)
-                   else "cannot read the text here")
-    return ReconcileError(f"SQL syntax error: {problem}", file=source.display_path,
-                          line=text.count("\n", 0, offset) + 1)
 
 
 def _parse_statement(tokens: list[Token], source: SqlSource, location: Location,
@@ -212,17 +189,13 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
     try:
         [expression] = SPARK.parser().parse(tokens, source.text)
     except ParseError as error:
-        detail = error.errors[0] if error.errors else {}
-        line = detail.get("line") or location.line
-        description = str(detail.get("description") or error).split(". Line")[0]
-        description = description.split(" but got <Token")[0]
-        raise ReconcileError(f"SQL syntax error: {description} near "
-                             f"'{detail.get('highlight', '')}'", file=location.file,
-                             line=line) from None
+        raise parse_error(error, tokens, source.text, location.file) from None
     if isinstance(expression, exp.Command):
-        raise _command_error(text, location)
+        raise command_error(tokens, source.text, location.file, ONLY_CREATE)
     if not isinstance(expression, exp.Create):
         word = match[0] if (match := re.search(r"\w+", text)) else text
+        if (guessed := misspelling(tokens, source.text, location.file, None)) is not None:
+            raise guessed  # `crete view ...`
         if expression is None or isinstance(expression, exp.Condition):
             raise location.error(f"SQL syntax error: expected CREATE TABLE or CREATE VIEW, "
                                  f"got '{word}'")
@@ -237,30 +210,6 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
     if kind == "VIEW":
         return _view(expression, tokens, location, text, digest)
     raise location.error(f"unsupported statement CREATE {kind}: {ONLY_CREATE}")
-
-
-def _command_error(text: str, location: Location) -> ReconcileError:
-    """Explain a statement sqlglot could only parse as an opaque Command.
-
-    When a prefix of it parses as a CREATE, the token after that prefix is unexpected (most
-    often the next statement after a missing ';'); otherwise the statement itself is one we
-    do not support, e.g. `MSCK REPAIR` or `CREATE ROLE`.
-    """
-    tokens = Dialect.get_or_raise(DIALECT).tokenize(text)
-    if tokens[0].token_type == TokenType.CREATE:
-        for index in range(len(tokens) - 1, 0, -1):
-            try:
-                prefix = sqlglot.parse_one(text[: tokens[index - 1].end + 1], dialect=DIALECT)
-            except ParseError:
-                continue
-            if isinstance(prefix, exp.Create):
-                bad = tokens[index]
-                hint = " (missing ';' before it?)" if bad.token_type == TokenType.CREATE else ""
-                return ReconcileError(f"SQL syntax error: unexpected '{bad.text}'{hint}",
-                                      file=location.file, line=location.line + bad.line - 1)
-    words = " ".join(token.text.upper() for token in tokens[:2])
-    kind = words if tokens[0].token_type == TokenType.CREATE else tokens[0].text.upper()
-    return location.error(f"unsupported statement {kind}: {ONLY_CREATE}")
 
 
 def _relation_name(expression: exp.Create, location: Location) -> str:
