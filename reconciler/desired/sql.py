@@ -25,7 +25,7 @@ from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
 from reconciler.desired.project import NAME_PATTERN, SqlSource
 from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.desired.syntax_errors import command_error, misspelling, parse_error, token_error
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, error_at
 
 DIALECT = "spark"
 SPARK: Dialect = Dialect.get_or_raise(DIALECT)
@@ -92,6 +92,19 @@ class ViewStatement:
     # The tree's scopes (`traverse_scope`), built once here to find what it reads and kept
     # for the resolution check (`desired.resolution`), which walks the same tree.
     scopes: tuple[Scope, ...] = field(default=(), compare=False, repr=False)
+    # Where each name of the tree was written: (start, end) offsets in the file's rendered
+    # text (`source`) by `id(node)` of its identifier, for errors at the name's own token.
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+    source: str = field(default="", compare=False, repr=False)
+
+    def error_at(self, message: str, node: exp.Expression | None) -> ReconcileError:
+        """An error at `node`'s first name written (a column's or table's, a projection's
+        alias) when its place is known, else at the statement's line."""
+        span = next((found for part in node.walk() if (found := self.spans.get(id(part)))),
+                    None) if node is not None else None
+        if span is None:
+            return self.location.error(message)
+        return error_at(message, self.location.file, self.source, *span)
 
 
 Statement = TableStatement | ViewStatement
@@ -124,10 +137,12 @@ def statement_digest(source_text: str, tokens: list[Token]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def drop_positions(tree: exp.Expression) -> dict[int, int]:
+def drop_positions(tree: exp.Expression,
+                   spans: dict[int, tuple[int, int]] | None = None) -> dict[int, int]:
     """Take from `tree` the source positions the parser keeps on each node (line, column
     and offsets, in `meta`; anything else there stays), returning each node's line by
-    `id(node)`, for error messages.
+    `id(node)`, for error messages; and into `spans`, when given, each node's (start, end)
+    offsets.
 
     Copying a tree, which maintenance analysis does and SQL generation does first,
     copies each node's `meta` through `copy.deepcopy`: most of what a copy costs, and
@@ -139,6 +154,8 @@ def drop_positions(tree: exp.Expression) -> dict[int, int]:
         if meta:
             if (line := meta.get("line")) is not None:
                 lines[id(node)] = line
+            if spans is not None and "start" in meta and "end" in meta:
+                spans[id(node)] = (meta["start"], meta["end"])
             node._meta = (None if meta.keys() <= _POSITIONS else
                           {key: value for key, value in meta.items() if key not in _POSITIONS})
     return lines
@@ -208,7 +225,7 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
     if kind == "TABLE":
         return _table(expression, location, text)
     if kind == "VIEW":
-        return _view(expression, tokens, location, text, digest)
+        return _view(expression, tokens, location, text, digest, source.text)
     raise location.error(f"unsupported statement CREATE {kind}: {ONLY_CREATE}")
 
 
@@ -323,7 +340,7 @@ def _materialized_property(expression: exp.Create, table: str, location: Locatio
 
 
 def _view(expression: exp.Create, tokens: list[Token], location: Location,
-          text: str, digest: str) -> ViewStatement:
+          text: str, digest: str, source: str) -> ViewStatement:
     name = _relation_name(expression, location)
     if isinstance(expression.this, exp.Schema):
         raise location.error(f"view '{name}': a column list is not supported; name the columns "
@@ -347,14 +364,16 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
         else:
             raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}' "
                                  "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ...))")
-    lines = drop_positions(query)
+    spans: dict[int, tuple[int, int]] = {}
+    lines = drop_positions(query, spans)
     check_view_query(query, text, name, location.file, location.line, lines)
     body = next(index for index, token in enumerate(tokens) if token.token_type == TokenType.ALIAS)
     scopes = _scopes(query, name, location)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(scopes, name, location),
                          location=location, sql=text, full_refresh=full_refresh,
-                         tree=query, digest=digest, lines=lines, scopes=scopes)
+                         tree=query, digest=digest, lines=lines, scopes=scopes, spans=spans,
+                         source=source)
 
 
 def canonical_text(tokens: list[Token]) -> str:
