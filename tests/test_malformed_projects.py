@@ -250,21 +250,21 @@ CASES = [
             table: daily
             type: delta
             path: /y
-        """)}, SPEC, 8, "input connector 'wrong' names a view, not a table 'daily'"),
+        """)}, SPEC, 9, "input connector 'wrong' names a view, not a table 'daily'"),
     Case("input-connector-unknown-table", {SPEC: spec_with_connectors("""\
         connectors:
           - name: src
             table: event
             type: delta
             path: /x
-        """)}, SPEC, 4, "names an unknown table 'event'"),
+        """)}, SPEC, 5, "names an unknown table 'event' (did you mean 'events'?)"),
     Case("output-connector-unknown-view", {SPEC: spec_with_connectors("""\
         connectors:
           - name: out
             view: dialy
             type: delta
             path: /x
-        """)}, SPEC, 4, "names an unknown view 'dialy'"),
+        """)}, SPEC, 5, "names an unknown view 'dialy' (did you mean 'daily'?)"),
     # --- SQL files -----------------------------------------------------------------------
     Case("missing-sql-file", {SPEC: "name: p\nvars: {day: x}\nsql:\n  - program.sql\n"
                                     "  - extra.sql\n"},
@@ -374,11 +374,11 @@ CASES = [
     # --- views and the graph -------------------------------------------------------------
     Case("unknown-relation-in-view",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect * from dialy;\n"},
-         SQL, 14, "view 'v2' reads unknown relation 'dialy'"),
+         SQL, 15, "view 'v2' reads unknown relation 'dialy' (did you mean 'daily'?)"),
     Case("unknown-relation-in-join",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect * from daily d\n"
                              "join people p on d.n = p.id;\n"},
-         SQL, 14, "reads unknown relation 'people'"),
+         SQL, 16, "reads unknown relation 'people'"),
     Case("qualified-name-in-view",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as select * from db.events;\n"},
          SQL, 14, "qualified names are not supported"),

@@ -100,8 +100,10 @@ class ViewStatement:
     def error_at(self, message: str, node: exp.Expression | None) -> ReconcileError:
         """An error at `node`'s first name written (a column's or table's, a projection's
         alias) when its place is known, else at the statement's line."""
-        span = next((found for part in node.walk() if (found := self.spans.get(id(part)))),
-                    None) if node is not None else None
+        if isinstance(node, exp.Alias):
+            node = node.args.get("alias") or node
+        span = next((found for part in node.walk(bfs=False)
+                     if (found := self.spans.get(id(part)))), None) if node else None
         if span is None:
             return self.location.error(message)
         return error_at(message, self.location.file, self.source, *span)
