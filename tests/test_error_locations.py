@@ -95,6 +95,20 @@ CASES = [
           SQL: TABLE + "create view v_daily as select * from orders;\n"},
          f"{SPEC}:4: output connector 'out' names an unknown view 'vv_daily' "
          "(did you mean 'v_daily'?)"),
+    Case("renamed-to-an-unknown-relation",
+         {SPEC: "name: p\n" + CONNECTORS + "renamed:\n  old_v: vv_daily\n",
+          SQL: TABLE + "create view v_daily as select * from orders;\n"},
+         f"{SPEC}:8: renamed: old_v -> vv_daily: 'vv_daily' is not a table or view of the "
+         "pipeline (did you mean 'v_daily'?)"),
+    Case("publish-excludes-an-unknown-relation",
+         {SPEC: "name: p\n" + CONNECTORS + "publish:\n  database: d\n  exclude: [ordres]\n"},
+         f"{SPEC}:9: publish.exclude: no table or view 'ordres' in the program "
+         "(did you mean 'orders'?)"),
+    Case("expectation-reads-an-unknown-column",
+         {SQL: "create table orders (\n  amount int,\n"
+               "  constraint positive expect (amout > 0)\n);\n"},
+         f"{SQL}:3: table 'orders': expectation 'positive' reads 'amout', which is not a "
+         "column of it (amount) (did you mean 'amount'?)"),
     Case("unknown-project-key", {"reconcile.yaml": "backend: x\nstorgae: y\n"},
          "reconcile.yaml:2: unknown key 'storgae' (did you mean 'storage'?)"),
     Case("unknown-spark-key", {"reconcile.yaml": "spark:\n  mastr: local\n"},

@@ -314,7 +314,8 @@ def _publish(source: PipelineSource, tables: Mapping[str, Table],
     publish = source.spec.publish
     for index, name in enumerate(publish.exclude if publish else []):
         if name not in tables and name not in views:
-            raise ReconcileError(f"publish.exclude: no table or view '{name}' in the program",
+            raise ReconcileError(f"publish.exclude: no table or view '{name}' in the program"
+                                 + did_you_mean(name, [*tables, *views]),
                                  file=source.spec_path,
                                  line=source.spec_lines.line_of(("publish", "exclude", index)))
     return publish
@@ -353,7 +354,8 @@ def _renamed(source: PipelineSource,
     renamed = {}
     for key, value in source.spec.renamed.items():
         old, new = key.lower(), value.lower()  # relation names are case-insensitive
-        problem = (f"'{new}' is not a table or view of the pipeline" if new not in statements
+        problem = (f"'{new}' is not a table or view of the pipeline"
+                   + did_you_mean(new, statements) if new not in statements
                    else f"'{old}' is still defined" if old in statements else None)
         if problem:
             raise ReconcileError(f"renamed: {old} -> {new}: {problem}", file=source.spec_path,
