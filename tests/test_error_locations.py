@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.desired.committed import check_committed_program
 from reconciler.desired.workspace import load_programs
 from reconciler.errors import EXCERPT_WIDTH, ReconcileError, error_at, public_message
 
@@ -215,3 +216,14 @@ def test_error_at_counts_lines_and_columns_from_one() -> None:
     assert str(error) == "f.sql:2:4: bad"
     assert error.excerpt() == ["  cd ef", "     ^^"]
     assert ReconcileError("plain", file="f.sql", line=3).excerpt() == []
+
+
+def test_a_manifest_s_sql_is_located_but_never_echoed() -> None:
+    """A committed program's SQL comes from the state bucket, not the project: its error
+    keeps the column, and no line of it is shown."""
+    document = {"tables": {"t": {"sql": "create table t (a int)"}},
+                "views": {"v": {"sql": "create view v as select b from t"}}}
+    with pytest.raises(ReconcileError) as caught:
+        check_committed_program("p", document, "manifest.json")
+    assert str(caught.value).startswith("manifest.json (view 'v'):1:25: view 'v': column 'b' ")
+    assert caught.value.excerpt() == []

@@ -323,10 +323,8 @@ def _keys_at(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
     """The keys the mapping at `location` (keys and list indexes from `model`) may have, for a
     suggestion when one is misspelt; none where the path leaves the models (`vars`)."""
     current: Any = model
-    for part in location:
-        if isinstance(part, int):
-            continue
-        field = current.model_fields.get(part) if isinstance(current, type) else None
+    for part in [part for part in location if not isinstance(part, int)]:  # not list items
+        field = current.model_fields.get(part)
         options = [field.annotation] if field is not None else []
         while options and not (isinstance(options[0], type) and issubclass(options[0], BaseModel)):
             options = [*options[1:], *get_args(options[0])]  # inside `list[X]`, `X | None`
