@@ -70,6 +70,10 @@ CASES = [
          f"{SQL}:10:1: SQL syntax error: unexpected 'create' (missing ';' before it?)",
          6),
     # --- names: at the name's own token -----------------------------------------------------
+    Case("primary-key-not-a-column",
+         {SQL: "create table orders (\n  customer_id bigint,\n  primary key (custmer_id)\n);\n"},
+         f"{SQL}:3:16: table 'orders': primary key column 'custmer_id' is not a column "
+         "(did you mean 'customer_id'?)", 10),
     Case("unknown-column", view("select customer_id,\n       amont\nfrom orders;\n"),
          f"{SQL}:9:8: view 'v': column 'amont' does not exist in orders (customer_id, amount, "
          "form) (did you mean 'amount'?)", 5),

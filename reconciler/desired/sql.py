@@ -25,7 +25,7 @@ from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
 from reconciler.desired.project import NAME_PATTERN, SqlSource
 from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.desired.syntax_errors import command_error, misspelling, parse_error, token_error
-from reconciler.errors import ReconcileError, error_at
+from reconciler.errors import ReconcileError, did_you_mean, error_at
 
 DIALECT = "spark"
 SPARK: Dialect = Dialect.get_or_raise(DIALECT)
@@ -225,7 +225,7 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
             raise location.error(f"CREATE {words} is not supported: the reconciler decides "
                                  "what to replace")
     if kind == "TABLE":
-        return _table(expression, location, text)
+        return _table(expression, location, text, source.text)
     if kind == "VIEW":
         return _view(expression, tokens, location, text, digest, source.text)
     raise location.error(f"unsupported statement CREATE {kind}: {ONLY_CREATE}")
@@ -245,7 +245,8 @@ def _relation_name(expression: exp.Create, location: Location) -> str:
     return name
 
 
-def _table(expression: exp.Create, location: Location, text: str) -> TableStatement:
+def _table(expression: exp.Create, location: Location, text: str, source: str
+           ) -> TableStatement:
     name = _relation_name(expression, location)
     schema = expression.this
     if expression.expression is not None:
@@ -255,14 +256,15 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
         raise location.error(f"table '{name}' needs a column list")
     check_substitution(text, expression, f"table '{name}'", location.file, location.line)
     columns: list[ColumnDef] = []
-    primary_key: tuple[str, ...] = ()
+    key_parts: list[tuple[str, exp.Expression]] = []
     for item in schema.expressions:
         if isinstance(item, exp.PrimaryKey):
-            primary_key = tuple(part.name.lower() for part in item.expressions)
+            key_parts = [(part.name.lower(), part) for part in item.expressions]
         elif isinstance(item, exp.ColumnDef):
             columns.append(_column(item, name, location))
         elif isinstance(item, exp.Identifier):  # a bare name: sqlglot does not see a column
-            raise location.error(f"table '{name}': column '{item.name.lower()}' has no type")
+            raise _at(item, f"table '{name}': column '{item.name.lower()}' has no type",
+                      location, source)
         else:
             raise location.error(f"table '{name}': unsupported element '{item.sql(DIALECT)}'")
     if not columns:
@@ -271,9 +273,11 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
     duplicates = sorted({column for column in names if names.count(column) > 1})
     if duplicates:
         raise location.error(f"table '{name}': duplicate column '{duplicates[0]}'")
-    for key in primary_key:
+    primary_key = tuple(key for key, _ in key_parts)
+    for key, part in key_parts:
         if key not in names:
-            raise location.error(f"table '{name}': primary key column '{key}' is not a column")
+            raise _at(part, f"table '{name}': primary key column '{key}' is not a column"
+                      + did_you_mean(key, names), location, source)
     if primary_key:
         key_set = set(primary_key)
         columns = [ColumnDef(c.name, c.type, c.nullable and c.name not in key_set, c.default)
@@ -281,6 +285,17 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
     return TableStatement(name=name, columns=tuple(columns), primary_key=primary_key,
                           materialized=_materialized_property(expression, name, location),
                           location=location, sql=text)
+
+
+def _at(node: exp.Expression, message: str, location: Location, source: str
+        ) -> ReconcileError:
+    """An error at the first name written in `node`, where the parser kept its place (a
+    table's tree keeps them: `drop_positions` is for views), else at the statement."""
+    meta = next((part._meta for part in node.walk(bfs=False)
+                 if part._meta and "start" in part._meta), None)
+    if meta is None:
+        return location.error(message)
+    return error_at(message, location.file, source, meta["start"], meta["end"])
 
 
 def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
