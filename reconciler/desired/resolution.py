@@ -74,7 +74,7 @@ column mapping: `engine.delta_writers.COLUMN_MAPPING`)."""
 UNNAMED = ""  # an output column Spark names after its expression
 _ALIAS_CLAUSES = (exp.Having, exp.Order)  # where an alias may win over two sources
 _CACHE_SIZE = 8192
-_cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns]] = {}
+_cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns, int | None]] = {}
 
 
 def check_view_resolution(tree: exp.Query, query: str,
