@@ -4,7 +4,8 @@ The group turns the product's errors into one line on stderr and exit code 1 (`-
 shows the traceback instead; an error that points at a token is followed by its source
 line and a caret, `ReconcileError.excerpt`), Spark dying under a command into one line
 naming what it was doing, and SIGINT and SIGTERM into one line and exit codes 130 and 143,
-as a shell reports them, once the command has unwound and released its locks (`errors.Terminated`).
+as a shell reports them, once the command has unwound and released its locks
+(`errors.Terminated`).
 """
 
 from __future__ import annotations

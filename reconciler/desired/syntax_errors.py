@@ -112,8 +112,8 @@ def command_error(tokens: list[Token], text: str, shown: str, only_create: str
         return guessed
     words = " ".join(token.text.upper() for token in tokens[:2])
     kind = words if tokens[0].token_type == TokenType.CREATE else tokens[0].text.upper()
-    return error_at(f"unsupported statement {kind}: {only_create}", shown, text,
-                    tokens[0].start, tokens[0].end)
+    return ReconcileError(f"unsupported statement {kind}: {only_create}", file=shown,
+                          line=tokens[0].line)  # as for the statements sqlglot does parse
 
 
 def misspelling(tokens: list[Token], text: str, shown: str, failed_at: int | None
