@@ -2,7 +2,7 @@
 
 sqlglot's own words are about its parser (`Expecting )`, or an opaque Command whose first
 unparsed token is `customer_id`); a person wants to hear about what they wrote. So every
-error here points at a token (`file:line:column`, with the line for the caret under it,
+syntax error here points at a token (`file:line:column`, with the line for the caret under it,
 `errors.error_at`), and a word that is not a keyword but is close to one (`selct`,
 `form`, `gruop by`, a type `decmal`) is named as the likely mistake, when writing the
 keyword there makes the statement parse: a column that happens to be called `form` is
@@ -30,6 +30,9 @@ _SPARK = Dialect.get_or_raise("spark")
 MAX_GUESSES = 4
 GUESS_WINDOW = 64
 MAX_GUESSED_TOKENS = 20_000
+MAX_SEARCHED_TOKENS = 1_000
+"""Longest CREATE whose parsed prefix is searched for the unexpected token (quadratic: up
+to a few seconds at this size, 24 s at 4,000 tokens); a missing ';' is found at any size."""
 
 KEYWORDS = frozenset({
     "SELECT", "FROM", "WHERE", "GROUP", "ORDER", "BY", "HAVING", "JOIN", "LEFT", "RIGHT",
@@ -100,9 +103,19 @@ def command_error(tokens: list[Token], text: str, shown: str, only_create: str
     When a prefix of it parses as a CREATE, the token after that prefix is unexpected (a
     misspelt keyword before it, or most often the next statement after a missing ';');
     otherwise the statement is one we do not support, e.g. `MSCK REPAIR` or `CREATE ROLE`.
+    The longest such prefix is searched from the end, one parse per token, each as long as
+    the prefix: a CREATE over `MAX_SEARCHED_TOKENS` tokens is not searched.
     """
+    glued = next((index for index, token in enumerate(tokens)
+                  if index and token.token_type == TokenType.CREATE), None)
+    if tokens[0].token_type == TokenType.CREATE and len(tokens) > MAX_SEARCHED_TOKENS and (
+            glued is None or not isinstance(_parsed(tokens[:glued], text), exp.Create)):
+        return misspelling(tokens, text, shown, None) or ReconcileError(
+            "SQL syntax error: the statement does not parse as CREATE TABLE or CREATE VIEW",
+            file=shown, line=tokens[0].line)
     if tokens[0].token_type == TokenType.CREATE:
-        for index in range(len(tokens) - 1, 0, -1):
+        first = [glued] if glued is not None else []  # a missing ';': one parse says so
+        for index in [*first, *range(len(tokens) - 1, 0, -1)]:
             if isinstance(_parsed(tokens[:index], text), exp.Create):
                 if (guessed := misspelling(tokens, text, shown, index)) is not None:
                     return guessed
