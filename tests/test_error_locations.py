@@ -231,3 +231,19 @@ def test_a_manifest_s_sql_is_located_but_never_echoed() -> None:
         check_committed_program("p", document, "manifest.json")
     assert str(caught.value).startswith("manifest.json (view 'v'):1:25: view 'v': column 'b' ")
     assert caught.value.excerpt() == []
+
+
+def test_a_huge_broken_statement_is_refused_in_one_line(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `syntax_errors.MAX_SEARCHED_TOKENS` the unexpected token is not searched for (one
+    parse per token, each as long as the statement: a pull request could make that minutes),
+    but a missing ';' is still found, in one parse."""
+    columns = ", ".join(f"customer_id as c{index}" for index in range(500))
+    broken = view(f"select {columns} from orders bogus1 bogus2;\n")
+    assert validate(tmp_path, broken, monkeypatch) == [
+        f"error: {SQL}:7: SQL syntax error: the statement does not parse as CREATE TABLE or "
+        "CREATE VIEW"]
+    glued = view(f"select {columns} from orders\ncreate view w as select 1 as x;\n")
+    lines = validate(tmp_path, glued, monkeypatch)
+    assert lines[0] == f"error: {SQL}:9:1: SQL syntax error: unexpected 'create' (missing ';' " \
+        "before it?)"
