@@ -9,6 +9,7 @@ name is close. Paths are relative to the working directory, here the project.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.desired.committed import check_committed_program
+from reconciler.desired.view_test_files import load_view_tests
 from reconciler.desired.workspace import load_programs
 from reconciler.errors import EXCERPT_WIDTH, ReconcileError, error_at, public_message
 
@@ -135,13 +137,19 @@ CASES = [
 ]
 
 
-def validate(root: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Write a valid project with `files` over it and return what a failing validate says."""
+def write(root: Path, files: dict[str, str]) -> Path:
+    """A valid project with `files` over it."""
     base = {"reconcile.yaml": "backend: .reconcile/state\n", SPEC: "name: p\n" + CONNECTORS,
             SQL: TABLE + "create view v as select customer_id from orders;\n"}
     for relative, text in {**base, **files}.items():
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(text, encoding="utf-8")
+    return root
+
+
+def validate(root: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What a failing validate says of a valid project with `files` over it."""
+    write(root, files)
     monkeypatch.chdir(root)  # paths are shown relative to the working directory
     result = CliRunner().invoke(cli, ["-C", str(root), "validate"])
     assert result.exit_code == 1, result.output
@@ -170,10 +178,8 @@ def test_cases_are_distinct() -> None:
 def test_a_valid_column_named_like_a_keyword_passes(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """`form` is a column of orders: no suggestion stands in the way of valid SQL."""
-    files = view("select form, customer_id from orders where form = 'x';\n")
-    for relative, text in {"reconcile.yaml": "backend: x\n", SPEC: "name: p\n", **files}.items():
-        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / relative).write_text(text, encoding="utf-8")
+    write(tmp_path, {**view("select form, customer_id from orders where form = 'x';\n"),
+                     SPEC: "name: p\n"})
     result = CliRunner().invoke(cli, ["-C", str(tmp_path), "validate"])
     assert result.exit_code == 0 and ": ok" in result.output, result.output
 
@@ -247,3 +253,20 @@ def test_a_huge_broken_statement_is_refused_in_one_line(tmp_path: Path,
     lines = validate(tmp_path, glued, monkeypatch)
     assert lines[0] == f"error: {SQL}:9:1: SQL syntax error: unexpected 'create' (missing ';' " \
         "before it?)"
+
+
+@pytest.mark.parametrize(("test_file", "error"), [
+    ("view: v_dialy\nexpect: []\n",
+     "test of an unknown view 'v_dialy' (did you mean 'v_daily'?)"),
+    ("view: v_daily\ngiven:\n  orders:\n    - {customer_id: 1, amont: 2}\nexpect: []\n",
+     "unknown column(s) amont of table 'orders'; its columns are customer_id, amount, form "
+     "(did you mean 'amount'?)"),
+])
+def test_a_view_test_file_suggests_the_name(tmp_path: Path, test_file: str, error: str
+                                            ) -> None:
+    """`reconcile test`'s files are read without Spark: their names get a did-you-mean too."""
+    project = write(tmp_path, {SQL: TABLE + "create view v_daily as select * from orders;\n",
+                               "pipelines/p/tests/t.yaml": test_file})
+    [program] = load_programs(project, None)[1]
+    with pytest.raises(ReconcileError, match=re.escape(error)):
+        load_view_tests(project / "pipelines/p", program, "pipelines/p")
