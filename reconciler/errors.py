@@ -1,8 +1,10 @@
 """One error type for everything a user can get wrong.
 
 Every message is a single line that names where the problem is (a file and
-line, or an object such as a pipeline or a view), so the CLI can print it as is
-and exit 1 without a traceback.
+line, with the column of the token at fault when there is one, or an object such
+as a pipeline or a view), so the CLI can print it as is and exit 1 without a
+traceback. It also says what the user probably meant where a known name is close
+(`did_you_mean`).
 """
 
 from __future__ import annotations
