@@ -9,8 +9,6 @@ traceback. It also says what the user probably meant where a known name is close
 
 from __future__ import annotations
 
-import difflib
-import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -90,6 +88,8 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def closest(word: str, choices: Iterable[str], count: int = 1) -> list[str]:
     """The `choices` closest to `word`, best first, compared without case; none unless close
     (difflib's ratio 0.75 and up: a letter wrong, missing or two swapped in a short name)."""
+    import difflib  # only when a name is wrong: the CLI's start imports this module
+
     by_case = {choice.lower(): choice for choice in choices}
     return [by_case[found] for found in
             difflib.get_close_matches(word.lower(), by_case, n=count, cutoff=0.75)]
@@ -99,6 +99,8 @@ def _printable(text: str) -> str:
     """`text` with control and format characters (escapes, bidi overrides) as '?'."""
     if text.isprintable():
         return text
+    import unicodedata
+
     return "".join(char if char == " " or unicodedata.category(char) not in ("Cc", "Cf", "Zl",
                                                                              "Zp") else "?"
                    for char in text)

@@ -26,7 +26,7 @@ from sqlglot.tokens import Token, TokenType
 
 from reconciler.errors import ReconcileError, closest, error_at
 
-_SPARK = Dialect.get_or_raise("spark")
+_SPARK = Dialect.get_or_raise("spark")  # sqlglot caches the class; this is one instance
 MAX_GUESSES = 4
 GUESS_WINDOW = 64
 MAX_GUESSED_TOKENS = 20_000
