@@ -54,6 +54,13 @@ CASES = [
          f"{SQL}:10:1: unknown keyword 'gruop' (did you mean GROUP?)", 5),
     Case("whre", view("select customer_id from orders whre amount > 1;\n"),
          f"{SQL}:8:32: unknown keyword 'whre' (did you mean WHERE?)", 4),
+    Case("left-jion-past-where-sqlglot-stopped",
+         view("select o.customer_id from orders o left jion orders p\n"
+              "  on o.customer_id = p.customer_id;\n"),
+         f"{SQL}:8:41: unknown keyword 'jion' (did you mean JOIN?)", 4),
+    Case("distnct-read-as-a-column", view("select distnct customer_id from orders;\n"),
+         f"{SQL}:8:8: view 'v': column 'distnct' does not exist in orders (customer_id, "
+         "amount, form) (did you mean the keyword DISTINCT?)", 7),
     Case("two-typos-the-first-named", view("selct customer_id\nform orders;\n"),
          f"{SQL}:8:1: unknown keyword 'selct' (did you mean SELECT?)", 5),
     Case("crete-view", {SQL: TABLE + "crete view v as select customer_id from orders;\n"},

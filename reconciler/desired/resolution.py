@@ -60,7 +60,8 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from reconciler.desired.safety import LITERAL_FUNCTIONS
 from reconciler.desired.sql import SPARK
-from reconciler.errors import ReconcileError, did_you_mean
+from reconciler.desired.syntax_errors import KEYWORDS
+from reconciler.errors import ReconcileError, closest, did_you_mean
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]
@@ -222,7 +223,7 @@ class _Resolver:
                  for _, source in current.selected_sources.values()
                  for column in self._columns(source) or ()]
         return (f"column '{written or name}' does not exist in {self._described(scope)}"
-                + did_you_mean(name, known))
+                + _suggestion(name, known))
 
     def _matches(self, scope: Scope, name: str) -> tuple[list[tuple[str, int]], bool]:
         """The selected sources of `scope` that have column `name`, with how many times,
@@ -441,6 +442,15 @@ def _ambiguous(name: str, matches: list[tuple[str, int]]) -> str:
     return (f"column reference '{name}' is ambiguous: it is a column of "
             f"{', '.join(sources[:-1])} and {sources[-1]}; qualify it "
             f"({' or '.join(f'{source}.{name}' for source in sources)})")
+
+
+def _suggestion(name: str, columns: Sequence[str]) -> str:
+    """The closest column to a misspelt `name`, else the keyword it may be meant as
+    (`select distnct a`: sqlglot reads a column `distnct` aliased `a`), or ''."""
+    if found := did_you_mean(name, columns):
+        return found
+    keyword = closest(name, KEYWORDS)
+    return f" (did you mean the keyword {keyword[0]}?)" if keyword else ""
 
 
 def _listing(columns: tuple[str, ...]) -> str:

@@ -18,6 +18,7 @@ parse with every such word written as its keyword; no guess at all in a statemen
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -135,9 +136,9 @@ def misspelling(tokens: list[Token], text: str, shown: str, failed_at: int | Non
                 ) -> ReconcileError | None:
     """`unknown keyword 'selct' (did you mean SELECT?)` at the word, when a word shortly
     before token `failed_at` (or at it; the end of the statement when None) is close to a
-    keyword or type and writing that keyword there makes the statement parse, or, for more
-    than one typo in a short statement, when writing every such word of it as its keyword
-    does (the first is named); else None."""
+    keyword or type and writing that keyword there makes the statement parse, or, in a short
+    statement, when writing every such word of it as its keyword does (more than one typo,
+    or one past where sqlglot stopped: `left jion`; the first is named); else None."""
     if len(tokens) > MAX_GUESSED_TOKENS:
         return None
     end = len(tokens) if failed_at is None else failed_at + 1
@@ -147,7 +148,8 @@ def misspelling(tokens: list[Token], text: str, shown: str, failed_at: int | Non
             if isinstance(_parsed(_written(tokens, index, word), text), exp.Create):
                 return _misspelt(tokens[index], word, text, shown)
     guesses = _guesses(tokens, range(len(tokens))) if len(tokens) <= GUESS_WINDOW * 8 else []
-    if len(guesses) > 1:  # more than one typo: every guess written at once
+    if {index for index, _ in guesses} - {index for index, _ in nearby}:
+        # more than one typo, or one after where sqlglot stopped: every guess at once
         corrected = tokens
         for index, words in reversed(guesses[:MAX_GUESSES * 2]):
             corrected = _written(corrected, index, words[0])
@@ -158,14 +160,24 @@ def misspelling(tokens: list[Token], text: str, shown: str, failed_at: int | Non
 
 def _guesses(tokens: list[Token], indexes: range) -> list[tuple[int, list[str]]]:
     """The unquoted words at `indexes` that are no keyword but close to one (or a type),
-    with their two closest, in order."""
+    with their two closest, in order. A word the statement uses as a name is none: one
+    written twice (`from orders o join orders p`: no ORDER) or qualified (`o.form`)."""
+    names = Counter(token.text.lower() for token in tokens
+                    if token.token_type in (TokenType.VAR, TokenType.IDENTIFIER))
     found = []
     for index in indexes:
         token = tokens[index]
         if (token.token_type == TokenType.VAR and token.text.upper() not in KEYWORDS
+                and names[token.text.lower()] == 1 and not _qualified(tokens, index)
                 and (words := closest(token.text, KEYWORDS | TYPES, count=2))):
             found.append((index, words))
     return found
+
+
+def _qualified(tokens: list[Token], index: int) -> bool:
+    """Whether token `index` is part of a dotted name (`o.form`, `form.x`)."""
+    return any(0 <= near < len(tokens) and tokens[near].token_type == TokenType.DOT
+               for near in (index - 1, index + 1))
 
 
 def _misspelt(token: Token, word: str, text: str, shown: str) -> ReconcileError:
