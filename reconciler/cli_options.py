@@ -1,5 +1,5 @@
 """Options several `reconcile` commands share: where state lives, how long to wait for a
-lock, the bootstrap policy and where Spark runs."""
+lock, the bootstrap policy, where Spark runs and which objects to choose (`--select`)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,10 @@ def engine_options(function: Any) -> Any:
         function)
     return click.option("--spark-master", help="Spark master URL, e.g. spark://host:7077.")(
         function)
+
+
+select_option = click.option(
+    "--select", "-s", "select", multiple=True, metavar="SELECTOR",
+    help="Only these tables, views or connectors (dbt's syntax: name, name+ adds what reads "
+         "it, +name what it reads; repeat it or separate by spaces or commas). Other "
+         "changes are left out and stay pending.")
