@@ -15,8 +15,8 @@ point one way only (``tests/test_layering.py`` keeps it so):
 * At the top: ``cli`` (flags in, calls out; ``cli_context`` its context, errors and
   signals as exit codes; ``cli_state`` for ``reconcile state``; ``cli_options`` the options
   commands
-  share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``, ``cli_refresh`` for ``reconcile refresh``
-  and the apply it shares with ``apply``,
+  share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
+  ``cli_refresh`` for ``reconcile refresh`` and the apply it shares with ``apply``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each
   commit) and ``preview`` (``plan --preview``), ``statements``

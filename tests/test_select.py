@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.desired.workspace import load_programs
+from reconciler.plan.document import plan_pipeline
+from reconciler.plan.selection import REFRESH_REASON, Selection
+from reconciler.state import open_backend, read_manifest
 from tests.cli_helpers import manifest, query, reconcile, versions
 from tests.projects import single_pipeline
 from tests.test_plan import commit
@@ -133,3 +136,44 @@ def test_apply_then_refresh_a_selection(tmp_path: Path) -> None:
     assert refused.strip().splitlines() == [
         "error: --select 't': table t is not refreshable: its data is input; select the "
         "views to recompute"]
+
+
+def test_removed_objects_are_dropped_only_when_selected(tmp_path: Path) -> None:
+    project = _changed_project(tmp_path)
+    (project / "pipelines/p/program.sql").write_text(
+        AFTER.replace("CREATE MATERIALIZED VIEW c AS SELECT id, w + 1 AS w FROM u;", ""))
+    kept = _plan(project, "-s", "a+")
+    assert _changed(kept) == {"a", "b"} and kept["selection"]["left_out"] == ["view c"]
+    dropped = _plan(project, "-s", "c")
+    assert [(action["name"], action["action"]) for action in dropped["actions"]] == [
+        ("c", "drop")]
+
+
+def test_a_connector_is_selected_by_its_name(tmp_path: Path) -> None:
+    spec = ("name: p\nconnectors:\n  - name: u_in\n    table: u\n    type: files\n"
+            "    format: json\n    path: {path}\n")
+    project = single_pipeline(tmp_path, BEFORE, spec.format(path="input/u"))
+    commit(project, load_programs(project, "p")[1][0])
+    (project / "pipelines/p/program.sql").write_text(AFTER)
+    (project / "pipelines/p/pipeline.yaml").write_text(spec.format(path="input/u2"))
+    plan = _plan(project, "--select", "u_in")
+    assert [(action["name"], action["action"]) for action in plan["actions"]] == [
+        ("u_in", "reset")]
+    assert plan["selection"]["left_out"] == ["view a", "view b", "view c"]
+    both = _plan(project, "--select", "u_in+")  # the connector, its table and the readers
+    assert _changed(both) == {"u_in", "c"}
+
+
+def test_a_refresh_plan_recomputes_unchanged_views_and_leaves_the_rest_pending(
+        tmp_path: Path) -> None:
+    project = _changed_project(tmp_path)
+    (project / "pipelines/p/program.sql").write_text(
+        BEFORE.replace("SELECT id, w FROM u", "SELECT id, w + 1 AS w FROM u"))
+    loaded, programs = load_programs(project, "p")
+    manifest, etag = read_manifest(open_backend(loaded), "p")
+    plan = plan_pipeline(programs[0], manifest, etag,
+                         selection=Selection.parse(["+b"], refresh=True))
+    assert [(action.name, action.action, action.reasons) for action in plan.actions
+            if action.action != "keep"] == [("a", "recompute", (REFRESH_REASON,)),
+                                             ("b", "recompute", (REFRESH_REASON,))]
+    assert plan.left_out == ("view c",) and plan.bootstrap_required

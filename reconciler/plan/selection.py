@@ -193,20 +193,29 @@ class _Graph:
     def __init__(self, full: ProgramDiff) -> None:
         self.kinds: dict[str, str] = {}
         self.reads: dict[str, set[str]] = {}
-        for document in (full.old, full.new):  # the desired program's word wins
+        # Edges of both programs: a change must agree with what an object reads before it
+        # and after it (a view that stops reading a removed table still reads it until
+        # its own change is applied). Kinds as the desired program has them.
+        for document in (full.old, full.new):
             for name in document["tables"]:
-                self.kinds[name], self.reads[name] = "table", set()
+                self.kinds[name] = "table"
+                self.reads.setdefault(name, set())
             for name, entry in document["views"].items():
-                self.kinds[name], self.reads[name] = "view", set(entry["reads"])
+                self.kinds[name] = "view"
+                self.reads.setdefault(name, set()).update(entry["reads"])
         self.attached: dict[str, set[str]] = {name: set() for name in self.kinds}
+        relations = set(self.kinds)
         for document in (full.old, full.new):
             for name, entry in document["connectors"].items():
                 relation = entry["relation"]
-                self.kinds[name] = f"{entry['direction']} connector"
-                self.reads[name] = {relation} if entry["direction"] == "output" else set()
-                if entry["direction"] == "input":
-                    self.reads[relation] = self.reads.get(relation, set()) | {name}
                 self.attached.setdefault(relation, set()).add(name)
+                if name in relations:  # named as a relation: that node stands for both
+                    continue
+                self.kinds[name] = f"{entry['direction']} connector"
+                reader, read = ((name, relation) if entry["direction"] == "output"
+                                else (relation, name))
+                self.reads.setdefault(name, set())
+                self.reads.setdefault(reader, set()).add(read)
         self.aliases = {old: new for new, old in full.renamed.items()}
         self.readers: dict[str, set[str]] = {name: set() for name in self.kinds}
         for name, reads in self.reads.items():
