@@ -177,3 +177,15 @@ def test_a_refresh_plan_recomputes_unchanged_views_and_leaves_the_rest_pending(
             if action.action != "keep"] == [("a", "recompute", (REFRESH_REASON,)),
                                              ("b", "recompute", (REFRESH_REASON,))]
     assert plan.left_out == ("view c",) and plan.bootstrap_required
+
+
+def test_a_selection_is_for_one_deployed_pipeline(tmp_path: Path) -> None:
+    project = _changed_project(tmp_path)
+    (project / "pipelines/q").mkdir()
+    (project / "pipelines/q/pipeline.yaml").write_text("name: q\n")
+    (project / "pipelines/q/program.sql").write_text("CREATE TABLE x (id INT);\n")
+    several = reconcile(project, "plan", "-s", "c", expect=1)
+    assert "--select chooses objects of one pipeline: add --pipeline (p, q)" in several
+    new = reconcile(project, "plan", "-p", "q", "-s", "x", expect=1)
+    assert "pipeline 'q' is not deployed yet" in new
+    assert _changed(_plan(project, "-p", "p", "-s", "c")) == {"c"}
