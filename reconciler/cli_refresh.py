@@ -23,7 +23,6 @@ from reconciler.cli_options import (
     backend_option,
     engine_options,
     lock_option,
-    select_option,
 )
 from reconciler.errors import ReconcileError
 
@@ -38,7 +37,9 @@ from an apply that happened (0) and from an error (1)."""
 
 @click.command("refresh")
 @click.option("--pipeline", "-p", help="The pipeline (needed when the project has several).")
-@select_option
+@click.option("--select", "-s", "select", multiple=True, required=True, metavar="SELECTOR",
+              help="The views to recompute (dbt's syntax: v, v+ adds the views that read it, "
+              "+v those it reads; repeat it or separate by spaces or commas).")
 @click.option("--bootstrap-policy", type=POLICY_CHOICE,
               help="Override the pipeline's bootstrap_policy.")
 @click.option("--auto-approve", is_flag=True, help="Approve without asking.")
