@@ -66,8 +66,8 @@ def refresh_command(obj: CliContext, pipeline: str | None, select: tuple[str, ..
 
 
 def apply_selection(select: tuple[str, ...], saved: dict[str, Any] | None) -> Selection | None:
-    """`apply`'s selection: `--select`'s, or the one a saved plan was made with (a plan is
-    applied as the reviewer saw it: a different `--select` is refused)."""
+    """The selection of `plan` and `apply`: `--select`'s, or the one a saved plan was made
+    with (a plan is applied as the reviewer saw it: a different `--select` is refused)."""
     from reconciler.plan.selection import Selection
 
     given = Selection.parse(select)
