@@ -17,6 +17,7 @@ point one way only (``tests/test_layering.py`` keeps it so):
   ``execute`` and ``query``; ``cli_options`` the options
   commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
+  ``cli_refresh`` for ``reconcile refresh`` and the apply it shares with ``apply``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each
   commit) and ``preview`` (``plan --preview``), ``statements``
