@@ -68,6 +68,7 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
 @click.option("--pipeline", "-p", help="Only this pipeline (default: all deployed).")
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
 @backend_option
+@json_option
 @pass_cli
 def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
              backend_url: str | None) -> None:
@@ -80,14 +81,21 @@ def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
     names = [pipeline] if pipeline else backend.list_pipelines()
     from reconciler.operations import collect_garbage  # the engine layer: pyspark
 
+    removed = {}
     for name in names:
         with backend.locked(name, "gc"):
             done = collect_garbage(project, backend, name, dry_run=dry_run, strict=True)
-        files, size = (len(done.files), done.bytes) if done else (0, 0)
+        removed[name] = {"files": list(done.files) if done else [],
+                         "bytes": done.bytes if done else 0}
+        if obj.as_json:
+            continue
         for path in (done.files if done and dry_run else []):
             click.echo(f"  {path}")
         verb = "would remove" if dry_run else "removed"
-        click.echo(f"{name}: {verb} {files} file(s), {size:,} bytes")
+        click.echo(f"{name}: {verb} {len(removed[name]['files'])} file(s), "
+                   f"{removed[name]['bytes']:,} bytes")
+    if obj.as_json:
+        obj.emit({"dry_run": dry_run, "pipelines": removed})
 
 
 @state.command("force-unlock")
