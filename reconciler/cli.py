@@ -16,6 +16,7 @@ import click
 
 from reconciler import __version__
 from reconciler.cli_context import CliContext, ReconcileGroup, pass_cli
+from reconciler.cli_destroy import destroy_command
 from reconciler.cli_doctor import doctor_command
 from reconciler.cli_options import (
     LOCK_TIMEOUT,
@@ -414,6 +415,7 @@ def github(obj: CliContext) -> None:
 cli.add_command(test_command)
 cli.add_command(state)
 cli.add_command(doctor_command)
+cli.add_command(destroy_command)
 
 
 def main() -> None:

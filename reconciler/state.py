@@ -6,9 +6,10 @@ from typing import Any
 
 from reconciler.desired.committed import check_committed_program
 from reconciler.desired.project import Project
+from reconciler.errors import ReconcileError, public_message
 from reconciler.layout import Layout
 from reconciler.manifest import Manifest
-from state_backends import StateBackend, backend_from_url
+from state_backends import StateBackend, StateBackendError, backend_from_url
 
 
 def open_backend(project: Project, override: str | None = None, *,
@@ -50,3 +51,28 @@ def committed_program(backend: StateBackend, manifest: Manifest) -> dict[str, An
     check_committed_program(manifest.pipeline, manifest.program,
                             f"{backend.url}/{manifest.pipeline}/manifest.json")
     return manifest.program
+
+
+def orphaned_pipelines(project: Project, backend: StateBackend) -> list[dict[str, Any]]:
+    """Pipelines with state in the backend and no folder in the project (a folder deleted,
+    or renamed): each with its committed serial and status and the command that removes
+    it. Their state stays until then; nothing else ever reads it. A manifest that cannot
+    be read is listed with why, and the same way out."""
+    found = []
+    for name in backend.list_pipelines():
+        if name in project.pipeline_dirs:
+            continue
+        entry: dict[str, Any] = {"name": name, "serial": None, "status": None,
+                                 "updated_at": None, "hint": f"reconcile destroy -p {name}"}
+        try:
+            manifest, _ = read_manifest(backend, name)
+        except (ReconcileError, StateBackendError) as error:
+            entry["error"] = public_message(error)
+            manifest = None
+        if manifest is not None:
+            entry.update(serial=manifest.serial, status=manifest.status,
+                         updated_at=manifest.updated_at)
+        elif "error" not in entry:
+            entry["error"] = "a lock and no manifest (a destroy or first apply stopped)"
+        found.append(entry)
+    return found

@@ -15,7 +15,7 @@ from reconciler.desired.workspace import load_source, select_pipelines
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_document, plan_pipeline
 from reconciler.process import is_one_shot
-from reconciler.state import open_backend, pipeline_layout, read_manifest
+from reconciler.state import open_backend, orphaned_pipelines, pipeline_layout, read_manifest
 from state_backends import LocalBackend, StateBackend
 
 Committed = tuple[Manifest | None, str | None]  # a pipeline's manifest and its version tag
@@ -38,10 +38,13 @@ def compute_plan(project_dir: Path, pipeline: str | None,
 def _compute_plan(project: Project, pipeline: str | None,
                   backend_url: str | None) -> dict[str, Any]:
     """`compute_plan`, as `load_programs` then `plan_project` but with the memos."""
-    names = select_pipelines(project, pipeline)
+    orphans = None if pipeline else orphaned_pipelines(project,
+                                                      open_backend(project, backend_url))
+    # A project whose last pipeline folder went still plans: its orphans are the plan.
+    names = [] if orphans and not project.pipeline_dirs else select_pipelines(project, pipeline)
     committed, memos = committed_memos(project, names, backend_url)
     programs = [build_program(load_source(project, name), memos.get(name)) for name in names]
-    return plan_project(project, programs, backend_url, committed=committed)
+    return plan_project(project, programs, backend_url, committed=committed, orphans=orphans)
 
 
 def committed_memos(project: Project, names: list[str], backend_url: str | None = None
@@ -89,11 +92,13 @@ def _no_collections() -> Iterator[None]:
 
 def plan_project(project: Project, programs: list[Program], backend_url: str | None = None,
                  notes: Mapping[str, tuple[str, ...]] | None = None, *,
-                 committed: Mapping[str, Committed] | None = None) -> dict[str, Any]:
+                 committed: Mapping[str, Committed] | None = None,
+                 orphans: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The plan artifact for `programs` under `project`'s settings (which the GitHub Action
     replaces with trusted ones, adding `notes` per pipeline on what it replaced). Options
     that delete or move input files are checked here, against those final settings.
-    `committed` holds manifests already read from that backend (`compute_plan`)."""
+    `committed` holds manifests already read from that backend (`compute_plan`), `orphans`
+    the pipelines it holds that the project no longer has (`orphaned_pipelines`)."""
     for program in programs:
         program.check_file_cleanup(project.settings.allow_file_cleanup)
     backend = open_backend(project, backend_url)
@@ -104,7 +109,7 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
             backend, program.pipeline, pipeline_layout(project, program.pipeline))
         plans.append(plan_pipeline(program, manifest, etag, settings,
                                    (notes or {}).get(program.pipeline, ())))
-    return plan_document(plans, project.root)
+    return plan_document(plans, project.root, orphans)
 
 
 def trusted_memo(project: Project, backend: StateBackend,

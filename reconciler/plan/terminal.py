@@ -72,6 +72,13 @@ def preview_lines(preview: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+def orphan_state(orphan: dict[str, Any]) -> str:
+    """`serial 3, status Running`, or why its manifest could not be read."""
+    if orphan.get("error"):
+        return orphan["error"]
+    return f"serial {orphan['serial']}, status {orphan['status']}"
+
+
 def render_plan(plan: dict[str, Any], console: Console) -> None:
     """Print every pipeline's changed objects with their reasons, then notes and refusals."""
     text = Text()
@@ -111,5 +118,9 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
                     f"changed {row['changed']}" if row["changed"] else "") if part)
                 text.append(f"    {row['kind']} view {row['view']}: {counts}")
                 text.append(f"  {row['detail']}\n" if row["detail"] else "\n", "dim")
+    for orphan in plan.get("orphaned") or []:  # saved plans made before have none
+        text.append(f"Pipeline {orphan['name']}", "bold").append(
+            f" ({orphan_state(orphan)}): not in the project; its state stays in the backend\n")
+        text.append(f"  remove it with `{orphan['hint']}`\n", "dim")
     text.append(f"plan_id {plan['plan_id']}", "dim")
     console.print(text)
