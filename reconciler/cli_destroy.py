@@ -46,11 +46,9 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     check_policy(project, pipeline, bootstrap_policy)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     plan = plan_destroy(project, backend, pipeline)
-    if not as_json:
+    if not as_json:  # with --json, the object says it all (its `warnings` too)
         for line in plan.lines():
             click.echo(line)
-    elif plan.warnings():
-        click.echo(f"warning: {plan.warnings()[0]}", err=True)
     if not auto_approve:
         if not sys.stdin.isatty():
             raise ReconcileError(f"destroy deletes pipeline '{pipeline}''s data and state: "

@@ -1,0 +1,197 @@
+"""A pipeline's end, through the real CLI: pipelines whose folder is gone are listed by
+`plan` and `status`, `destroy` removes a pipeline's data and state (and nothing outside
+its storage folder), `state rm` forgets objects so the next plan adds them again; and the
+backends' `delete_state`, on a local folder and on moto's S3 server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import boto3
+import pytest
+
+from state_backends import LocalBackend, LockMismatchError, StateBackend
+from state_backends.s3 import S3Backend
+from tests.cli_helpers import in_storage, manifest, reconcile
+from tests.projects import write_files
+
+PIPELINE = """
+    name: {name}
+    bootstrap_policy: {policy}
+    connectors:
+      - name: events_in
+        table: events
+        type: files
+        format: json
+        path: input/{name}
+    """
+SQL = """
+    CREATE TABLE events (id INT, amount INT);
+    CREATE MATERIALIZED VIEW totals AS SELECT id, SUM(amount) AS amount FROM events GROUP BY id;
+    """
+
+
+def project_of(root: Path, policy: str = "allow", settings: str = "") -> Path:
+    """Two tiny pipelines, `keep` and `gone`, each a table fed from a json folder and a view."""
+    files = {"reconcile.yaml": settings}
+    for name in ("keep", "gone"):
+        files[f"pipelines/{name}/pipeline.yaml"] = PIPELINE.format(name=name, policy=policy)
+        files[f"pipelines/{name}/program.sql"] = SQL
+        files[f"input/{name}/1.json"] = '{"id": 1, "amount": 2}\n'
+    return write_files(root, files)
+
+
+@pytest.fixture
+def deployed(tmp_path: Path) -> Path:
+    """The project applied and one step run (so tables have rows and checkpoints exist)."""
+    project = project_of(tmp_path / "project")
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "run")
+    return project
+
+
+def test_an_orphan_is_planned_listed_and_destroyed(deployed: Path) -> None:
+    stored = manifest(deployed, "gone")
+    folders = [in_storage(deployed, record["path"]) for record in stored["relations"].values()]
+    checkpoint = in_storage(deployed, stored["connectors"]["events_in"]["checkpoint"])
+    assert all(Path(folder, "_delta_log").is_dir() for folder in folders)
+    assert Path(checkpoint).is_dir()
+    shutil.rmtree(deployed / "pipelines/gone")
+
+    text = reconcile(deployed, "plan")
+    assert "Pipeline gone" in text and "not in the project" in text
+    assert "reconcile destroy -p gone" in text
+    document = json.loads(reconcile(deployed, "plan", "--json"))
+    assert [p["name"] for p in document["pipelines"]] == ["keep"]
+    assert [(o["name"], o["serial"], o["status"], o["hint"]) for o in document["orphaned"]] \
+        == [("gone", stored["serial"], "Running", "reconcile destroy -p gone")]
+    markdown = deployed / "plan.md"
+    reconcile(deployed, "plan", "--markdown", str(markdown))
+    assert "`reconcile destroy -p gone`" in markdown.read_text()
+
+    status = reconcile(deployed, "status")
+    assert "gone: Running" in status and "not in the project" in status
+    reports = json.loads(reconcile(deployed, "status", "--json"))
+    assert [(r["pipeline"], r["in_project"]) for r in reports] == [("keep", True),
+                                                                    ("gone", False)]
+
+    refused = reconcile(deployed, "destroy", "-p", "gone", expect=1)  # off a terminal
+    assert "--auto-approve" in refused and Path(folders[0]).is_dir()
+
+    shown = reconcile(deployed, "destroy", "-p", "gone", "--auto-approve")
+    assert "Destroy pipeline gone" in shown and "- table events" in shown
+    assert "gone: destroyed" in shown
+    assert not any(Path(folder).exists() for folder in folders)
+    assert not Path(checkpoint).exists()
+    assert not Path(in_storage(deployed, "gone")).exists()
+    assert not (deployed / ".reconcile/state/gone").exists()
+    assert json.loads(reconcile(deployed, "plan", "--json"))["orphaned"] == []
+    assert "gone" not in reconcile(deployed, "status")
+    # The other pipeline is untouched.
+    assert manifest(deployed, "keep")["status"] == "Running"
+    assert Path(in_storage(deployed, "keep/tables/events/_delta_log")).is_dir()
+    again = reconcile(deployed, "destroy", "-p", "gone", "--auto-approve", expect=1)
+    assert "nothing to destroy" in again
+
+
+def test_destroying_a_pipeline_still_in_the_project_warns_and_json_is_one_object(
+        deployed: Path) -> None:
+    output = reconcile(deployed, "destroy", "-p", "keep", "--auto-approve", "--json")
+    document = json.loads(output)
+    assert document["result"] == "destroyed" and document["in_project"] is True
+    assert "next `reconcile apply` deploys it again" in document["warnings"][0]
+    assert {(r["kind"], r["name"]) for r in document["remove"]} >= {
+        ("table", "events"), ("view", "totals"), ("connector", "events_in"), ("folder", "keep")}
+    assert not Path(in_storage(deployed, "keep")).exists()
+    plan = json.loads(reconcile(deployed, "plan", "--json", "-p", "keep"))
+    assert plan["pipelines"][0]["base"] is None  # deployed again by the next apply
+
+
+def test_a_reject_policy_refuses_a_destroy(tmp_path: Path) -> None:
+    project = project_of(tmp_path / "project")
+    reconcile(project, "apply", "--auto-approve")
+    spec = project / "pipelines/keep/pipeline.yaml"
+    spec.write_text(spec.read_text().replace("allow", "reject"))
+    output = reconcile(project, "destroy", "-p", "keep", "--auto-approve", expect=1)
+    assert "bootstrap_policy 'reject'" in output
+    assert manifest(project, "keep")["serial"] == 1
+    # An orphan has no pipeline.yaml: only the flag holds it to `reject`.
+    shutil.rmtree(project / "pipelines/gone")
+    output = reconcile(project, "destroy", "-p", "gone", "--auto-approve",
+                       "--bootstrap-policy", "reject", expect=1)
+    assert "bootstrap_policy 'reject'" in output and manifest(project, "gone")["serial"] == 1
+
+
+def test_a_manifest_naming_a_path_outside_the_storage_folder_deletes_nothing(
+        tmp_path: Path) -> None:
+    project = project_of(tmp_path / "project")
+    reconcile(project, "apply", "--auto-approve")
+    victim = tmp_path / "victim"
+    (victim / "_delta_log").mkdir(parents=True)
+    state = project / ".reconcile/state/gone/manifest.json"
+    document = json.loads(state.read_text())
+    document["relations"]["events"]["path"] = str(victim)
+    state.write_text(json.dumps(document))
+    shutil.rmtree(project / "pipelines/gone")
+    output = reconcile(project, "destroy", "-p", "gone", "--auto-approve", expect=1)
+    assert "refusing" in output
+    assert victim.is_dir()
+    assert Path(in_storage(project, "gone/views/totals/_delta_log")).is_dir()
+    assert state.exists() and not (project / ".reconcile/state/gone/lock").exists()
+
+
+def test_state_rm_forgets_objects_and_the_next_plan_adds_them(deployed: Path) -> None:
+    before = manifest(deployed, "keep")
+    output = reconcile(deployed, "state", "rm", "-p", "keep", "view.totals")
+    assert "forgot view totals" in output
+    after = manifest(deployed, "keep")
+    assert after["serial"] == before["serial"] + 1
+    assert "totals" not in after["relations"] and "totals" not in after["program"]["views"]
+    assert Path(in_storage(deployed, before["relations"]["totals"]["path"])).is_dir()
+    plan = json.loads(reconcile(deployed, "plan", "--json", "-p", "keep"))
+    assert plan["pipelines"][0]["diff"]["program_diff"]["added_views"] == ["totals"]
+
+    # A table goes with its connectors; an unknown name is refused.
+    output = reconcile(deployed, "state", "rm", "-p", "keep", "events")
+    assert "forgot table events, connector events_in" in output
+    assert manifest(deployed, "keep")["connectors"] == {}
+    refused = reconcile(deployed, "state", "rm", "-p", "keep", "nope", expect=1)
+    assert "not a table, view or connector" in refused
+
+
+def _s3_backend(endpoint: str) -> S3Backend:
+    bucket = "lifecycle"
+    client = boto3.client("s3", endpoint_url=endpoint)
+    if bucket not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket=bucket)
+    return S3Backend(bucket, f"state-{id(client)}", client=client)
+
+
+@pytest.fixture(params=["local", "s3"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> StateBackend:
+    if request.param == "local":
+        return LocalBackend(tmp_path / "state")
+    return _s3_backend(request.getfixturevalue("s3_endpoint"))
+
+
+def test_backends_list_and_delete_a_pipelines_state(backend: StateBackend) -> None:
+    backend.write_manifest("a", {"serial": 1}, None)
+    version = backend.write_manifest("a", {"serial": 2}, backend.read_manifest("a").version)
+    assert version
+    backend.write_step_failure("a", {"at": "now", "reason": "x"})
+    backend.write_manifest("b", {"serial": 1}, None)
+    assert backend.list_pipelines() == ["a", "b"]
+    lock = backend.acquire_lock("a", "destroy")
+    with pytest.raises(LockMismatchError):
+        backend.delete_state("a", "not-the-holder")
+    assert backend.read_manifest("a") is not None
+    backend.delete_state("a", lock.id)
+    assert backend.list_pipelines() == ["b"]
+    assert backend.read_manifest("a") is None and backend.read_lock("a") is None
+    assert backend.list_history("a") == [] and backend.read_step_failure("a") is None
+    assert backend.read_manifest("b") is not None
+    # A pipeline of the same name starts afresh.
+    backend.write_manifest("a", {"serial": 1}, None)
+    assert backend.list_pipelines() == ["a", "b"]
