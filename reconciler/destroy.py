@@ -181,9 +181,13 @@ def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan
             "error": f"being destroyed: run `reconcile destroy -p {name}` to finish"})
         commit_state(project, backend, marked, etag)
         store, done = FileStore.for_root(layout.root), Collected()
-        for doomed in plan.doomed:
-            store.remove_tree(doomed.path, dry_run=False, done=done)
-        store.remove_tree(plan.storage, dry_run=False, done=done)
+        for doomed in plan.doomed:  # the pipeline's folder last: it holds all the others
+            try:
+                store.remove_tree(doomed.path, dry_run=False, done=done)
+            except OSError as error:
+                raise ReconcileError(f"pipeline '{name}': cannot delete {doomed.path}: "
+                                     f"{error}; run `reconcile destroy -p {name}` again to "
+                                     "finish") from error
         backend.delete_state(name, lock.id)  # the manifest, then the lock: the end
     except BaseException as error:
         try:

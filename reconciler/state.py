@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from reconciler.desired.committed import check_committed_program
@@ -57,9 +58,17 @@ def orphaned_pipelines(project: Project, backend: StateBackend) -> list[dict[str
     """Pipelines with state in the backend and no folder in the project (a folder deleted,
     or renamed): each with its committed serial and status and the command that removes
     it. Their state stays until then; nothing else ever reads it. A manifest that cannot
-    be read is listed with why, and the same way out."""
+    be read is listed with why, and the same way out. A backend that cannot be listed (a
+    role allowed to read objects only) lists none, with a warning: a plan does not need
+    them."""
+    try:
+        names = backend.list_pipelines()
+    except StateBackendError as error:  # a bucket policy without ListBucket, say
+        logging.getLogger("reconciler").warning(
+            "orphaned pipelines not listed: %s", public_message(error))
+        return []
     found = []
-    for name in backend.list_pipelines():
+    for name in names:
         if name in project.pipeline_dirs:
             continue
         entry: dict[str, Any] = {"name": name, "serial": None, "status": None,

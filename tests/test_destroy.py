@@ -195,3 +195,32 @@ def test_backends_list_and_delete_a_pipelines_state(backend: StateBackend) -> No
     # A pipeline of the same name starts afresh.
     backend.write_manifest("a", {"serial": 1}, None)
     assert backend.list_pipelines() == ["a", "b"]
+
+
+def test_an_interrupted_destroy_is_finished_by_running_it_again(
+        deployed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reconciler.engine.files import FileStore
+
+    removed: list[str] = []
+    remove_tree = FileStore.remove_tree
+
+    def fail_after_one(store: FileStore, folder: str, dry_run: bool, done: object) -> None:
+        if removed:
+            raise OSError("the storage went away")
+        removed.append(folder)
+        remove_tree(store, folder, dry_run, done)
+
+    monkeypatch.setattr(FileStore, "remove_tree", fail_after_one)
+    output = reconcile(deployed, "destroy", "-p", "gone", "--auto-approve", expect=1)
+    assert "the storage went away; run `reconcile destroy -p gone` again" in output
+    monkeypatch.undo()
+    # Half done: marked as being destroyed (no step runs on it), the lock released.
+    stored = manifest(deployed, "gone")
+    assert stored["status"] == "Failed" and "reconcile destroy -p gone" in \
+        stored["status_details"]["error"]
+    assert not (deployed / ".reconcile/state/gone/lock").exists()
+    assert not Path(removed[0]).exists()
+    assert "not Running" in reconcile(deployed, "run", "-p", "gone", expect=1)
+    reconcile(deployed, "destroy", "-p", "gone", "--auto-approve")
+    assert not Path(in_storage(deployed, "gone")).exists()
+    assert not (deployed / ".reconcile/state/gone").exists()
