@@ -15,7 +15,7 @@ from state_backends import StateBackend
 
 @click.group()
 def state() -> None:
-    """Inspect the state backend and release stuck locks."""
+    """Inspect the state backend, release stuck locks, forget objects."""
 
 
 def _backend(obj: CliContext, backend_url: str | None) -> StateBackend:
@@ -102,9 +102,9 @@ def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
 @pass_cli
 def state_rm(obj: CliContext, objects: tuple[str, ...], pipeline: str, lock_timeout: float,
              backend_url: str | None) -> None:
-    """Forget tables, views or connectors (NAME, or table.NAME, view.NAME, connector.NAME)
-    from the committed manifest, their data untouched: the next plan adds them again.
+    """Forget objects of the committed manifest, their data untouched: plan adds them again.
 
+    OBJECTS are tables, views or connectors: NAME, or table.NAME, view.NAME, connector.NAME.
     Committed as a new serial under the pipeline's lock; a forgotten table's or view's
     connectors are forgotten with it."""
     from reconciler.desired.project import load_project
