@@ -224,27 +224,28 @@ def forget_objects(project: Project, backend: StateBackend, pipeline: str,
                                  f"{backend.url}")
         program = manifest.program
         connectors = dict(program.get("connectors") or {})
-        gone: dict[str, str] = {}  # name -> kind
+        gone: dict[tuple[str, str], None] = {}  # (kind, name), in the order they are said
         for address in addresses:
             kind, name = _address(address, program, connectors)
-            gone[name] = kind
+            gone[kind, name] = None
             if kind != "connector":
-                gone.update({c: "connector" for c, entry in connectors.items()
+                gone.update({("connector", c): None for c, entry in connectors.items()
                              if isinstance(entry, dict) and entry.get("relation") == name})
         sections = {kind: {name: entry for name, entry in (program.get(f"{kind}s") or {})
-                           .items() if gone.get(name) != kind} for kind in KINDS}
+                           .items() if (kind, name) not in gone} for kind in KINDS}
+        relations = {n: r for n, r in manifest.relations.items() if (r.kind, n) not in gone}
         forgotten = replace(
             manifest,
             program={**program, "tables": sections["table"], "views": sections["view"],
                      "connectors": sections["connector"],
                      "order": [n for n in program.get("order") or []
-                               if gone.get(n) not in ("table", "view")]},
-            relations={n: r for n, r in manifest.relations.items() if gone.get(n) != r.kind},
+                               if n in sections["table"] or n in sections["view"]]},
+            relations=relations,
             connectors={n: c for n, c in manifest.connectors.items()
-                        if gone.get(n) != "connector"})
+                        if ("connector", n) not in gone})
         committed = forgotten.next()
         commit_state(project, backend, committed, etag)
-    return committed, [f"{kind} {name}" for name, kind in gone.items()]
+    return committed, [f"{kind} {name}" for kind, name in gone]
 
 
 def _address(address: str, program: dict[str, Any],

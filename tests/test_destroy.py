@@ -224,3 +224,22 @@ def test_an_interrupted_destroy_is_finished_by_running_it_again(
     reconcile(deployed, "destroy", "-p", "gone", "--auto-approve")
     assert not Path(in_storage(deployed, "gone")).exists()
     assert not (deployed / ".reconcile/state/gone").exists()
+
+
+def test_state_rm_tells_a_relation_from_a_connector_of_the_same_name(tmp_path: Path) -> None:
+    project = write_files(tmp_path / "project", {"reconcile.yaml": "", "pipelines/.keep": ""})
+    relation = {"kind": "table", "path": "p/tables/events", "version": 0, "schema": "{}"}
+    program = {"tables": {"events": {}}, "views": {}, "order": ["events"],
+               "connectors": {"events": {"relation": "events", "direction": "output"}}}
+    LocalBackend(project / ".reconcile/state").write_manifest("p", {
+        "format_version": 1, "pipeline": "p", "lineage": "l", "serial": 1,
+        "status": "Running", "program": program, "relations": {"events": relation},
+        "connectors": {"events": {}}}, None)
+    refused = reconcile(project, "state", "rm", "-p", "p", "events", expect=1)
+    assert "say table.events or connector.events" in refused
+    output = reconcile(project, "state", "rm", "-p", "p", "table.events")
+    assert "forgot table events, connector events (serial 2)" in output
+    stored = manifest(project, "p")
+    assert (stored["program"]["tables"], stored["program"]["connectors"],
+            stored["program"]["order"], stored["relations"], stored["connectors"]) \
+        == ({}, {}, [], {}, {})
