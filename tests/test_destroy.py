@@ -243,3 +243,36 @@ def test_state_rm_tells_a_relation_from_a_connector_of_the_same_name(tmp_path: P
     assert (stored["program"]["tables"], stored["program"]["connectors"],
             stored["program"]["order"], stored["relations"], stored["connectors"]) \
         == ({}, {}, [], {}, {})
+
+
+def test_destroy_on_s3_removes_the_pipelines_objects_and_nothing_else(
+        tmp_path: Path, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """State and data in moto's S3 (no Spark: a destroy reads the manifest alone)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket="doomed")
+    project = write_files(tmp_path / "project", {
+        "reconcile.yaml": "backend: s3://doomed/state\nstorage: s3a://doomed/data\n",
+        "pipelines/.keep": ""})
+    relation = {"kind": "table", "path": "p/tables/events", "version": 0, "schema": "{}"}
+    program = {"tables": {"events": {}}, "views": {}, "order": ["events"], "connectors": {}}
+    backend = S3Backend("doomed", "state", client=client)
+    backend.write_manifest("p", {
+        "format_version": 1, "pipeline": "p", "lineage": "l", "serial": 1,
+        "status": "Running", "program": program, "relations": {"events": relation}}, None)
+    backend.write_manifest("other", {
+        "format_version": 1, "pipeline": "other", "lineage": "l", "serial": 1,
+        "status": "Running", "program": program, "relations": {}}, None)
+    for key in ("data/p/tables/events/_delta_log/00000000000000000000.json",
+                "data/p/connectors/in/old/offsets/0", "data/other/tables/events/x.parquet",
+                "data/pp/tables/events/x.parquet"):
+        client.put_object(Bucket="doomed", Key=key, Body=b"{}")
+
+    orphans = json.loads(reconcile(project, "plan", "--json"))["orphaned"]
+    assert [o["name"] for o in orphans] == ["other", "p"]
+    document = json.loads(reconcile(project, "destroy", "-p", "p", "--auto-approve", "--json"))
+    assert document["storage"] == "s3a://doomed/data/p" and document["result"] == "destroyed"
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket="doomed")["Contents"]
+                  if not o["Key"].endswith("/"))  # pyarrow keeps the parent's folder marker
+    assert keys == ["data/other/tables/events/x.parquet", "data/pp/tables/events/x.parquet",
+                    "state/other/history/1.json", "state/other/manifest.json"]
