@@ -270,6 +270,12 @@ def test_destroy_on_s3_removes_the_pipelines_objects_and_nothing_else(
 
     orphans = json.loads(reconcile(project, "plan", "--json"))["orphaned"]
     assert [o["name"] for o in orphans] == ["other", "p"]
+    held = backend.acquire_lock("p", "apply", who="someone@elsewhere")
+    locked = reconcile(project, "destroy", "-p", "p", "--auto-approve", "--lock-timeout", "0",
+                       expect=1)
+    assert "locked by someone@elsewhere" in locked
+    assert backend.read_manifest("p") is not None
+    backend.release_lock("p", held.id)
     document = json.loads(reconcile(project, "destroy", "-p", "p", "--auto-approve", "--json"))
     assert document["storage"] == "s3a://doomed/data/p" and document["result"] == "destroyed"
     keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket="doomed")["Contents"]
