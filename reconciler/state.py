@@ -58,7 +58,8 @@ def orphaned_pipelines(project: Project, backend: StateBackend) -> list[dict[str
     """Pipelines with state in the backend and no folder in the project (a folder deleted,
     or renamed): each with its committed serial and status and the command that removes
     it. Their state stays until then; nothing else ever reads it. A manifest that cannot
-    be read is listed with why, and the same way out. A backend that cannot be listed (a
+    be read is listed with why, and the same way out; a lock alone, with the command that
+    releases it. A backend that cannot be listed (a
     role allowed to read objects only) lists none, with a warning: a plan does not need
     them."""
     try:
@@ -81,7 +82,10 @@ def orphaned_pipelines(project: Project, backend: StateBackend) -> list[dict[str
         if manifest is not None:
             entry.update(serial=manifest.serial, status=manifest.status,
                          updated_at=manifest.updated_at)
-        elif "error" not in entry:
-            entry["error"] = "a lock and no manifest (a destroy or first apply stopped)"
+        elif "error" not in entry:  # a destroy (or a first apply) stopped before its end
+            entry["error"] = "a lock and no manifest"
+            lock = backend.read_lock(name)
+            if lock is not None:
+                entry["hint"] = f"reconcile state force-unlock {lock.id} -p {name}"
         found.append(entry)
     return found

@@ -282,3 +282,15 @@ def test_destroy_on_s3_removes_the_pipelines_objects_and_nothing_else(
                   if not o["Key"].endswith("/"))  # pyarrow keeps the parent's folder marker
     assert keys == ["data/other/tables/events/x.parquet", "data/pp/tables/events/x.parquet",
                     "state/other/history/1.json", "state/other/manifest.json"]
+
+
+def test_a_lock_without_a_manifest_is_listed_with_the_command_that_frees_it(
+        tmp_path: Path) -> None:
+    """What a destroy stopped between its manifest and its lock leaves (no Spark here)."""
+    project = write_files(tmp_path / "project", {"reconcile.yaml": "", "pipelines/.keep": ""})
+    lock = LocalBackend(project / ".reconcile/state").acquire_lock("ghost", "destroy")
+    [orphan] = json.loads(reconcile(project, "plan", "--json"))["orphaned"]
+    assert orphan["hint"] == f"reconcile state force-unlock {lock.id} -p ghost"
+    assert orphan["error"] == "a lock and no manifest" and orphan["serial"] is None
+    assert "nothing to destroy" in reconcile(project, "destroy", "-p", "ghost",
+                                             "--auto-approve", expect=1)
