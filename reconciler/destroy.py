@@ -23,11 +23,12 @@ them as added again (an apply then makes them anew where the layout puts them).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from reconciler.desired.project import Project, load_pipeline_spec
 from reconciler.errors import ReconcileError
-from reconciler.layout import Layout
+from reconciler.layout import Layout, is_url
 from reconciler.manifest import Manifest, utc_now
 from reconciler.state import pipeline_layout, read_manifest
 from state_backends import StateBackend, StateBackendError
@@ -137,6 +138,7 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
         if each.path != home and not each.path.startswith(home + "/"):
             raise ReconcileError(f"pipeline '{manifest.pipeline}': {each.kind} '{each.name}' "
                                  f"is at {each.path!r}, outside {home!r}: refusing to destroy")
+        _refuse_links(layout.root, each.path, manifest.pipeline)
     kept = tuple(f"{entry.get('direction', '')} connector {name}'s "
                  f"{'source' if entry.get('direction') == 'input' else 'sink'} "
                  f"{entry.get('path') or 'on Kafka'} (outside the storage)"
@@ -149,6 +151,20 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
         storage=home, state=f"{backend.url}/{manifest.pipeline}",
         history=len(backend.list_history(manifest.pipeline)), doomed=tuple(doomed),
         kept=kept)
+
+
+def _refuse_links(root: str, path: str, pipeline: str) -> None:
+    """Refuse a local path that goes through a symbolic link below the storage root (the
+    default root is in the project's checkout, where anyone's commit can put one): a
+    deletion would follow it out of the pipeline's folder. The root itself may be a link."""
+    if is_url(root):
+        return
+    current = Path(root)
+    for part in Path(path).relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            raise ReconcileError(f"pipeline '{pipeline}': {current} is a symbolic link: "
+                                 "refusing to destroy through it")
 
 
 def pipeline_folder(layout: Layout) -> str:

@@ -294,3 +294,21 @@ def test_a_lock_without_a_manifest_is_listed_with_the_command_that_frees_it(
     assert orphan["error"] == "a lock and no manifest" and orphan["serial"] is None
     assert "nothing to destroy" in reconcile(project, "destroy", "-p", "ghost",
                                              "--auto-approve", expect=1)
+
+
+def test_a_symbolic_link_below_the_storage_root_is_not_followed(tmp_path: Path) -> None:
+    """The default storage is in the project's checkout, where a commit can put a link."""
+    project = write_files(tmp_path / "project", {"reconcile.yaml": "", "pipelines/.keep": ""})
+    victim = tmp_path / "victim"
+    (victim / "tables/events/_delta_log").mkdir(parents=True)
+    (project / ".reconcile/data").mkdir(parents=True)
+    (project / ".reconcile/data/p").symlink_to(victim)
+    relation = {"kind": "table", "path": "p/tables/events", "version": 0, "schema": "{}"}
+    LocalBackend(project / ".reconcile/state").write_manifest("p", {
+        "format_version": 1, "pipeline": "p", "lineage": "l", "serial": 1,
+        "status": "Running", "program": {"tables": {"events": {}}, "views": {}},
+        "relations": {"events": relation}}, None)
+    output = reconcile(project, "destroy", "-p", "p", "--auto-approve", expect=1)
+    assert "is a symbolic link: refusing" in output
+    assert (victim / "tables/events/_delta_log").is_dir()
+    assert manifest(project, "p")["serial"] == 1
