@@ -50,7 +50,7 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
         for line in plan.lines():
             click.echo(line)
     if not auto_approve:
-        if not sys.stdin.isatty():
+        if not _on_terminal():
             raise ReconcileError(f"destroy deletes pipeline '{pipeline}''s data and state: "
                                  "confirm on a terminal or add --auto-approve")
         if not click.confirm(f"Destroy '{pipeline}' and delete its data?", default=False,
@@ -61,6 +61,11 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     destroy_pipeline(project, backend, plan)
     _report(as_json, plan.document() | {"result": "destroyed"},
             f"{pipeline}: destroyed ({len(plan.doomed)} location(s) and its state removed)")
+
+
+def _on_terminal() -> bool:
+    """Whether a person can answer the question (stdin is a terminal)."""
+    return sys.stdin.isatty()
 
 
 def _report(as_json: bool, document: dict[str, object], message: str) -> None:

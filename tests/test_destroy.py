@@ -312,3 +312,28 @@ def test_a_symbolic_link_below_the_storage_root_is_not_followed(tmp_path: Path) 
     assert "is a symbolic link: refusing" in output
     assert (victim / "tables/events/_delta_log").is_dir()
     assert manifest(project, "p")["serial"] == 1
+
+
+def test_on_a_terminal_destroy_asks_and_a_no_keeps_everything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from reconciler.cli import cli
+
+    project = write_files(tmp_path / "project", {"reconcile.yaml": "", "pipelines/.keep": ""})
+    folder = project / ".reconcile/data/p/tables/events/_delta_log"
+    folder.mkdir(parents=True)
+    relation = {"kind": "table", "path": "p/tables/events", "version": 0, "schema": "{}"}
+    LocalBackend(project / ".reconcile/state").write_manifest("p", {
+        "format_version": 1, "pipeline": "p", "lineage": "l", "serial": 1,
+        "status": "Running", "program": {"tables": {"events": {}}, "views": {}},
+        "relations": {"events": relation}}, None)
+    monkeypatch.setattr("reconciler.cli_destroy._on_terminal", lambda: True)
+    args = ["-C", str(project), "destroy", "-p", "p"]
+    result = CliRunner().invoke(cli, args, input="n\n", catch_exceptions=False)
+    assert result.exit_code == 0 and "Destroy 'p' and delete its data?" in result.output
+    assert "p: destroy cancelled" in result.output and folder.is_dir()
+    assert manifest(project, "p")["serial"] == 1
+    result = CliRunner().invoke(cli, args, input="y\n", catch_exceptions=False)
+    assert result.exit_code == 0 and "p: destroyed" in result.output
+    assert not (project / ".reconcile/data/p").exists()
