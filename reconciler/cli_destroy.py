@@ -24,7 +24,7 @@ from reconciler.errors import ReconcileError
               help="Override the pipeline's bootstrap_policy (reject refuses a destroy); the "
               "only policy a pipeline whose folder is gone has.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print what was removed as one JSON object (the plan is not printed).")
+              help="Print what was removed as one JSON object (the plan on stderr, when asked).")
 @lock_option(LOCK_TIMEOUT)
 @backend_option
 @pass_cli
@@ -46,13 +46,15 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     check_policy(project, pipeline, bootstrap_policy)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     plan = plan_destroy(project, backend, pipeline)
-    if not as_json:  # with --json, the object says it all (its `warnings` too)
+    # With --json the object says it all (its `warnings` too); the question is still asked
+    # about the plan it shows, on stderr.
+    if not as_json or (not auto_approve and _on_terminal()):
         for line in plan.lines():
-            click.echo(line)
+            click.echo(line, err=as_json)
     if not auto_approve:
         if not _on_terminal():
-            raise ReconcileError(f"destroy deletes pipeline '{pipeline}''s data and state: "
-                                 "confirm on a terminal or add --auto-approve")
+            raise ReconcileError(f"destroy deletes the data and state of pipeline "
+                                 f"'{pipeline}': confirm on a terminal or add --auto-approve")
         if not click.confirm(f"Destroy '{pipeline}' and delete its data?", default=False,
                              err=as_json):
             _report(as_json, plan.document() | {"result": "cancelled"},
