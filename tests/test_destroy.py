@@ -71,6 +71,9 @@ def test_an_orphan_is_planned_listed_and_destroyed(deployed: Path) -> None:
     reconcile(deployed, "plan", "--markdown", str(markdown))
     assert "`reconcile destroy -p gone`" in markdown.read_text()
 
+    asked = reconcile(deployed, "plan", "-p", "gone", expect=1)
+    assert "is not in the project" in asked and "reconcile destroy -p gone" in asked
+
     status = reconcile(deployed, "status")
     assert "gone: Running" in status and "not in the project" in status
     reports = json.loads(reconcile(deployed, "status", "--json"))

@@ -12,11 +12,12 @@ from typing import Any
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import load_source, select_pipelines
+from reconciler.errors import ReconcileError
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_document, plan_pipeline
 from reconciler.process import is_one_shot
 from reconciler.state import open_backend, orphaned_pipelines, pipeline_layout, read_manifest
-from state_backends import LocalBackend, StateBackend
+from state_backends import LocalBackend, StateBackend, StateBackendError
 
 Committed = tuple[Manifest | None, str | None]  # a pipeline's manifest and its version tag
 
@@ -38,13 +39,28 @@ def compute_plan(project_dir: Path, pipeline: str | None,
 def _compute_plan(project: Project, pipeline: str | None,
                   backend_url: str | None) -> dict[str, Any]:
     """`compute_plan`, as `load_programs` then `plan_project` but with the memos."""
-    orphans = None if pipeline else orphaned_pipelines(project,
-                                                      open_backend(project, backend_url))
+    backend = open_backend(project, backend_url)
+    orphans = orphaned_pipelines(project, backend) if pipeline is None else None
+    if pipeline is not None and pipeline not in project.pipeline_dirs:
+        _refuse_orphan(backend, pipeline)
     # A project whose last pipeline folder went still plans: its orphans are the plan.
     names = [] if orphans and not project.pipeline_dirs else select_pipelines(project, pipeline)
     committed, memos = committed_memos(project, names, backend_url)
     programs = [build_program(load_source(project, name), memos.get(name)) for name in names]
     return plan_project(project, programs, backend_url, committed=committed, orphans=orphans)
+
+
+def _refuse_orphan(backend: StateBackend, pipeline: str) -> None:
+    """A pipeline asked for by name that only the backend holds: say so, and how to remove
+    it, rather than only that the project has no such pipeline."""
+    try:
+        manifest, _ = read_manifest(backend, pipeline)
+    except (ReconcileError, StateBackendError):
+        return  # the usual "unknown pipeline" follows
+    if manifest is not None:
+        raise ReconcileError(f"pipeline '{pipeline}' is not in the project, but "
+                             f"{backend.url} holds its state (serial {manifest.serial}): "
+                             f"remove it with `reconcile destroy -p {pipeline}`")
 
 
 def committed_memos(project: Project, names: list[str], backend_url: str | None = None
