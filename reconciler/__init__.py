@@ -13,8 +13,9 @@ point one way only (``tests/test_layering.py`` keeps it so):
   connectors, a step, a bootstrap). The only package that imports pyspark.
 * ``github/``: the GitHub Action (``reconcile github``) and its REST client.
 * At the top: ``cli`` (flags in, calls out; ``cli_context`` its context, errors and
-  signals as exit codes; ``cli_state`` for ``reconcile state``; ``cli_destroy`` for
-  ``reconcile destroy``; ``cli_options`` the options
+  signals as exit codes; ``cli_state`` for ``reconcile state``; ``cli_statements`` for
+  ``execute`` and ``query``; ``cli_destroy`` for ``reconcile destroy``; ``cli_options`` the
+  options
   commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does

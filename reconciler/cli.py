@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler import __version__
-from reconciler.cli_context import CliContext, ReconcileGroup, pass_cli
+from reconciler.cli_context import CliContext, ReconcileGroup, console, outcomes_json, pass_cli
 from reconciler.cli_destroy import destroy_command
 from reconciler.cli_doctor import doctor_command
 from reconciler.cli_options import (
@@ -23,18 +23,20 @@ from reconciler.cli_options import (
     POLICY_CHOICE,
     backend_option,
     engine_options,
+    json_option,
     lock_option,
 )
 from reconciler.cli_state import state
+from reconciler.cli_statements import execute, query
 from reconciler.cli_test import test_command
 from reconciler.desired.setting_values import duration_seconds
 from reconciler.errors import ReconcileError
 from reconciler.process import one_shot_process, raise_on_sigterm
+from reconciler.progress import LOG_LEVELS, set_log_level
 from reconciler.runner import MAX_FAILURES
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
+    from reconciler.desired.program import Program
     from reconciler.plan.document import PipelinePlan
 
 
@@ -44,11 +46,18 @@ if TYPE_CHECKING:
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress on stderr (off a terminal: a timestamped line per stage).")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS), help="error and warn: no "
+              "progress; info (default): progress; debug: also log records, tracebacks and "
+              "Spark's warnings.")
 @click.version_option(__version__, prog_name="reconcile")
 @click.pass_context
-def cli(ctx: click.Context, project_dir: Path, debug: bool, quiet: bool) -> None:
+def cli(ctx: click.Context, project_dir: Path, debug: bool, quiet: bool,
+        log_level: str | None) -> None:
     """Plan and apply changes to continuous Spark SQL pipelines, bootstrapping only what changed."""
-    ctx.obj = CliContext(project_dir=project_dir, debug=debug, context=ctx, quiet=quiet)
+    level = log_level or ("warn" if quiet else "info")
+    set_log_level(level)
+    ctx.obj = CliContext(project_dir=project_dir, debug=debug or level == "debug", context=ctx,
+                         quiet=level in ("error", "warn"))
 
 
 @cli.command()
@@ -69,26 +78,35 @@ def init(obj: CliContext, directory: Path | None, pipeline_name: str) -> None:
 
 @cli.command()
 @click.option("--pipeline", "-p", help="Only this pipeline.")
+@json_option
 @pass_cli
 def validate(obj: CliContext, pipeline: str | None) -> None:
     """Parse and check every pipeline; print a short summary of each."""
-    from reconciler.desired.workspace import load_programs
+    from reconciler.desired.workspace import check_input_folders, load_programs
 
-    _, programs = load_programs(obj.project_dir, pipeline)
+    project, programs = load_programs(obj.project_dir, pipeline)
     for program in programs:
-        inputs = sum(1 for c in program.connectors.values() if c.direction == "input")
-        outputs = len(program.connectors) - inputs
-        click.echo(f"{program.pipeline}: {len(program.tables)} tables, {len(program.views)} views, "
-                   f"{inputs} input and {outputs} output connectors: ok")
-        for name in program.order:
-            if name in program.views:
-                click.echo(f"  view {name}: {program.views[name].refresh.describe()}")
+        check_input_folders(program, project.root)
+    summaries = [validation_summary(program) for program in programs]
+    if obj.as_json:
+        obj.emit({"pipelines": summaries})
+        return
+    for summary in summaries:
+        click.echo(f"{summary['pipeline']}: {summary['tables']} tables, {summary['views']} views, "
+                   f"{summary['input_connectors']} input and {summary['output_connectors']} "
+                   "output connectors: ok")
+        for name, refresh in summary["refresh"].items():
+            click.echo(f"  view {name}: {refresh}")
 
 
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=True)
+def validation_summary(program: Program) -> dict[str, Any]:
+    """What `validate` says of a pipeline (its text and its `--json` share these keys)."""
+    inputs = sum(1 for c in program.connectors.values() if c.direction == "input")
+    return {"pipeline": program.pipeline, "tables": len(program.tables),
+            "views": len(program.views), "input_connectors": inputs,
+            "output_connectors": len(program.connectors) - inputs, "ok": True,
+            "refresh": {name: program.views[name].refresh.describe()
+                        for name in program.order if name in program.views}}
 
 
 @cli.command()
@@ -124,7 +142,7 @@ def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path
     if as_json:
         click.echo(json.dumps(document, indent=2, sort_keys=True))
     else:
-        render_plan(document, _console())
+        render_plan(document, console())
     if detailed_exitcode and any(p["has_changes"] for p in document["pipelines"]):
         sys.exit(2)
 
@@ -145,7 +163,7 @@ def show(plan_file: Path, output_format: str) -> None:
     elif output_format == "json":
         click.echo(json.dumps(document, indent=2, sort_keys=True))
     else:
-        render_plan(document, _console())
+        render_plan(document, console())
 
 
 def _operations() -> Any:
@@ -155,13 +173,6 @@ def _operations() -> Any:
     from reconciler import operations
 
     return operations
-
-
-def _statements() -> Any:
-    """`execute` and `query` (they import the engine layer too)."""
-    from reconciler import statements
-
-    return statements
 
 
 @cli.command()
@@ -178,6 +189,7 @@ def _statements() -> Any:
 @lock_option(LOCK_TIMEOUT)
 @backend_option
 @engine_options
+@json_option
 @pass_cli
 def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
           bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
@@ -202,8 +214,8 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
     git = git_info(project.root)
-    interactive = sys.stdin.isatty() and not auto_approve
-    parked = False
+    interactive = sys.stdin.isatty() and not auto_approve and not obj.as_json
+    outcomes = []
     for program in programs:
         source_policy = bootstrap_policy or program.bootstrap_policy
         outcome = ops.apply_pipeline(
@@ -211,9 +223,12 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
             silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
             full_refresh=full_refresh,
             confirm=_confirm if interactive and source_policy == "await_approval" else None)
-        click.echo(outcome.message)
-        parked = parked or outcome.result == "awaiting-approval"
-    if parked:
+        outcomes.append(outcome)
+        if not obj.as_json:
+            click.echo(outcome.message)
+    if obj.as_json:
+        obj.emit(outcomes_json(outcomes))
+    if any(outcome.result == "awaiting-approval" for outcome in outcomes):
         sys.exit(AWAITING_APPROVAL_EXIT)
 
 
@@ -226,7 +241,7 @@ def _confirm(plan: PipelinePlan) -> bool:
     from reconciler.plan.document import plan_document
     from reconciler.plan.terminal import render_plan
 
-    render_plan(plan_document([plan], Path(".")), _console())
+    render_plan(plan_document([plan], Path(".")), console())
     return click.confirm(f"Bootstrap these changes to '{plan.name}'?", default=False)
 
 
@@ -237,6 +252,7 @@ def _confirm(plan: PipelinePlan) -> bool:
 @lock_option(LOCK_TIMEOUT)
 @backend_option
 @engine_options
+@json_option
 @pass_cli
 def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
@@ -249,11 +265,16 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: f
     ops = _operations()
     engine = ops.Engine(project, master=spark_master, remote=spark_remote,
                         report=obj.progress(), debug=obj.debug)
+    outcomes = []
     for program in programs:
         manifest, _ = read_manifest(backend, program.pipeline)
         if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
             continue
-        click.echo(ops.approve_pipeline(project, program, backend, engine, silent=silent).message)
+        outcomes.append(ops.approve_pipeline(project, program, backend, engine, silent=silent))
+        if not obj.as_json:
+            click.echo(outcomes[-1].message)
+    if obj.as_json:
+        obj.emit(outcomes_json(outcomes))
 
 
 @cli.command()
@@ -271,6 +292,7 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: f
 @lock_option(None)
 @backend_option
 @engine_options
+@json_option
 @pass_cli
 def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float,
         max_failures: int, metrics_port: int | None, metrics_address: str,
@@ -287,6 +309,9 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     from reconciler.state import open_backend
     from reconciler.step_failures import recorded
 
+    if continuous and obj.as_json:
+        raise ReconcileError("--json reports one step; a continuous run's state is in "
+                             "`reconcile status --json` and its --metrics-port")
     project = load_project(obj.project_dir)
     if lock_timeout is None:
         lock_timeout = (duration_seconds(LOCK_TIMEOUT) or 0.0) if continuous else 0.0
@@ -312,70 +337,18 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
                          max_failures=max_failures, metrics=metrics, reports=reports)
         return
     held: list[str] = []  # bad input files: the other pipelines and connectors still step
+    outcomes = []
     for name in names:
         outcome = recorded(backend, name,
                            lambda name=name: ops.run_pipeline(project, backend, engine, name)[0])
         held.extend(outcome.details.get("bad_input", {}).values())
-        if outcome.result != "input-failed":
+        outcomes.append(outcome)
+        if outcome.result != "input-failed" and not obj.as_json:
             click.echo(outcome.message)
+    if obj.as_json:
+        obj.emit(outcomes_json(outcomes))  # the held files' errors are in `details` too
     if held:
         raise ReconcileError("; ".join(held))
-
-
-@cli.command()
-@click.option("--pipeline", "-p", required=True, help="The pipeline whose table changes.")
-@click.argument("sql")
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@pass_cli
-def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
-            backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
-    """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...) or delete them
-    (DELETE FROM t WHERE ...), then run a step."""
-    from reconciler.desired.project import load_project
-    from reconciler.desired.workspace import select_pipelines
-    from reconciler.state import open_backend
-
-    project = load_project(obj.project_dir)
-    select_pipelines(project, pipeline)
-    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
-    ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress(), debug=obj.debug)
-    outcome, _ = _statements().execute_statement(project, backend, engine, pipeline, sql)
-    click.echo(outcome.message)
-
-
-@cli.command()
-@click.option("--pipeline", "-p", required=True, help="The pipeline to query.")
-@click.argument("sql")
-@click.option("--format", "output_format", type=click.Choice(["table", "json", "csv"]),
-              default="table", show_default=True,
-              help="json: an array of row objects (decimals as strings, dates in ISO 8601).")
-@backend_option
-@engine_options
-@pass_cli
-def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
-          backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
-    """Query materialized tables and views at their committed versions."""
-    from reconciler.desired.project import load_project
-    from reconciler.desired.workspace import select_pipelines
-    from reconciler.query_output import print_rows
-    from reconciler.state import open_backend
-
-    project = load_project(obj.project_dir)
-    select_pipelines(project, pipeline)
-    backend = open_backend(project, backend_url)
-    ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress(), debug=obj.debug)
-    frame = _statements().query_pipeline(backend, engine, pipeline, sql)
-    # The rows are what this command prints, so they come to this process, but streamed a
-    # partition at a time and never held whole. Results too large for a terminal belong in
-    # a view with an output connector, which the executors write.
-    print_rows(frame.columns, frame.toLocalIterator(),  # printed rows: one partition at a time
-               output_format, _console())
 
 
 @cli.command()
@@ -413,6 +386,8 @@ def github(obj: CliContext) -> None:
 
 
 cli.add_command(test_command)
+cli.add_command(execute)
+cli.add_command(query)
 cli.add_command(state)
 cli.add_command(doctor_command)
 cli.add_command(destroy_command)

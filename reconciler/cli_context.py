@@ -8,16 +8,20 @@ reports them, once the command has unwound and released its locks (`errors.Termi
 
 from __future__ import annotations
 
+import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from reconciler.errors import ReconcileError, Terminated, private_message
+from reconciler.errors import ReconcileError, Terminated, private_message, public_message
 from reconciler.progress import Reporter, shown_progress, terminal_progress
 from state_backends import StateBackendError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -26,12 +30,19 @@ class CliContext:
     debug: bool
     context: click.Context
     quiet: bool = False  # no progress (`progress.shown_progress`)
+    as_json: bool = False  # the command's `--json`: one object on stdout (`emit`)
+    emitted: bool = False  # whether that object was printed (an error prints one otherwise)
 
     during: str | None = None  # the stage and object Spark works on, for failure messages
 
     def enter(self, manager: Any) -> Any:
         """Enter a context manager for the rest of the command (closed when it ends)."""
         return self.context.with_resource(manager)
+
+    def emit(self, document: Any) -> None:
+        """The command's one JSON object on stdout (progress and errors stay on stderr)."""
+        click.echo(json.dumps(document, indent=2, sort_keys=True, default=str))
+        self.emitted = True
 
     def progress(self) -> Reporter:
         """The progress reporter (a live line on a terminal, plain lines elsewhere) that also
@@ -60,9 +71,12 @@ class ReconcileGroup(click.Group):
                        "committed state stands", err=True)
             sys.exit(code)
         except (ReconcileError, StateBackendError) as error:
-            if ctx.params.get("debug"):
+            state = ctx.obj if isinstance(ctx.obj, CliContext) else None
+            if state and state.debug:
                 raise
             click.echo(f"error: {private_message(error)}", err=True)  # row values: here only
+            if state and state.as_json and not state.emitted:  # scripts read stdout
+                state.emit({"error": public_message(error)})
             sys.exit(1)
         except Exception as error:
             # Spark dying (out of memory, a killed JVM, a lost Connect server) is one line,
@@ -71,7 +85,20 @@ class ReconcileGroup(click.Group):
 
             state = ctx.obj if isinstance(ctx.obj, CliContext) else None
             failure = engine_failure(error, state.during if state else None)
-            if failure is None or ctx.params.get("debug"):
+            if failure is None or (state and state.debug):
                 raise
             click.echo(f"error: {failure}", err=True)
             sys.exit(1)
+
+
+def console() -> Console:
+    """rich's console for what a command prints on stdout (plans, query results)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def outcomes_json(outcomes: list[Any]) -> dict[str, Any]:
+    """`{"pipelines": [...]}`: each operation's outcome (`operations.Outcome`) with the keys
+    its text line is made from: pipeline, result, message, serial, details."""
+    return {"pipelines": [asdict(outcome) for outcome in outcomes]}

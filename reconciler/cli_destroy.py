@@ -6,13 +6,18 @@ Flags in, calls out: what goes, in which order and under which checks is
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from reconciler.cli_context import CliContext, pass_cli
-from reconciler.cli_options import LOCK_TIMEOUT, POLICY_CHOICE, backend_option, lock_option
+from reconciler.cli_options import (
+    LOCK_TIMEOUT,
+    POLICY_CHOICE,
+    backend_option,
+    json_option,
+    lock_option,
+)
 from reconciler.errors import ReconcileError
 
 
@@ -23,13 +28,12 @@ from reconciler.errors import ReconcileError
 @click.option("--bootstrap-policy", type=POLICY_CHOICE,
               help="Override the pipeline's bootstrap_policy (reject refuses a destroy); the "
               "only policy a pipeline whose folder is gone has.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print what was removed as one JSON object (the plan on stderr, when asked).")
+@json_option
 @lock_option(LOCK_TIMEOUT)
 @backend_option
 @pass_cli
 def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
-                    bootstrap_policy: str | None, as_json: bool, lock_timeout: float,
+                    bootstrap_policy: str | None, lock_timeout: float,
                     backend_url: str | None) -> None:
     """Remove a pipeline: its tables', views' and checkpoints' data, then its state.
 
@@ -37,11 +41,12 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     --auto-approve). Works from the committed manifest, so a pipeline whose folder was
     deleted can be removed; one still in the project is deployed again by the next apply.
     Never deletes outside the pipeline's folder of the storage root. Interrupted, it is
-    finished by running it again."""
+    finished by running it again. With --json, the plan it asks about goes to stderr."""
     from reconciler.desired.project import load_project
     from reconciler.destroy import check_policy, destroy_pipeline, plan_destroy
     from reconciler.state import open_backend
 
+    as_json = obj.as_json
     project = load_project(obj.project_dir)
     check_policy(project, pipeline, bootstrap_policy)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
@@ -57,11 +62,11 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
                                  f"'{pipeline}': confirm on a terminal or add --auto-approve")
         if not click.confirm(f"Destroy '{pipeline}' and delete its data?", default=False,
                              err=as_json):
-            _report(as_json, plan.document() | {"result": "cancelled"},
+            _report(obj, plan.document() | {"result": "cancelled"},
                     f"{pipeline}: destroy cancelled")
             return
     destroy_pipeline(project, backend, plan)
-    _report(as_json, plan.document() | {"result": "destroyed"},
+    _report(obj, plan.document() | {"result": "destroyed"},
             f"{pipeline}: destroyed ({len(plan.doomed)} location(s) and its state removed)")
 
 
@@ -70,5 +75,8 @@ def _on_terminal() -> bool:
     return sys.stdin.isatty()
 
 
-def _report(as_json: bool, document: dict[str, object], message: str) -> None:
-    click.echo(json.dumps(document, indent=2, sort_keys=True) if as_json else message)
+def _report(obj: CliContext, document: dict[str, object], message: str) -> None:
+    if obj.as_json:
+        obj.emit(document)
+    else:
+        click.echo(message)

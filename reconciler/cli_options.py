@@ -40,3 +40,14 @@ def engine_options(function: Any) -> Any:
         function)
     return click.option("--spark-master", help="Spark master URL, e.g. spark://host:7077.")(
         function)
+
+
+def _set_json(ctx: click.Context, _param: Any, value: bool) -> None:
+    if value:
+        ctx.find_root().obj.as_json = True
+
+
+json_option = click.option(
+    "--json", is_flag=True, expose_value=False, callback=_set_json,
+    help="Print one JSON object on stdout (the keys of the text; errors as {\"error\": ...}).")
+"""`--json` for a command that reports: it sets `CliContext.as_json` (read through `pass_cli`)."""

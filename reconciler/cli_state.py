@@ -8,7 +8,7 @@ import json
 import click
 
 from reconciler.cli_context import CliContext, pass_cli
-from reconciler.cli_options import LOCK_TIMEOUT, backend_option, lock_option
+from reconciler.cli_options import LOCK_TIMEOUT, backend_option, json_option, lock_option
 from reconciler.errors import ReconcileError
 from state_backends import StateBackend
 
@@ -42,14 +42,23 @@ def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
 @state.command("history")
 @click.option("--pipeline", "-p", required=True, help="The pipeline.")
 @backend_option
+@json_option
 @pass_cli
 def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """List the committed serials with their status and time."""
     from reconciler.status import history_expectations
 
     backend = _backend(obj, backend_url)
-    for serial in backend.list_history(pipeline):
-        document = backend.read_history(pipeline, serial)
+    documents = {serial: backend.read_history(pipeline, serial)
+                 for serial in backend.list_history(pipeline)}
+    if obj.as_json:
+        obj.emit({"pipeline": pipeline, "history": [
+            {"serial": serial, "status": document.get("status"),
+             "updated_at": document.get("updated_at"), "git_sha": document.get("git_sha"),
+             "expectations": (document.get("last_step") or {}).get("expectations") or {}}
+            for serial, document in documents.items()]})
+        return
+    for serial, document in documents.items():
         click.echo(f"{serial:>6}  {document.get('status', '?'):<17} "
                    f"{document.get('updated_at', '')}  {document.get('git_sha') or ''}"
                    f"{history_expectations(document)}")
@@ -99,6 +108,7 @@ def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
 @click.option("--pipeline", "-p", required=True, help="The pipeline whose manifest forgets them.")
 @lock_option(LOCK_TIMEOUT)
 @backend_option
+@json_option
 @pass_cli
 def state_rm(obj: CliContext, objects: tuple[str, ...], pipeline: str, lock_timeout: float,
              backend_url: str | None) -> None:
@@ -114,5 +124,8 @@ def state_rm(obj: CliContext, objects: tuple[str, ...], pipeline: str, lock_time
     project = load_project(obj.project_dir)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     committed, forgotten = forget_objects(project, backend, pipeline, objects)
+    if obj.as_json:
+        obj.emit({"pipeline": pipeline, "serial": committed.serial, "forgotten": forgotten})
+        return
     click.echo(f"{pipeline}: forgot {', '.join(forgotten)} (serial {committed.serial}); "
                "their data is untouched")

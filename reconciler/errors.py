@@ -57,6 +57,26 @@ class QuotesData(ReconcileError):
         self.detail = " ".join(detail.split())
 
 
+class RepeatsEachStep(QuotesData):
+    """A failure the next step meets again, since the rows that caused it stay in what it
+    reads (a FAIL UPDATE expectation's violating rows): `until` says what lets the
+    pipeline go on, for `reconcile status` to show beside the failure."""
+
+    def __init__(self, public: str, detail: str, until: str):
+        super().__init__(public, detail)
+        self.until = until
+
+
+def repeats_until(error: BaseException) -> str | None:
+    """`RepeatsEachStep.until` of `error` or of what it was raised from; None otherwise."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, RepeatsEachStep):
+            return seen.until
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class PipelinePaused(ReconcileError):
     """A step found its pipeline not `Running` (awaiting approval, or a failed bootstrap): a
     continuous runner waits for an apply or approval instead of stopping."""

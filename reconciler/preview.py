@@ -79,9 +79,11 @@ def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]
     settings = project.settings.preview
     samples = Samples(settings.samples if mode == "rows" else 0,
                       masked_columns(plan.diff.new, settings.mask) if mode == "rows" else {})
+    primary_keys = {name: table["primary_key"] for name, table in plan.diff.new["tables"].items()}
     return {"format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
             "views": preview_views(runtime, views, {
-                view: output_key(plan.diff.new["views"][view]["sql"]) for view, _ in views},
+                view: output_key(plan.diff.new["views"][view]["sql"], primary_keys)
+                for view, _ in views},
                 _unavailable(project, plan), bound.get(), samples)}
 
 

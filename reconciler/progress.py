@@ -6,10 +6,15 @@ cron) each report is one plain line on stderr, stamped with the UTC time, and a 
 end (`refreshed`) says how long its refresh took, so a slow first apply reads as
 progress, not a hang. `--quiet` (or `RECONCILE_PROGRESS=off` in the environment) shows
 nothing. Views refreshed at once report from several threads.
+
+`--log-level` sets the rest of what a command says on stderr (`set_log_level`): `error`
+and `warn` show no progress, `info` (the default) shows it, `debug` adds the package's
+own log records, tracebacks and Spark's warnings (`--debug`: tracebacks only).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -17,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 Reporter = Callable[[str, str], None]
 
@@ -86,3 +92,41 @@ def terminal_progress(mode: str) -> Iterator[Reporter]:
             progress.update(tasks[stage], description=item, visible=True)
 
         yield report
+
+
+LOG_LEVELS = ("error", "warn", "info", "debug")
+_spark_log_level = "error"
+
+
+def spark_log_level() -> str:
+    """The embedded Spark's log4j level (`engine.session`, when it starts): `error` unless
+    `--log-level debug` made it `warn` (Spark's `info` is pages per job)."""
+    return _spark_log_level
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a record comes (a test's capture, a
+    redirected stream), not to the one there was when the handler was made."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def set_log_level(level: str) -> None:
+    """Route the package's log records (`logging.getLogger("reconciler")`) to stderr at
+    `level`, and Spark's with `debug`. Progress and tracebacks are the caller's
+    (`cli.cli`)."""
+    logger = logging.getLogger("reconciler")
+    logger.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper())))
+    if not logger.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    global _spark_log_level
+    _spark_log_level = "warn" if level == "debug" else "error"

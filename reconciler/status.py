@@ -148,6 +148,8 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         failure = report["last_failure"]
         if failure:
             click.echo(f"  last step failed at {failure['at']}: {failure['reason']}")
+            if failure.get("stuck_until"):
+                click.echo(f"  stuck: every step fails the same way until {failure['stuck_until']}")
         runner = report["runner"]
         if runner:
             click.echo(f"  runner: {runner_line(runner)}")

@@ -238,10 +238,11 @@ def test_state_rm_tells_a_relation_from_a_connector_of_the_same_name(tmp_path: P
         "format_version": 1, "pipeline": "p", "lineage": "l", "serial": 1,
         "status": "Running", "program": program, "relations": {"events": relation},
         "connectors": {"events": {}}}, None)
-    refused = reconcile(project, "state", "rm", "-p", "p", "events", expect=1)
-    assert "say table.events or connector.events" in refused
-    output = reconcile(project, "state", "rm", "-p", "p", "table.events")
-    assert "forgot table events, connector events (serial 2)" in output
+    refused = reconcile(project, "state", "rm", "-p", "p", "events", "--json", expect=1)
+    assert "say table.events or connector.events" in refused and '"error":' in refused
+    output = json.loads(reconcile(project, "state", "rm", "-p", "p", "table.events", "--json"))
+    assert output == {"pipeline": "p", "serial": 2,
+                      "forgotten": ["table events", "connector events"]}
     stored = manifest(project, "p")
     assert (stored["program"]["tables"], stored["program"]["connectors"],
             stored["program"]["order"], stored["relations"], stored["connectors"]) \

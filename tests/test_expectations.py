@@ -241,10 +241,18 @@ def test_fail_update_stops_the_step_and_leaves_the_state(
     assert [r["id"] for r in query(project, "p", "SELECT id FROM checked ORDER BY id")] == [1, 2]
     assert reconcile(project, "run", expect=1) == output
     assert manifest_file.read_bytes() == before
+    # Status says the pipeline is stuck, and what lets it go on, without the rows' values.
+    [report] = json.loads(reconcile(project, "status", "--json"))
+    assert report["last_failure"]["stuck_until"].startswith(
+        "the rows violating 'positive' are deleted")
+    assert "amount=-1" not in json.dumps(report)
+    assert "  stuck: every step fails the same way until the rows violating 'positive' are " \
+        "deleted" in reconcile(project, "status")
     # Removing the bad rows lets the stream go on.
     reconcile(project, "execute", "-p", "p", "DELETE FROM orders WHERE amount <= 0")
     assert [r["id"] for r in query(project, "p", "SELECT id FROM checked ORDER BY id")] == [
         1, 2, 3]
+    assert "stuck" not in reconcile(project, "status")
 
 
 def test_plan_shows_expectation_changes_and_apply_lands_them(

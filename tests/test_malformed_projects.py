@@ -29,7 +29,7 @@ connectors:
     table: events
     type: files
     format: json
-    path: /data/in
+    path: data/in
   - name: out
     view: daily
     type: delta
@@ -76,6 +76,7 @@ def write_project(root: Path, overrides: Files) -> Path:
             path.write_bytes(content)
         else:
             path.write_text(textwrap.dedent(content), encoding="utf-8")
+    (root / "data/in").mkdir(parents=True, exist_ok=True)  # the input connector's folder
     return root
 
 
@@ -404,8 +405,8 @@ CASES = [
          {SPEC: PIPELINE_YAML + "renamed: {daily: '../x'}\n"},
          SPEC, 14, "renamed.daily: '../x' is not a valid name"),
     Case("snapshot-on-bootstrap-on-an-input",
-         {SPEC: PIPELINE_YAML.replace("    path: /data/in\n",
-                                      "    path: /data/in\n    snapshot_on_bootstrap: true\n")},
+         {SPEC: PIPELINE_YAML.replace("    path: data/in\n",
+                                      "    path: data/in\n    snapshot_on_bootstrap: true\n")},
          SPEC, 5, "snapshot_on_bootstrap is for output connectors"),
     Case("default-that-calls-a-function",
          {SQL: PROGRAM_SQL.replace("kind string,", "kind string default current_user(),")},
@@ -520,3 +521,20 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     shown = "".join(traceback.format_exception(*result.exc_info))
     assert "desired/sql.py" in shown
     assert "program.sql:14: unsupported statement DROP" in shown.splitlines()[-1]
+
+
+def test_a_missing_input_folder_is_an_error_at_validate_and_plan(tmp_path: Path) -> None:
+    """A mistyped `path` is refused at the connector's line before anything is touched; an
+    output's folder is made by the first step, and an object store is not looked at."""
+    root = write_project(tmp_path, {SPEC: PIPELINE_YAML.replace("path: data/in",
+                                                                "path: data/inn")})
+    missing = str((root / "data/inn").resolve())
+    for command in (["validate"], ["plan", "--backend", str(tmp_path / "state")]):
+        result = CliRunner().invoke(cli, ["-C", str(root), *command])
+        assert result.exit_code == 1, result.output
+        assert result.output.strip() == (
+            f"error: {root / SPEC}:5: input connector 'src' reads data/inn, which does not "
+            f"exist ({missing}): create the folder or correct `path`")
+    assert not (tmp_path / "state").exists(), "nothing touched"
+    on_s3 = PIPELINE_YAML.replace("path: data/in", "path: s3://bucket/in")
+    assert run_validate(write_project(tmp_path / "s3", {SPEC: on_s3})).exit_code == 0

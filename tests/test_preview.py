@@ -27,7 +27,13 @@ from reconciler.state import open_backend
 from tests.cli_helpers import query, reconcile, versions
 from tests.fake_github import FakeGitHub
 from tests.github_harness import Workspace, deploy, only_sticky
-from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
+from tests.projects import (
+    SEED_GRADES,
+    SEED_STUDENTS,
+    apply_seed_modification,
+    copy_example,
+    single_pipeline,
+)
 
 AVERAGES = """select student_id, class, avg(grade) as class_avg from grades
 where class_date >= date '2025-09-01' and class_date <= date '{end}'
@@ -203,7 +209,14 @@ def test_rows_show_a_few_samples_with_masked_columns(spark: SparkSession,
     assert len(new_view) == 2 and all(set(row) == {"student_id", "avg"} for row in new_view)
 
     markdown = tmp_path / "plan.md"
-    reconcile(project, "plan", "--preview", "rows", "--markdown", str(markdown))
+    terminal = reconcile(project, "plan", "--preview", "rows", "--markdown", str(markdown))
+    # The terminal shows the same samples under the counts: changed rows before and after.
+    lines = terminal.split("sample rows of avg_grade (student_id, class, class_avg):\n")[1]
+    lines = lines.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("      ~ "))
+    assert lines[first + 1].startswith("      → "), lines
+    assert lines[first].endswith("| ***") and lines[first + 1].endswith("| ***")
+    assert "sample rows of avg_grade_all_courses (student_id, avg):" in terminal
     text = markdown.read_text()
     assert ("Sample rows of `avg_grade`:\n\n| | student_id | class | class_avg |\n"
             "|---|---|---|---|\n") in text, text
@@ -341,3 +354,23 @@ def test_the_action_posts_the_plan_when_the_preview_runs_out_of_its_budget(
     assert ("not previewed: the preview ran out of its job budget (1 Spark jobs, "
             "preview.max_jobs in reconcile.yaml)") in body, body
     assert "create" in body and "avg_grade_all_courses" in body, "the plan is posted whole"
+
+
+def test_a_view_that_keeps_a_tables_primary_key_counts_changed_rows(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """No GROUP BY, but the view reads one keyed table and outputs its key (renamed): its
+    rows are as unique as the table's, so a changed row is counted as changed, not as one
+    removed and one added."""
+    project = single_pipeline(tmp_path, """
+        CREATE TABLE orders (id BIGINT NOT NULL, amount INT, PRIMARY KEY (id));
+        CREATE MATERIALIZED VIEW scaled AS
+        SELECT id AS order_id, amount * 2 AS scaled FROM orders WHERE amount > 1;
+        """)
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "execute", "-p", "p", "INSERT INTO orders VALUES (1, 1), (2, 2), (3, 3)")
+    program = project / "pipelines/p/program.sql"
+    program.write_text(program.read_text().replace("amount * 2", "amount * 3"))
+    [pipeline] = json.loads(reconcile(project, "plan", "--preview", "--json"))["pipelines"]
+    assert pipeline["preview"]["views"]["scaled"] == {
+        "kind": "modified", "rows_before": 2, "rows_after": 2, "added": 2, "removed": 2,
+        "key": ["order_id"], "changed": 2, "changed_values": {"scaled": 2}}

@@ -125,6 +125,8 @@ def test_ordinary_anchors_aliases_and_merge_keys_still_work(tmp_path: Path) -> N
     sql = ("create table a (id bigint);\ncreate table b (id bigint);\n"
            "create view v as select id from a where id in ({{ days | length }});\n")
     root = write_files(tmp_path, {SPEC: spec, "pipelines/p/program.sql": sql})
+    for folder in ("in/a", "in/b"):
+        (root / folder).mkdir(parents=True)
     result = CliRunner().invoke(cli, ["-C", str(root), "validate"])
     assert result.exit_code == 0, result.output
     assert "p: 2 tables, 1 views, 2 input and 0 output connectors: ok" in result.output

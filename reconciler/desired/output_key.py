@@ -5,9 +5,16 @@ again with other values) only for views with such a key; others report rows adde
 and removed. The key is taken from the query alone, so it needs no Spark: each
 `GROUP BY` expression must be an output column (by position, by alias, or as the
 same expression), else the view has no key here.
+
+A view without `GROUP BY` has a key too when it keeps a table's primary key
+(`kept_primary_key`): it reads that one table (no join, no generator that repeats a row)
+and outputs every key column as it is, perhaps renamed, so its rows are as unique as
+the table's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -16,21 +23,18 @@ from reconciler.desired.inline import CannotInline, inline_ctes
 from reconciler.desired.sql import DIALECT
 
 
-def output_key(statement: str) -> list[str] | None:
+def output_key(statement: str, primary_keys: Mapping[str, Sequence[str]] | None = None
+               ) -> list[str] | None:
     """The output names of a view's GROUP BY keys (its `CREATE VIEW` statement or query),
     or None when it has none (or one is not an output column, or the grouping is
-    ROLLUP/CUBE/GROUPING SETS)."""
-    try:
-        tree = sqlglot.parse_one(statement, dialect=DIALECT)
-        if isinstance(tree, exp.Create):
-            tree = tree.expression
-        tree = inline_ctes(tree)
-    except (CannotInline, sqlglot.errors.ParseError):
+    ROLLUP/CUBE/GROUPING SETS); without GROUP BY, the primary key it keeps of one of
+    `primary_keys` (table name -> its key columns)."""
+    tree = _query(statement)
+    if not isinstance(tree, exp.Select):
         return None
-    group = tree.args.get("group") if isinstance(tree, exp.Select) else None
+    group = tree.args.get("group")
     if group is None or not group.expressions:
-        return None
-    assert isinstance(tree, exp.Select)
+        return kept_primary_key(tree, primary_keys or {})
     items = tree.expressions
     names: list[str] = []
     for key in group.expressions:
@@ -39,6 +43,34 @@ def output_key(statement: str) -> list[str] | None:
             return None
         names.append(name)
     return names
+
+
+def _query(statement: str) -> exp.Expression | None:
+    try:
+        tree = sqlglot.parse_one(statement, dialect=DIALECT)
+        if isinstance(tree, exp.Create):
+            tree = tree.expression
+        return inline_ctes(tree)
+    except (CannotInline, sqlglot.errors.ParseError):
+        return None
+
+
+def kept_primary_key(select: exp.Select, primary_keys: Mapping[str, Sequence[str]]
+                     ) -> list[str] | None:
+    """The output names of the primary key of the one table `select` reads, when every key
+    column is an output column as it is; None when the query could repeat a key (a join, a
+    generator, an aggregate) or drops a key column."""
+    source = select.args.get("from_")
+    if (source is None or not isinstance(source.this, exp.Table) or select.args.get("joins")
+            or select.args.get("laterals") or select.find(exp.AggFunc, exp.Explode, exp.Unnest)):
+        return None
+    key = primary_keys.get(source.this.name.lower()) or primary_keys.get(source.this.name)
+    if not key:
+        return None
+    outputs = {item.unalias().name.lower(): item.alias_or_name for item in select.expressions
+               if isinstance(item.unalias(), exp.Column)}
+    names = [outputs.get(column.lower()) for column in key]
+    return None if None in names else [name for name in names if name is not None]
 
 
 def _output_name(key: exp.Expression, items: list[exp.Expression]) -> str | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import PipelineSource, Project, display, load_pipeline, load_project
 from reconciler.errors import ReconcileError
+from reconciler.layout import is_url, resolve_path
 
 
 def select_pipelines(project: Project, pipeline: str | None) -> list[str]:
@@ -38,3 +39,19 @@ def load_programs(project_dir: Path, pipeline: str | None = None) -> tuple[Proje
     programs = [build_program(load_source(project, name))
                 for name in select_pipelines(project, pipeline)]
     return project, programs
+
+
+def check_input_folders(program: Program, root: Path) -> None:
+    """Refuse an input connector whose local folder does not exist, at its line in
+    pipeline.yaml: a mistyped `path` would otherwise pass every check and read as `no new
+    input` at each step, forever. Object stores are not looked at here (a `run` names
+    what it could not find); `validate` and `plan` call this, `apply` does not, so a
+    folder may still be made between a reviewed plan and the first step."""
+    for name, connector in program.connectors.items():
+        if connector.direction != "input":
+            continue
+        location = resolve_path(connector.path, root)
+        if not is_url(location) and not Path(location).exists():
+            raise connector.location.error(
+                f"input connector '{name}' reads {connector.path}, which does not exist "
+                f"({display(Path(location))}): create the folder or correct `path`")

@@ -47,7 +47,7 @@ from reconciler.engine.maintenance.view import maintained_shape
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.errors import QuotesData
+from reconciler.errors import RepeatsEachStep
 
 SAMPLE = 5
 """Violating rows a FAIL UPDATE error shows."""
@@ -164,18 +164,20 @@ def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
 
 
 def expectation_failed(kind: str, relation: str, expectation: dict[str, str],
-                       count: dict[str, Any], sample: list[str]) -> QuotesData:
+                       count: dict[str, Any], sample: list[str]) -> RepeatsEachStep:
     """The error a FAIL UPDATE expectation raises. Its public form (for pull requests,
     outputs, manifests) names the relation, the expectation and the counts; the violating
     rows' values are in its detail only, for the terminal of whoever ran the command."""
     name, condition = expectation["name"], expectation["condition"]
     counts = f"failed on {count['violations']} of {count['rows']} new row(s)"
     stopped = "the step stopped and nothing was committed"
-    return QuotesData(
+    return RepeatsEachStep(
         f"{kind} '{relation}': expectation '{name}' (ON VIOLATION FAIL UPDATE) {counts}; "
         f"{stopped}",
         f"{kind} '{relation}': expectation '{name}' (EXPECT ({condition}) ON VIOLATION FAIL "
-        f"UPDATE) {counts}, e.g. {'; '.join(sample)}; {stopped}")
+        f"UPDATE) {counts}, e.g. {'; '.join(sample)}; {stopped}",
+        until=f"the rows violating '{name}' are deleted (`reconcile execute \"DELETE FROM "
+              f"...\"`), or the expectation is changed and applied")
 
 
 def _key_columns(runtime: PipelineRuntime, kind: str, relation: str, condition: str,

@@ -64,17 +64,17 @@ from reconciler.engine.jars import (
 )
 from reconciler.engine.java import require_java
 from reconciler.errors import ReconcileError, error_class
+from reconciler.progress import spark_log_level
 from reconciler.redact import redact_text, redact_url
 
 MAX_LOCAL_CORES = 4
 """Upper bound on ``local[N]``: more threads only add scheduling overhead for small state."""
 
 
-# Quiet, but errors still reach stderr. The extra loggers at ERROR stop Spark's
-# "Setting default log level to WARN" notice: Spark prints it when the logger of
-# the class that initialises logging has no level of its own equal to the root's.
+# Quiet (errors still reach stderr; `--log-level debug`: warnings). The loggers at ERROR stop
+# Spark's "Setting default log level" notice, printed when their level is not the root's.
 _LOG4J2_PROPERTIES = """\
-rootLogger.level = error
+rootLogger.level = ROOT_LEVEL
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -103,8 +103,7 @@ warnings.filterwarnings(
 # says it in one line (engine/failures.py), and `--debug` shows the exception itself.
 logging.getLogger("py4j").setLevel(logging.CRITICAL)
 logging.getLogger().addFilter(lambda record: "/py4j/" not in record.pathname)
-# pyspark logs a query error's context as a JSON line of its own when the error is
-# raised; the CLI says the error in one line (`--debug` shows all of it).
+# pyspark logs a query error's context as a JSON line of its own: the CLI says it in one.
 for _logger in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
     logging.getLogger(_logger).setLevel(logging.CRITICAL)
 
@@ -118,7 +117,8 @@ def _scratch() -> Path:
     with _scratch_lock:
         if _scratch_dir is None:
             _scratch_dir = Path(tempfile.mkdtemp(prefix="reconciler-spark-"))
-            (_scratch_dir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
+            (_scratch_dir / "log4j2.properties").write_text(
+                _LOG4J2_PROPERTIES.replace("ROOT_LEVEL", spark_log_level()))
             atexit.register(shutil.rmtree, _scratch_dir, ignore_errors=True)
         return _scratch_dir
 

@@ -225,7 +225,7 @@ def _all_options(connector: dict[str, Any]) -> dict[str, str]:
     """Every option Spark gets, as a plan may show it: a hash for a secret-looking key, URLs
     without credentials, one printable line (`engine.input_batch.reader_options`)."""
     options = {**connector.get("options", {}), **connector.get("throughput_options", {})}
-    return {_printable(key): _printable(shown_value(key, _spark_text(value)))
+    return {printable(key): printable(shown_value(key, _spark_text(value)))
             for key, value in sorted(options.items())}
 
 
@@ -234,7 +234,7 @@ def _spark_text(value: Any) -> Any:
     return ("true" if value else "false") if isinstance(value, bool) else value
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """No control character or line break reaches a terminal, a table cell or a code block."""
     return "".join(char if char.isprintable() else char.encode("unicode_escape").decode()
                    for char in text)

@@ -20,6 +20,7 @@ from reconciler.plan.terminal import (
     option_lines,
     orphan_state,
     preview_lines,
+    sample_tables,
 )
 
 _ENVIRONMENT = jinja2.Environment(
@@ -134,23 +135,3 @@ def mermaid_graph(pipeline: dict[str, Any]) -> str:
 
 def _node_id(name: str) -> str:
     return "n_" + re.sub(r"\W", "_", name)
-
-
-def sample_tables(preview: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per previewed view with sample rows: its column names and rows, each marked added,
-    removed, or changed (before, then after)."""
-    tables = []
-    for view, entry in (preview.get("views") or {}).items():
-        samples = entry.get("samples")
-        if not samples:
-            continue
-        rows = [("added", row) for row in samples.get("added", [])]
-        rows += [("removed", row) for row in samples.get("removed", [])]
-        for pair in samples.get("changed", []):
-            rows += [("before", pair["before"]), ("after", pair["after"])]
-        if rows:
-            columns = list(rows[0][1])
-            tables.append({"view": view, "columns": columns,
-                           "rows": [(kind, [row.get(c, "") for c in columns])
-                                    for kind, row in rows]})
-    return tables

@@ -11,7 +11,7 @@ from typing import Any
 
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import Project, load_project, settings_summary
-from reconciler.desired.workspace import load_source, select_pipelines
+from reconciler.desired.workspace import check_input_folders, load_source, select_pipelines
 from reconciler.errors import ReconcileError
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_document, plan_pipeline
@@ -112,11 +112,14 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
                  orphans: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The plan artifact for `programs` under `project`'s settings (which the GitHub Action
     replaces with trusted ones, adding `notes` per pipeline on what it replaced). Options
-    that delete or move input files are checked here, against those final settings.
+    that delete or move input files are checked here, against those final settings, then
+    that every local input folder exists (`desired.workspace.check_input_folders`).
     `committed` holds manifests already read from that backend (`compute_plan`), `orphans`
     the pipelines it holds that the project no longer has (`orphaned_pipelines`)."""
     for program in programs:
         program.check_file_cleanup(project.settings.allow_file_cleanup)
+    for program in programs:
+        check_input_folders(program, project.root)
     backend = open_backend(project, backend_url)
     settings = settings_summary(project.settings)
     plans = []

@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from reconciler.plan.actions import printable
+
 SYMBOLS = {"create": ("+", "green"), "recompute": ("~", "yellow"), "truncate": ("~", "yellow"),
            "reset": ("~", "yellow"), "drop": ("-", "red"), "keep": (" ", "dim")}
 COUNTED = ("create", "recompute", "truncate", "reset", "drop")
@@ -79,6 +81,11 @@ def orphan_state(orphan: dict[str, Any]) -> str:
     return f"serial {orphan['serial']}, status {orphan['status']}"
 
 
+SAMPLE_MARKS = {"added": "+", "removed": "-", "before": "~", "after": "→"}
+SAMPLE_COLOURS = {"added": "green", "removed": "red", "before": "yellow", "after": "yellow"}
+"""How a sample row shows in the terminal: added, removed, a changed row before and after."""
+
+
 def render_plan(plan: dict[str, Any], console: Console) -> None:
     """Print every pipeline's changed objects with their reasons, then notes and refusals."""
     text = Text()
@@ -118,9 +125,36 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
                     f"changed {row['changed']}" if row["changed"] else "") if part)
                 text.append(f"    {row['kind']} view {row['view']}: {counts}")
                 text.append(f"  {row['detail']}\n" if row["detail"] else "\n", "dim")
+            for table in sample_tables(pipeline["preview"]):
+                text.append(f"    sample rows of {table['view']} "
+                            f"({printable(', '.join(table['columns']))}):\n", "dim")
+                for kind, values in table["rows"]:
+                    shown = " | ".join(printable(value) for value in values)
+                    text.append(f"      {SAMPLE_MARKS[kind]} {shown}\n",
+                                SAMPLE_COLOURS[kind])
     for orphan in plan.get("orphaned") or []:  # saved plans made before have none
         text.append(f"Pipeline {orphan['name']}", "bold").append(
             f" ({orphan_state(orphan)}): not in the project; its state stays in the backend\n")
         text.append(f"  remove it with `{orphan['hint']}`\n", "dim")
     text.append(f"plan_id {plan['plan_id']}", "dim")
     console.print(text)
+
+
+def sample_tables(preview: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per previewed view with sample rows: its column names and rows, each marked added,
+    removed, or changed (before, then after)."""
+    tables = []
+    for view, entry in (preview.get("views") or {}).items():
+        samples = entry.get("samples")
+        if not samples:
+            continue
+        rows = [("added", row) for row in samples.get("added", [])]
+        rows += [("removed", row) for row in samples.get("removed", [])]
+        for pair in samples.get("changed", []):
+            rows += [("before", pair["before"]), ("after", pair["after"])]
+        if rows:
+            columns = list(rows[0][1])
+            tables.append({"view": view, "columns": columns,
+                           "rows": [(kind, [row.get(c, "") for c in columns])
+                                    for kind, row in rows]})
+    return tables
