@@ -16,6 +16,7 @@ import click
 
 from reconciler import __version__
 from reconciler.cli_context import CliContext, ReconcileGroup, console, outcomes_json, pass_cli
+from reconciler.cli_destroy import destroy_command
 from reconciler.cli_doctor import doctor_command
 from reconciler.cli_options import (
     LOCK_TIMEOUT,
@@ -335,8 +336,11 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
     from reconciler.status import print_status, status_reports
 
     project = load_project(obj.project_dir)
-    reports = status_reports(project, open_backend(project, backend_url),
-                             select_pipelines(project, pipeline))
+    # With every pipeline folder gone, the backend's orphans are still worth a status.
+    names = select_pipelines(project, pipeline) if pipeline or project.pipeline_dirs else []
+    reports = status_reports(project, open_backend(project, backend_url), names)
+    if not reports:
+        select_pipelines(project, pipeline)  # says no pipeline was found, and where
     if as_json:
         click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))
         return
@@ -362,6 +366,7 @@ cli.add_command(query)
 cli.add_command(state)
 cli.add_command(doctor_command)
 cli.add_command(refresh_command)
+cli.add_command(destroy_command)
 
 
 def main() -> None:

@@ -117,11 +117,15 @@ def plan_body_hash(pipelines: list[dict[str, Any]]) -> str:
         {k: v for k, v in pipeline.items() if k not in _NOT_HASHED} for pipeline in pipelines]})
 
 
-def plan_document(pipelines: list[PipelinePlan], project_dir: Path) -> dict[str, Any]:
-    """The plan artifact of DESIGN.md."""
+def plan_document(pipelines: list[PipelinePlan], project_dir: Path,
+                  orphaned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The plan artifact of DESIGN.md, with `orphaned`: the pipelines the backend holds and
+    the project no longer has (`planner.orphaned_pipelines`). No apply acts on those (only
+    `reconcile destroy` does), so they are beside `pipelines`, outside the plan's id."""
     bodies = [pipeline.document() for pipeline in pipelines]
     return {"format_version": PLAN_FORMAT, "plan_id": plan_body_hash(bodies),
-            "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies}
+            "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies,
+            "orphaned": orphaned or []}
 
 
 def load_plan_file(path: Path) -> dict[str, Any]:
