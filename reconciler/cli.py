@@ -22,6 +22,7 @@ from reconciler.cli_options import (
     LOCK_TIMEOUT,
     POLICY_CHOICE,
     backend_option,
+    bootstrap_options,
     engine_options,
     json_option,
     lock_option,
@@ -187,14 +188,9 @@ def _operations() -> Any:
 @click.option("--bootstrap-policy", type=POLICY_CHOICE,
               help="Override each pipeline's bootstrap_policy.")
 @click.option("--auto-approve", is_flag=True, help="Approve without asking.")
-@click.option("--silent", is_flag=True,
-              help="Do not send recomputed views' contents to output connectors.")
 @click.option("--full-refresh", is_flag=True,
               help="Drop all state, reset every connector and rebuild from the sources.")
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@json_option
+@bootstrap_options
 @pass_cli
 def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None, select: tuple[str, ...],
           bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
@@ -219,12 +215,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None, select:
 
 @cli.command()
 @click.option("--pipeline", "-p", help="Only this pipeline.")
-@click.option("--silent", is_flag=True,
-              help="Do not send recomputed views' contents to output connectors.")
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@json_option
+@bootstrap_options
 @pass_cli
 def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:

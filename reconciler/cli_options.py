@@ -58,3 +58,14 @@ select_option = click.option(
     help="Only these tables, views or connectors (dbt's syntax: name, name+ adds what reads "
          "it, +name what it reads; repeat it or separate by spaces or commas). Other "
          "changes are left out and stay pending.")
+
+
+def bootstrap_options(function: Any) -> Any:
+    """The options of every command that may bootstrap (apply, approve, refresh): `--silent`,
+    the lock's timeout, the backend, where Spark runs and `--json`."""
+    silent = click.option("--silent", is_flag=True,
+                          help="Do not send recomputed views' contents to output connectors.")
+    for option in reversed((silent, lock_option(LOCK_TIMEOUT), backend_option, engine_options,
+                            json_option)):
+        function = option(function)
+    return function

@@ -18,12 +18,8 @@ import click
 
 from reconciler.cli_context import CliContext, console, outcomes_json, pass_cli
 from reconciler.cli_options import (
-    LOCK_TIMEOUT,
     POLICY_CHOICE,
-    backend_option,
-    engine_options,
-    json_option,
-    lock_option,
+    bootstrap_options,
 )
 from reconciler.errors import ReconcileError
 
@@ -44,12 +40,7 @@ from an apply that happened (0) and from an error (1)."""
 @click.option("--bootstrap-policy", type=POLICY_CHOICE,
               help="Override the pipeline's bootstrap_policy.")
 @click.option("--auto-approve", is_flag=True, help="Approve without asking.")
-@click.option("--silent", is_flag=True,
-              help="Do not send recomputed views' contents to output connectors.")
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@json_option
+@bootstrap_options
 @pass_cli
 def refresh_command(obj: CliContext, pipeline: str | None, select: tuple[str, ...],
                     bootstrap_policy: str | None, auto_approve: bool, silent: bool,
