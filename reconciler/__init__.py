@@ -14,13 +14,16 @@ point one way only (``tests/test_layering.py`` keeps it so):
 * ``github/``: the GitHub Action (``reconcile github``) and its REST client.
 * At the top: ``cli`` (flags in, calls out; ``cli_context`` its context, errors and
   signals as exit codes; ``cli_state`` for ``reconcile state``; ``cli_statements`` for
-  ``execute`` and ``query``; ``cli_options`` the options
+  ``execute`` and ``query``; ``cli_destroy`` for ``reconcile destroy``; ``cli_options`` the
+  options
   commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
+  ``cli_refresh`` for ``reconcile refresh`` and the apply it shares with ``apply``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each
   commit) and ``preview`` (``plan --preview``), ``statements``
-  (``execute`` and ``query``) with ``query_output``, ``runner`` (``run --continuous`` as a service)
+  (``execute`` and ``query``) with ``query_output``, ``destroy`` (a pipeline's data and
+  state removed, objects forgotten by ``state rm``), ``runner`` (``run --continuous`` as a service)
   with its ``metrics``, ``status`` (``reconcile status``, without Spark) with
   ``step_failures`` (the last failed step, kept for it), the
   ``manifest`` with ``relation_records`` and ``connector_records`` (its typed records)

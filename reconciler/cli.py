@@ -16,15 +16,19 @@ import click
 
 from reconciler import __version__
 from reconciler.cli_context import CliContext, ReconcileGroup, console, outcomes_json, pass_cli
+from reconciler.cli_destroy import destroy_command
 from reconciler.cli_doctor import doctor_command
 from reconciler.cli_options import (
     LOCK_TIMEOUT,
     POLICY_CHOICE,
     backend_option,
+    bootstrap_options,
     engine_options,
     json_option,
     lock_option,
+    select_option,
 )
+from reconciler.cli_refresh import apply_pipelines, apply_selection, refresh_command
 from reconciler.cli_state import state
 from reconciler.cli_statements import execute, query
 from reconciler.cli_test import test_command
@@ -36,7 +40,6 @@ from reconciler.runner import MAX_FAILURES
 
 if TYPE_CHECKING:
     from reconciler.desired.program import Program
-    from reconciler.plan.document import PipelinePlan
 
 
 @click.group(cls=ReconcileGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -110,6 +113,7 @@ def validation_summary(program: Program) -> dict[str, Any]:
 
 @cli.command()
 @click.option("--pipeline", "-p", help="Only this pipeline.")
+@select_option
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the plan artifact (JSON) here, for `apply PLAN` or review.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
@@ -122,15 +126,17 @@ def validation_summary(program: Program) -> dict[str, Any]:
               "computed view's rows (read-only; starts Spark); rows: with sample rows.")
 @backend_option
 @pass_cli
-def plan(obj: CliContext, pipeline: str | None, out: Path | None, markdown: Path | None,
-         as_json: bool, detailed_exitcode: bool, preview: str | None,
+def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Path | None,
+         markdown: Path | None, as_json: bool, detailed_exitcode: bool, preview: str | None,
          backend_url: str | None) -> None:
     """Show what apply would change: added, modified and removed tables, views, connectors."""
     from reconciler.plan.markdown import render_markdown
     from reconciler.plan.planner import compute_plan
     from reconciler.plan.terminal import render_plan
 
-    document = compute_plan(obj.project_dir, pipeline, backend_url)
+    if preview and select:
+        raise ReconcileError("--preview counts the whole plan's views: it takes no --select")
+    document = compute_plan(obj.project_dir, pipeline, backend_url, apply_selection(select, None))
     if preview:
         from reconciler.preview import preview_checkout  # the engine layer: Spark
         preview_checkout(document, obj.project_dir, pipeline, backend_url, preview, obj.debug)
@@ -178,19 +184,15 @@ def _operations() -> Any:
 @click.argument("plan_file", required=False,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pipeline", "-p", help="Only this pipeline.")
+@select_option
 @click.option("--bootstrap-policy", type=POLICY_CHOICE,
               help="Override each pipeline's bootstrap_policy.")
 @click.option("--auto-approve", is_flag=True, help="Approve without asking.")
-@click.option("--silent", is_flag=True,
-              help="Do not send recomputed views' contents to output connectors.")
 @click.option("--full-refresh", is_flag=True,
               help="Drop all state, reset every connector and rebuild from the sources.")
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@json_option
+@bootstrap_options
 @pass_cli
-def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
+def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None, select: tuple[str, ...],
           bootstrap_policy: str | None, auto_approve: bool, silent: bool, full_refresh: bool,
           lock_timeout: float, backend_url: str | None, spark_master: str | None,
           spark_remote: str | None) -> None:
@@ -198,60 +200,22 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None,
 
     Exits 3 when a change was only recorded, awaiting approval (`bootstrap_policy:
     await_approval` off a terminal): `reconcile approve` bootstraps it."""
-    from reconciler.desired.workspace import load_programs
-    from reconciler.plan.document import git_info, load_plan_file
-    from reconciler.state import open_backend
+    from reconciler.plan.document import load_plan_file
 
     if full_refresh and not auto_approve and not (sys.stdin.isatty() and click.confirm(
             "Drop all state and re-ingest every input?", default=False)):
         raise ReconcileError("--full-refresh drops all state: confirm on a terminal or add "
                              "--auto-approve")
     saved = load_plan_file(plan_file) if plan_file else None
-    project, programs = load_programs(obj.project_dir, pipeline)
-    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
-    ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress(), debug=obj.debug)
-    git = git_info(project.root)
-    interactive = sys.stdin.isatty() and not auto_approve and not obj.as_json
-    outcomes = []
-    for program in programs:
-        source_policy = bootstrap_policy or program.bootstrap_policy
-        outcome = ops.apply_pipeline(
-            project, program, backend, engine, policy=source_policy, auto_approve=auto_approve,
-            silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
-            full_refresh=full_refresh,
-            confirm=_confirm if interactive and source_policy == "await_approval" else None)
-        outcomes.append(outcome)
-        if not obj.as_json:
-            click.echo(outcome.message)
-    if obj.as_json:
-        obj.emit(outcomes_json(outcomes))
-    if any(outcome.result == "awaiting-approval" for outcome in outcomes):
-        sys.exit(AWAITING_APPROVAL_EXIT)
-
-
-AWAITING_APPROVAL_EXIT = 3
-"""`apply`'s exit code when a change was recorded and awaits approval: a script tells it
-from an apply that happened (0) and from an error (1)."""
-
-
-def _confirm(plan: PipelinePlan) -> bool:
-    from reconciler.plan.document import plan_document
-    from reconciler.plan.terminal import render_plan
-
-    render_plan(plan_document([plan], Path(".")), console())
-    return click.confirm(f"Bootstrap these changes to '{plan.name}'?", default=False)
+    apply_pipelines(obj, pipeline, apply_selection(select, saved), saved=saved,
+                    bootstrap_policy=bootstrap_policy, auto_approve=auto_approve, silent=silent,
+                    full_refresh=full_refresh, lock_timeout=lock_timeout,
+                    backend_url=backend_url, engine=(spark_master, spark_remote))
 
 
 @cli.command()
 @click.option("--pipeline", "-p", help="Only this pipeline.")
-@click.option("--silent", is_flag=True,
-              help="Do not send recomputed views' contents to output connectors.")
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@json_option
+@bootstrap_options
 @pass_cli
 def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
@@ -363,8 +327,11 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
     from reconciler.status import print_status, status_reports
 
     project = load_project(obj.project_dir)
-    reports = status_reports(project, open_backend(project, backend_url),
-                             select_pipelines(project, pipeline))
+    # With every pipeline folder gone, the backend's orphans are still worth a status.
+    names = select_pipelines(project, pipeline) if pipeline or project.pipeline_dirs else []
+    reports = status_reports(project, open_backend(project, backend_url), names)
+    if not reports:
+        select_pipelines(project, pipeline)  # says no pipeline was found, and where
     if as_json:
         click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))
         return
@@ -389,6 +356,8 @@ cli.add_command(execute)
 cli.add_command(query)
 cli.add_command(state)
 cli.add_command(doctor_command)
+cli.add_command(refresh_command)
+cli.add_command(destroy_command)
 
 
 def main() -> None:

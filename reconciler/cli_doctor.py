@@ -18,6 +18,8 @@ from urllib.parse import urlparse
 
 import click
 
+from reconciler.cli_context import CliContext, pass_cli
+from reconciler.cli_options import json_option
 from reconciler.errors import ReconcileError, private_message
 from state_backends import StateBackendError
 
@@ -101,18 +103,23 @@ CHECKS: dict[str, Check] = {"java": check_java, "writer": check_writer,
 
 
 @click.command("doctor")
-@click.pass_obj
-def doctor_command(obj: Any) -> None:
+@json_option
+@pass_cli
+def doctor_command(obj: CliContext) -> None:
     """Check Java, Delta's jars and writer, the state backend and the storage."""
     from reconciler.desired.project import load_project
 
     project = load_project(obj.project_dir)
-    broken = 0
+    checks: dict[str, dict[str, Any]] = {}
     for name, check in CHECKS.items():
         try:
-            click.echo(f"ok   {name}: {check(project)}")
+            checks[name] = {"ok": True, "detail": check(project)}
         except NeedsFix as fix:
-            broken += 1
-            click.echo(f"fix  {name}: {fix}")
-    if broken:
+            checks[name] = {"ok": False, "detail": str(fix)}
+        if not obj.as_json:
+            click.echo(f"{'ok ' if checks[name]['ok'] else 'fix'}  {name}: "
+                       f"{checks[name]['detail']}")
+    if obj.as_json:
+        obj.emit({"ok": all(c["ok"] for c in checks.values()), "checks": checks})
+    if not all(c["ok"] for c in checks.values()):
         raise SystemExit(1)

@@ -1,5 +1,5 @@
 """Options several `reconcile` commands share: where state lives, how long to wait for a
-lock, the bootstrap policy and where Spark runs."""
+lock, the bootstrap policy, where Spark runs and which objects to choose (`--select`)."""
 
 from __future__ import annotations
 
@@ -51,3 +51,21 @@ json_option = click.option(
     "--json", is_flag=True, expose_value=False, callback=_set_json,
     help="Print one JSON object on stdout (the keys of the text; errors as {\"error\": ...}).")
 """`--json` for a command that reports: it sets `CliContext.as_json` (read through `pass_cli`)."""
+
+
+select_option = click.option(
+    "--select", "-s", "select", multiple=True, metavar="SELECTOR",
+    help="Only these tables, views or connectors (dbt's syntax: name, name+ adds what reads "
+         "it, +name what it reads; repeat it or separate by spaces or commas). Other "
+         "changes are left out and stay pending.")
+
+
+def bootstrap_options(function: Any) -> Any:
+    """The options of every command that may bootstrap (apply, approve, refresh): `--silent`,
+    the lock's timeout, the backend, where Spark runs and `--json`."""
+    silent = click.option("--silent", is_flag=True,
+                          help="Do not send recomputed views' contents to output connectors.")
+    for option in reversed((silent, lock_option(LOCK_TIMEOUT), backend_option, engine_options,
+                            json_option)):
+        function = option(function)
+    return function

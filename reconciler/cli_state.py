@@ -1,5 +1,5 @@
 """`reconcile state`: the state backend read and repaired by hand (show, history, gc,
-force-unlock). Registered by `cli.py`; what it loads, it loads when a command runs."""
+force-unlock, rm). Registered by `cli.py`; what it loads, it loads when a command runs."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import json
 import click
 
 from reconciler.cli_context import CliContext, pass_cli
-from reconciler.cli_options import backend_option, json_option
+from reconciler.cli_options import LOCK_TIMEOUT, backend_option, json_option, lock_option
 from reconciler.errors import ReconcileError
 from state_backends import StateBackend
 
 
 @click.group()
 def state() -> None:
-    """Inspect the state backend and release stuck locks."""
+    """Inspect the state backend, release stuck locks, forget objects."""
 
 
 def _backend(obj: CliContext, backend_url: str | None) -> StateBackend:
@@ -68,6 +68,7 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
 @click.option("--pipeline", "-p", help="Only this pipeline (default: all deployed).")
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
 @backend_option
+@json_option
 @pass_cli
 def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
              backend_url: str | None) -> None:
@@ -80,14 +81,21 @@ def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
     names = [pipeline] if pipeline else backend.list_pipelines()
     from reconciler.operations import collect_garbage  # the engine layer: pyspark
 
+    removed = {}
     for name in names:
         with backend.locked(name, "gc"):
             done = collect_garbage(project, backend, name, dry_run=dry_run, strict=True)
-        files, size = (len(done.files), done.bytes) if done else (0, 0)
+        removed[name] = {"files": list(done.files) if done else [],
+                         "bytes": done.bytes if done else 0}
+        if obj.as_json:
+            continue
         for path in (done.files if done and dry_run else []):
             click.echo(f"  {path}")
         verb = "would remove" if dry_run else "removed"
-        click.echo(f"{name}: {verb} {files} file(s), {size:,} bytes")
+        click.echo(f"{name}: {verb} {len(removed[name]['files'])} file(s), "
+                   f"{removed[name]['bytes']:,} bytes")
+    if obj.as_json:
+        obj.emit({"dry_run": dry_run, "pipelines": removed})
 
 
 @state.command("force-unlock")
@@ -101,3 +109,31 @@ def state_force_unlock(obj: CliContext, lock_id: str, pipeline: str,
     backend = _backend(obj, backend_url)
     backend.force_unlock(pipeline, lock_id)
     click.echo(f"{pipeline}: lock {lock_id} released")
+
+
+@state.command("rm")
+@click.argument("objects", nargs=-1, required=True)
+@click.option("--pipeline", "-p", required=True, help="The pipeline whose manifest forgets them.")
+@lock_option(LOCK_TIMEOUT)
+@backend_option
+@json_option
+@pass_cli
+def state_rm(obj: CliContext, objects: tuple[str, ...], pipeline: str, lock_timeout: float,
+             backend_url: str | None) -> None:
+    """Forget objects of the committed manifest, their data untouched: plan adds them again.
+
+    OBJECTS are tables, views or connectors: NAME, or table.NAME, view.NAME, connector.NAME.
+    Committed as a new serial under the pipeline's lock; a forgotten table's or view's
+    connectors are forgotten with it."""
+    from reconciler.desired.project import load_project
+    from reconciler.destroy import forget_objects
+    from reconciler.state import open_backend
+
+    project = load_project(obj.project_dir)
+    backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
+    committed, forgotten = forget_objects(project, backend, pipeline, objects)
+    if obj.as_json:
+        obj.emit({"pipeline": pipeline, "serial": committed.serial, "forgotten": forgotten})
+        return
+    click.echo(f"{pipeline}: forgot {', '.join(forgotten)} (serial {committed.serial}); "
+               "their data is untouched")

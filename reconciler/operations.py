@@ -26,7 +26,7 @@ from reconciler.errors import PipelinePaused, ReconcileError, public_message
 from reconciler.faults import crash_point
 from reconciler.manifest import Manifest
 from reconciler.plan.diff import diff_programs
-from reconciler.plan.document import PipelinePlan, plan_pipeline
+from reconciler.plan.document import PipelinePlan, Selection, desired_fingerprint, plan_pipeline
 from reconciler.progress import Reporter, no_progress
 from reconciler.publication import publish_committed, publish_setting
 from reconciler.redact import redact_url
@@ -148,19 +148,19 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
                    saved_plan: dict[str, Any] | None = None,
                    confirm: Callable[[PipelinePlan], bool] | None = None,
                    git_sha: str | None = None, approving: bool = False,
-                   full_refresh: bool = False) -> Outcome:
-    """Reconcile one pipeline with its specs, bootstrapping what changed (after checking its
-    connector options against the settings in force, as a saved plan may predate them)."""
+                   full_refresh: bool = False, selection: Selection | None = None) -> Outcome:
+    """Reconcile one pipeline (or a `selection` of it) with its specs, bootstrapping what changed
+    (its connector options checked against the settings in force: a saved plan may predate them)."""
     name = program.pipeline
     program.check_file_cleanup(project.settings.allow_file_cleanup)
     with backend.locked(name, "apply"):
         manifest, etag = read_manifest(backend, name, pipeline_layout(project, name))
         if approving:
-            _check_awaiting(manifest, program)
+            selection = _check_awaiting(manifest, program)
         if full_refresh and manifest is not None:
             return _full_refresh(project, program, manifest, etag, backend, engine, git_sha)
         settings = settings_summary(project.settings)
-        plan = plan_pipeline(program, manifest, etag, settings)
+        plan = plan_pipeline(program, manifest, etag, settings, selection=selection)
         if saved_plan is not None:
             _check_saved_plan(saved_plan, plan)
         if plan.refusals:
@@ -173,7 +173,7 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
                     and (manifest.pending or {}).get("desired_fingerprint")
                     == plan.desired_fingerprint)
         if not plan.has_changes:
-            if manifest.status != "Running":
+            if manifest.status != "Running" and not plan.left_out:
                 # The specs are the committed program again (a change was reverted, or an
                 # interrupted bootstrap is abandoned): its committed state is valid as it is.
                 manifest = manifest.next(status="Running", status_details=None, pending=None,
@@ -190,7 +190,7 @@ def apply_pipeline(project: Project, program: Program, backend: StateBackend, en
             if not approved:
                 return Outcome(name, "cancelled", f"{name}: apply cancelled", manifest.serial)
         details = plan.diff.status_details()
-        pending = {"desired_fingerprint": plan.desired_fingerprint}
+        pending = plan.pending
         if not approved:
             if manifest.status == "AwaitingApproval" and resuming:
                 return Outcome(name, "awaiting-approval", _awaiting_message(name),
@@ -218,15 +218,18 @@ def approve_pipeline(project: Project, program: Program, backend: StateBackend, 
                           git_sha=git_sha, approving=True)
 
 
-def _check_awaiting(manifest: Manifest | None, program: Program) -> None:
-    """`approve` approves exactly the change that was recorded, nothing else."""
+def _check_awaiting(manifest: Manifest | None, program: Program) -> Selection | None:
+    """`approve` approves exactly the change that was recorded (its selection too), nothing else."""
     if manifest is None or manifest.status != "AwaitingApproval":
         status = manifest.status if manifest else "not deployed"
         raise ReconcileError(f"pipeline '{program.pipeline}' is not awaiting approval "
                              f"(status: {status})")
-    if (manifest.pending or {}).get("desired_fingerprint") != program.fingerprint:
+    selection = Selection.from_document((manifest.pending or {}).get("selection"))
+    if (manifest.pending or {}).get("desired_fingerprint") != \
+            desired_fingerprint(program, selection):
         raise ReconcileError(f"pipeline '{program.pipeline}': the specs changed since the "
                              "changes were recorded for approval; run `reconcile apply` again")
+    return selection
 
 
 def _check_saved_plan(saved: dict[str, Any], plan: PipelinePlan) -> None:
@@ -290,7 +293,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
         started = manifest.next(status="Bootstrapping", status_details=details, pending=pending)
         etag = _commit(project, backend, started, etag)
     crash_point("bootstrap-started")
-    document = program.document()
+    document = plan.diff.new  # the program: with a selection, part committed, part desired
     runtime = engine.runtime(name, document, manifest.relations)
     try:
         result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,

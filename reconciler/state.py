@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from reconciler.desired.committed import check_committed_program
 from reconciler.desired.project import Project
+from reconciler.errors import ReconcileError, public_message
 from reconciler.layout import Layout
 from reconciler.manifest import Manifest
-from state_backends import StateBackend, backend_from_url
+from state_backends import StateBackend, StateBackendError, backend_from_url
 
 
 def open_backend(project: Project, override: str | None = None, *,
@@ -50,3 +52,40 @@ def committed_program(backend: StateBackend, manifest: Manifest) -> dict[str, An
     check_committed_program(manifest.pipeline, manifest.program,
                             f"{backend.url}/{manifest.pipeline}/manifest.json")
     return manifest.program
+
+
+def orphaned_pipelines(project: Project, backend: StateBackend) -> list[dict[str, Any]]:
+    """Pipelines with state in the backend and no folder in the project (a folder deleted,
+    or renamed): each with its committed serial and status and the command that removes
+    it. Their state stays until then; nothing else ever reads it. A manifest that cannot
+    be read is listed with why, and the same way out; a lock alone, with the command that
+    releases it. A backend that cannot be listed (a
+    role allowed to read objects only) lists none, with a warning: a plan does not need
+    them."""
+    try:
+        names = backend.list_pipelines()
+    except StateBackendError as error:  # a bucket policy without ListBucket, say
+        logging.getLogger("reconciler").warning(
+            "orphaned pipelines not listed: %s", public_message(error))
+        return []
+    found = []
+    for name in names:
+        if name in project.pipeline_dirs:
+            continue
+        entry: dict[str, Any] = {"name": name, "serial": None, "status": None,
+                                 "updated_at": None, "hint": f"reconcile destroy -p {name}"}
+        try:
+            manifest, _ = read_manifest(backend, name)
+        except (ReconcileError, StateBackendError) as error:
+            entry["error"] = public_message(error)
+            manifest = None
+        if manifest is not None:
+            entry.update(serial=manifest.serial, status=manifest.status,
+                         updated_at=manifest.updated_at)
+        elif "error" not in entry:  # a destroy (or a first apply) stopped before its end
+            entry["error"] = "a lock and no manifest"
+            lock = backend.read_lock(name)
+            if lock is not None:
+                entry["hint"] = f"reconcile state force-unlock {lock.id} -p {name}"
+        found.append(entry)
+    return found

@@ -20,7 +20,7 @@ from reconciler.connector_records import connector_definitions
 from reconciler.desired.project import Project
 from reconciler.manifest import Manifest
 from reconciler.runner import HEARTBEAT
-from reconciler.state import pipeline_layout, read_manifest
+from reconciler.state import orphaned_pipelines, pipeline_layout, read_manifest
 from state_backends import StateBackend
 from state_backends.base import format_age
 
@@ -34,20 +34,31 @@ def pipeline_kafka_lags(project: Project, backend: StateBackend,
 
 def status_reports(project: Project, backend: StateBackend,
                    names: list[str]) -> list[dict[str, Any]]:
-    """One report per pipeline (`NotDeployed` for one without a manifest)."""
+    """One report per pipeline (`NotDeployed` for one without a manifest). When `names` are
+    all of the project's pipelines, those the backend holds without a folder in the project
+    follow (`in_project` false; `plan.planner.orphaned_pipelines`): their input is not
+    counted, as no step will read it again."""
+    whole = sorted(names) == sorted(project.pipeline_dirs)
+    orphans = [orphan["name"] for orphan in orphaned_pipelines(project, backend)
+               if orphan["serial"] is not None] if whole else []
     reports = []
-    for name in names:
-        manifest, _ = read_manifest(backend, name, pipeline_layout(project, name))
-        lags = kafka_lags(project, manifest) if manifest else {}
+    for name in [*names, *orphans]:
+        in_project = name not in orphans
+        # An orphan's paths are not read (nor checked): only its counts are shown.
+        manifest, _ = read_manifest(backend, name,
+                                    pipeline_layout(project, name) if in_project else None)
+        lags = kafka_lags(project, manifest) if manifest and in_project else {}
         lock = backend.read_lock(name)
         reports.append({
             "pipeline": name,
+            "in_project": in_project,
             "status": manifest.status if manifest else "NotDeployed",
             "status_details": manifest.status_details if manifest else None,
             "serial": manifest.serial if manifest else None,
             "updated_at": manifest.updated_at if manifest else None,
             "last_step": manifest.last_step if manifest else None,
-            "waiting_input": waiting_input(project, manifest, lags) if manifest else {},
+            "waiting_input": waiting_input(project, manifest, lags) if manifest and in_project
+            else {},
             "kafka_lag": lags,
             "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
@@ -105,6 +116,9 @@ def print_status(reports: list[dict[str, Any]]) -> None:
     for report in reports:
         click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
                    f"updated {report['updated_at']})")
+        if not report["in_project"]:
+            click.echo(f"  not in the project: its state stays in the backend until "
+                       f"`reconcile destroy -p {report['pipeline']}`")
         if report["spark"]:
             writer = f", Delta tables written by {report['delta_writer']}" \
                 if report["delta_writer"] else ""

@@ -314,6 +314,15 @@ class StateBackend(ABC):
     def list_pipelines(self) -> list[str]:
         """Pipelines that have a manifest or a lock, sorted."""
 
+    @abstractmethod
+    def delete_state(self, pipeline: str, lock_id: str) -> None:
+        """Remove everything kept of the pipeline (`reconcile destroy`), in an order that a
+        destroy interrupted anywhere can finish by running again: the history, the runner's
+        report and the last failure first, then the manifest (until it goes, the pipeline is
+        still listed and still locked), then the lock `lock_id`, which the caller holds and
+        which must still be the holder's (LockMismatchError before anything is removed).
+        Each removal is idempotent: an object already gone is not an error."""
+
     def write_runner_report(self, pipeline: str, report: dict[str, Any]) -> None:
         """Replace what the pipeline's continuous runner last said of itself
         (`RUNNER_NAME`): not state, only for `reconcile status` to show; never locked."""

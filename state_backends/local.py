@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from state_backends.base import (
+    FAILURE_NAME,
     HISTORY_DIR,
     LOCK_NAME,
     MANIFEST_NAME,
+    RUNNER_NAME,
     ConcurrentModificationError,
     LockHeldError,
     LockInfo,
@@ -269,6 +271,32 @@ class LocalBackend(StateBackend):
 
     def force_unlock(self, pipeline: str, lock_id: str) -> None:
         self._remove_lock(pipeline, lock_id, "force-unlock")
+
+    def delete_state(self, pipeline: str, lock_id: str) -> None:
+        directory = self._dir(pipeline)
+        with self._mutex(pipeline):  # no compare-and-swap or unlock runs meanwhile
+            holder = self.read_lock(pipeline)
+            if holder is None or holder.id != lock_id:
+                raise LockMismatchError(f"{directory / LOCK_NAME} is not held by lock id "
+                                        f"{lock_id}; refusing to delete {directory}")
+            history = directory / HISTORY_DIR
+            names = [f"{HISTORY_DIR}/{serial}.json" for serial in self.list_history(pipeline)]
+            for name in (*names, RUNNER_NAME, FAILURE_NAME, MANIFEST_NAME, LOCK_NAME):
+                try:
+                    (directory / name).unlink(missing_ok=True)
+                except OSError as exc:
+                    raise StateBackendError(f"cannot remove {directory / name}: "
+                                            f"{exc.strerror or exc}") from exc
+                if name == MANIFEST_NAME:
+                    _fsync_dir(directory)  # the manifest is gone before the lock goes
+            with suppress(OSError):  # a stray file keeps it: harmless, nothing lists it
+                history.rmdir()
+        _fsync_dir(directory)
+        # The folder goes once empty; a run that has just made it again (to lock a new
+        # pipeline of the same name) keeps it, as rmdir leaves a folder with a file in it.
+        with suppress(OSError):
+            (directory / _MUTEX_NAME).unlink()
+            directory.rmdir()
 
     def _write_object(self, pipeline: str, name: str, data: bytes) -> None:
         self._atomic_write(self._dir(pipeline) / name, data)

@@ -287,6 +287,22 @@ class S3Backend(StateBackend):
     def force_unlock(self, pipeline: str, lock_id: str) -> None:
         self._remove_lock(pipeline, lock_id, "force-unlock")
 
+    def delete_state(self, pipeline: str, lock_id: str) -> None:
+        lock_key, manifest_key = self._key(pipeline, LOCK_NAME), self._key(pipeline, MANIFEST_NAME)
+        holder = self.read_lock(pipeline)
+        if holder is None or holder.id != lock_id:
+            raise LockMismatchError(f"{self._loc(lock_key)} is not held by lock id {lock_id}; "
+                                    f"refusing to delete {self._loc(self._key(pipeline))}/")
+        keys, _ = self._list(self._key(pipeline) + "/")
+        # Every other object first (history, the runner's report, the last failure, strays),
+        # then the manifest, then the lock, through the check that it is still ours.
+        for key in [k for k in keys if k not in (lock_key, manifest_key)] + [manifest_key]:
+            try:
+                self._client.delete_object(Bucket=self.bucket, Key=key)  # idempotent
+            except (ClientError, BotoCoreError) as exc:
+                raise self._error(exc, key, "delete") from exc
+        self._remove_lock(pipeline, lock_id, "release")
+
     def _write_object(self, pipeline: str, name: str, data: bytes) -> None:
         key = self._key(pipeline, name)
         try:

@@ -3,6 +3,7 @@ make the exit code 1; no JVM is started."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import boto3
@@ -43,3 +44,6 @@ def test_missing_jars_and_an_unreachable_bucket_are_fixes(
     assert "needs S3A's jars" in found["fix  writer"]
     assert "s3://doctor-state/state answers" in found["ok   backend"]
     assert "bucket doctor-missing does not answer" in found["fix  storage"]
+    report = json.loads(reconcile(project, "doctor", "--json", expect=1))
+    assert report["ok"] is False and report["checks"]["backend"]["ok"] is True
+    assert "does not answer" in report["checks"]["storage"]["detail"]

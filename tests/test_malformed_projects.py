@@ -540,3 +540,17 @@ def test_a_missing_input_folder_is_an_error_at_validate_and_plan(tmp_path: Path)
     assert not (tmp_path / "state").exists(), "nothing touched"
     on_s3 = PIPELINE_YAML.replace("path: data/in", "path: s3://bucket/in")
     assert run_validate(write_project(tmp_path / "s3", {SPEC: on_s3})).exit_code == 0
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    ("'kind, nope'", "view 'v': key column 'nope' is not one of its output columns (kind, n)"),
+    ("'kind;drop'", "view 'v': 'key' names output columns, as 'id' or 'id, day', not "
+                    "'kind;drop'")])
+def test_a_declared_view_key_names_output_columns(tmp_path: Path, key: str,
+                                                  message: str) -> None:
+    sql = ("create table events (id bigint, kind string);\n"
+           f"create view v tblproperties ('key' = {key}) as\n"
+           "select kind, count(*) as n from events group by kind;\n")
+    result = run_validate(write_project(tmp_path, {SQL: sql, SPEC: "name: p\n"}))
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {tmp_path / SQL}:2: {message}"

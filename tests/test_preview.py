@@ -360,11 +360,14 @@ def test_a_view_that_keeps_a_tables_primary_key_counts_changed_rows(
         spark: SparkSession, tmp_path: Path) -> None:
     """No GROUP BY, but the view reads one keyed table and outputs its key (renamed): its
     rows are as unique as the table's, so a changed row is counted as changed, not as one
-    removed and one added."""
+    removed and one added. A view can also declare its key (TBLPROPERTIES ('key' = ...))."""
     project = single_pipeline(tmp_path, """
         CREATE TABLE orders (id BIGINT NOT NULL, amount INT, PRIMARY KEY (id));
         CREATE MATERIALIZED VIEW scaled AS
         SELECT id AS order_id, amount * 2 AS scaled FROM orders WHERE amount > 1;
+        CREATE MATERIALIZED VIEW joined TBLPROPERTIES ('key' = 'order_id') AS
+        SELECT o.id AS order_id, o.amount * 2 AS scaled FROM orders o JOIN orders p
+        ON o.id = p.id WHERE o.amount > 1;
         """)
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "p", "INSERT INTO orders VALUES (1, 1), (2, 2), (3, 3)")
@@ -374,3 +377,6 @@ def test_a_view_that_keeps_a_tables_primary_key_counts_changed_rows(
     assert pipeline["preview"]["views"]["scaled"] == {
         "kind": "modified", "rows_before": 2, "rows_after": 2, "added": 2, "removed": 2,
         "key": ["order_id"], "changed": 2, "changed_values": {"scaled": 2}}
+    # A join could repeat a key: only the view's own declaration gives it one.
+    assert pipeline["preview"]["views"]["joined"]["key"] == ["order_id"]
+    assert pipeline["preview"]["views"]["joined"]["changed"] == 2

@@ -182,6 +182,8 @@ def test_state_gc_reports_what_it_removes(spark: SparkSession, tmp_path: Path) -
     settings.write_text("retention:\n  serials: 1\n  min_age: 0s\n")
     dry = reconcile(project, "state", "gc", "--dry-run")
     assert "would remove" in dry and "views/big/" in dry, dry
+    listed = json.loads(reconcile(project, "state", "gc", "--dry-run", "--json"))
+    assert listed["dry_run"] and any("views/big/" in f for f in listed["pipelines"]["p"]["files"])
     before = storage_bytes(project)
     done = reconcile(project, "state", "gc", "-p", "p")
     assert done.startswith("p: removed ") and storage_bytes(project) < before, done

@@ -6,7 +6,8 @@ and removed. The key is taken from the query alone, so it needs no Spark: each
 `GROUP BY` expression must be an output column (by position, by alias, or as the
 same expression), else the view has no key here.
 
-A view without `GROUP BY` has a key too when it keeps a table's primary key
+A view may declare its key (`TBLPROPERTIES ('key' = 'id, day')`), which comes first.
+Without one, a view without `GROUP BY` has a key too when it keeps a table's primary key
 (`kept_primary_key`): it reads that one table (no join, no generator that repeats a row)
 and outputs every key column as it is, perhaps renamed, so its rows are as unique as
 the table's.
@@ -20,7 +21,7 @@ import sqlglot
 from sqlglot import exp
 
 from reconciler.desired.inline import CannotInline, inline_ctes
-from reconciler.desired.sql import DIALECT
+from reconciler.desired.sql import DIALECT, ViewStatement
 
 
 def output_key(statement: str, primary_keys: Mapping[str, Sequence[str]] | None = None
@@ -29,7 +30,14 @@ def output_key(statement: str, primary_keys: Mapping[str, Sequence[str]] | None 
     or None when it has none (or one is not an output column, or the grouping is
     ROLLUP/CUBE/GROUPING SETS); without GROUP BY, the primary key it keeps of one of
     `primary_keys` (table name -> its key columns)."""
-    tree = _query(statement)
+    try:
+        parsed = sqlglot.parse_one(statement, dialect=DIALECT)
+    except sqlglot.errors.ParseError:
+        return None
+    declared = _declared(parsed)
+    if declared:
+        return declared
+    tree = _query(parsed)
     if not isinstance(tree, exp.Select):
         return None
     group = tree.args.get("group")
@@ -45,14 +53,30 @@ def output_key(statement: str, primary_keys: Mapping[str, Sequence[str]] | None 
     return names
 
 
-def _query(statement: str) -> exp.Expression | None:
+def _declared(tree: exp.Expression) -> list[str] | None:
+    """The view's own `TBLPROPERTIES ('key' = 'a, b')` (`desired.sql.declared_key`)."""
+    properties = tree.args.get("properties") if isinstance(tree, exp.Create) else None
+    for prop in properties.expressions if properties else []:
+        if isinstance(prop, exp.Property) and prop.name.lower() == "key":
+            return [part.strip() for part in prop.args["value"].name.split(",")]
+    return None
+
+
+def _query(tree: exp.Expression) -> exp.Expression | None:
     try:
-        tree = sqlglot.parse_one(statement, dialect=DIALECT)
-        if isinstance(tree, exp.Create):
-            tree = tree.expression
-        return inline_ctes(tree)
-    except (CannotInline, sqlglot.errors.ParseError):
+        return inline_ctes(tree.expression if isinstance(tree, exp.Create) else tree)
+    except CannotInline:
         return None
+
+
+def check_declared_key(statement: ViewStatement, columns: tuple[str, ...] | None) -> None:
+    """A declared key names output columns of the view (`columns`, None when unknown)."""
+    outputs = {column.lower() for column in columns or ()}
+    for name in statement.key if columns is not None else ():
+        if name.lower() not in outputs:
+            raise statement.location.error(
+                f"view '{statement.name}': key column '{name}' is not one of its output "
+                f"columns ({', '.join(columns or ())})")
 
 
 def kept_primary_key(select: exp.Select, primary_keys: Mapping[str, Sequence[str]]

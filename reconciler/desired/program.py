@@ -22,6 +22,7 @@ from reconciler.desired.fingerprint import derive, stable_hash
 from reconciler.desired.kafka_settings import kafka_document, kafka_path
 from reconciler.desired.memo import Analysis, ViewFacts
 from reconciler.desired.nesting import refuse_deep_recursion
+from reconciler.desired.output_key import check_declared_key
 from reconciler.desired.project import ConnectorSpec, PipelineSource, PublishSpec
 from reconciler.desired.resolution import check_view_resolution
 from reconciler.desired.safety import check_bare_names
@@ -288,6 +289,7 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
                                   analysis)
             check_columns(statement.expectations, facts.columns, f"view '{name}'",
                           statement.location.file)
+            check_declared_key(statement, facts.columns)
             views[name] = View(name=name, query=statement.query,
                                materialized=statement.materialized, reads=statement.reads,
                                location=statement.location, sql=statement.sql, fingerprint="",

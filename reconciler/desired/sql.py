@@ -86,6 +86,7 @@ class ViewStatement:
     sql: str
     full_refresh: bool = False  # TBLPROPERTIES ('refresh' = 'full')
     expectations: tuple[Expectation, ...] = ()
+    key: tuple[str, ...] = ()  # TBLPROPERTIES ('key' = 'a, b'): what a preview counts by
     tree: exp.Query | None = field(default=None, compare=False, repr=False)  # the query
     digest: str = field(default="", compare=False, repr=False)  # statement_digest()
     lines: dict[int, int] = field(default_factory=dict, compare=False, repr=False)  # by id
@@ -366,8 +367,7 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
     if not isinstance(query, exp.Query):
         raise location.error(f"view '{name}' needs AS <query>")
     properties = expression.args.get("properties")
-    materialized = False
-    full_refresh = False
+    materialized, full_refresh, key = False, False, ()
     for prop in properties.expressions if properties else []:
         if isinstance(prop, exp.MaterializedProperty):
             materialized = True
@@ -378,9 +378,12 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
                 raise location.error(f"view '{name}': 'refresh' must be 'full' or "
                                      f"'incremental', got {mode or value.sql(DIALECT)!r}")
             full_refresh = mode == "full"
+        elif isinstance(prop, exp.Property) and prop.name.lower() == "key":
+            key = declared_key(prop.args.get("value"), location, name)
         else:
             raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}' "
-                                 "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ...))")
+                                 "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ..., "
+                                 "'key' = ...))")
     spans: dict[int, tuple[int, int]] = {}
     lines = drop_positions(query, spans)
     check_view_query(query, text, name, location.file, location.line, lines)
@@ -388,9 +391,22 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
     scopes = _scopes(query, name, location)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(scopes, name, location),
-                         location=location, sql=text, full_refresh=full_refresh,
+                         location=location, sql=text, full_refresh=full_refresh, key=key,
                          tree=query, digest=digest, lines=lines, scopes=scopes, spans=spans,
                          source=source)
+
+
+def declared_key(value: exp.Expression | None, location: Location, view: str
+                 ) -> tuple[str, ...]:
+    """`TBLPROPERTIES ('key' = 'a, b')`: the output columns that identify a view's rows, for
+    a data preview to count rows changed where the query has no GROUP BY to say it
+    (`desired.output_key`). Not part of the view's definition: it changes no data."""
+    text = value.name if isinstance(value, exp.Literal) and value.is_string else ""
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(re.fullmatch(NAME_PATTERN, part) for part in names):
+        raise location.error(f"view '{view}': 'key' names output columns, as 'id' or "
+                             f"'id, day', not {text!r}")
+    return names
 
 
 def canonical_text(tokens: list[Token]) -> str:

@@ -44,6 +44,7 @@ from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs
 from reconciler.github.guard import SHA_RE
 from reconciler.plan.planner import committed_memos, plan_project
+from reconciler.state import open_backend, orphaned_pipelines
 
 STRICTEST_POLICY = "reject"
 
@@ -107,7 +108,8 @@ class Trusted:
 
     def plan(self) -> dict[str, Any]:
         """The plan document under the trusted settings, with notes on what was replaced."""
-        return plan_project(self.project, self.programs, None, self.notes)
+        return plan_project(self.project, self.programs, None, self.notes, orphans=(
+            orphaned_pipelines(self.project, open_backend(self.project))))
 
 
 def trusted_project(project_dir: Path, pipeline: str | None, inputs: Inputs,

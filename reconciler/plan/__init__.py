@@ -2,9 +2,10 @@
 
 Owns the diff (``diff``: Feldera's shape, classified from deepdiff), renamed
 relations (``renames``), one action per object with its reasons (``actions``), the
-plan document and its id (``document``), planning a whole project against its
-backend (``planner``), and the renderings (``terminal``, ``markdown`` with its
-Jinja2 template). The plan is plain data that crosses from planning to doing.
+plan document and its id (``document``), the objects ``--select`` chooses and the
+part-committed program an apply of them commits (``selection``), planning a whole
+project against its backend (``planner``), and the renderings (``terminal``,
+``markdown`` with its Jinja2 template). The plan is plain data that crosses from planning to doing.
 
 May import: ``desired``, the ``manifest`` and ``state`` modules, ``errors`` and the
 shared helpers. Never ``engine`` or pyspark: ``reconcile plan`` starts no JVM.

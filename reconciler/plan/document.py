@@ -21,6 +21,7 @@ from reconciler.git import checked_out_commit
 from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.actions import Action, connector_actions, relation_actions
 from reconciler.plan.diff import ProgramDiff, diff_programs
+from reconciler.plan.selection import Selection, narrow
 
 PLAN_FORMAT = 1
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class PipelinePlan:
     settings: dict[str, str] | None = None
     bootstrap_policy: str = "await_approval"
     publish: dict[str, Any] | None = None  # pipeline.yaml's `publish:`: where views appear
+    selection: Selection | None = None  # `--select`: only these objects' changes
+    left_out: tuple[str, ...] = ()  # changes a selection leaves pending ("kind name")
 
     @property
     def has_changes(self) -> bool:
@@ -58,6 +61,13 @@ class PipelinePlan:
     def bootstrap_required(self) -> bool:
         """A deployed pipeline whose tables or views change must be bootstrapped."""
         return self.base is not None and self.diff.has_program_changes
+
+    @property
+    def pending(self) -> dict[str, Any]:
+        """What a manifest records of the change it awaits or bootstraps (`Manifest.pending`):
+        `approve` applies the same selection."""
+        selected = {"selection": self.selection.document()} if self.selection else {}
+        return {"desired_fingerprint": self.desired_fingerprint, **selected}
 
     def sql_changes(self) -> list[dict[str, str]]:
         """Old and new SQL text of every added, modified or removed relation, for reviews."""
@@ -86,6 +96,8 @@ class PipelinePlan:
             "settings": self.settings,
             "bootstrap_policy": self.bootstrap_policy,
             "publish": self.publish,
+            **({"selection": {**self.selection.document(), "left_out": list(self.left_out)}}
+               if self.selection else {}),
             "graph": {name: entry.get("reads", []) for section in ("tables", "views")
                       for name, entry in {**self.diff.old[section],
                                           **self.diff.new[section]}.items()},
@@ -105,11 +117,15 @@ def plan_body_hash(pipelines: list[dict[str, Any]]) -> str:
         {k: v for k, v in pipeline.items() if k not in _NOT_HASHED} for pipeline in pipelines]})
 
 
-def plan_document(pipelines: list[PipelinePlan], project_dir: Path) -> dict[str, Any]:
-    """The plan artifact of DESIGN.md."""
+def plan_document(pipelines: list[PipelinePlan], project_dir: Path,
+                  orphaned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The plan artifact of DESIGN.md, with `orphaned`: the pipelines the backend holds and
+    the project no longer has (`planner.orphaned_pipelines`). No apply acts on those (only
+    `reconcile destroy` does), so they are beside `pipelines`, outside the plan's id."""
     bodies = [pipeline.document() for pipeline in pipelines]
     return {"format_version": PLAN_FORMAT, "plan_id": plan_body_hash(bodies),
-            "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies}
+            "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies,
+            "orphaned": orphaned or []}
 
 
 def load_plan_file(path: Path) -> dict[str, Any]:
@@ -141,30 +157,55 @@ def git_info(project_dir: Path) -> dict[str, Any] | None:
     return {"sha": commit.sha, "dirty": commit.dirty} if commit else None
 
 
+def desired_fingerprint(program: Program, selection: Selection | None) -> str:
+    """What a plan's `desired_fingerprint` names: the specs, and the selection when there is
+    one, so that a saved plan, a resumed bootstrap or an approval is refused when either
+    differs from what the reviewer saw."""
+    if selection is None:
+        return program.fingerprint
+    return stable_hash({"program": program.fingerprint, "selection": selection.document()})
+
+
 def plan_pipeline(program: Program, manifest: Manifest | None, etag: str | None,
                   settings: dict[str, str] | None = None,
-                  extra_notes: tuple[str, ...] = ()) -> PipelinePlan:
+                  extra_notes: tuple[str, ...] = (),
+                  selection: Selection | None = None) -> PipelinePlan:
     """Diff `program` against the committed manifest and decide every object's action.
 
     `settings` (a summary of reconcile.yaml), the program's bootstrap policy and where it
     is published (`publish:`, named in a note) are part of the plan, so plan_id changes
     when they do, and settings changed since the
     last apply are named in a note. `extra_notes` are the caller's (the Action says
-    where a setting came from when the pull request asks for another).
+    where a setting came from when the pull request asks for another). A `selection`
+    narrows the plan to the objects it names (`plan.selection`).
     """
+    lineage_of = program.analysis.lookup if program.analysis else view_lineage
     diff = diff_programs(manifest.program if manifest else None, program.document(),
-                         program.analysis.lookup if program.analysis else view_lineage)
+                         lineage_of)
     base = (Base(manifest.lineage, manifest.serial, etag or "", manifest.status)
             if manifest else None)
+    narrowed = None
+    if selection is not None:
+        if manifest is None:
+            raise ReconcileError(f"pipeline '{program.pipeline}' is not deployed yet: apply "
+                                 "it whole before selecting parts of it (--select)")
+        narrowed = narrow(diff, manifest.program, selection, lineage_of)
+        diff = narrowed.diff
     actions = (*relation_actions(diff, program), *connector_actions(diff))
+    if narrowed is not None:
+        actions = narrowed.actions(actions)
     return PipelinePlan(name=program.pipeline, base=base,
-                        desired_fingerprint=program.fingerprint, diff=diff, actions=actions,
-                        notes=(*_notes(diff, manifest), *_publish_notes(program),
-                               *_settings_notes(manifest, settings),
+                        desired_fingerprint=desired_fingerprint(program, selection), diff=diff,
+                        actions=actions,
+                        notes=(*_notes(diff, manifest),
+                               *(narrowed.notes() if narrowed else ()),
+                               *_publish_notes(program), *_settings_notes(manifest, settings),
                                *_spark_notes(manifest, settings), *extra_notes),
                         refusals=tuple(_refusals(diff)), settings=settings,
                         bootstrap_policy=program.bootstrap_policy,
-                        publish=program.publish.model_dump() if program.publish else None)
+                        publish=program.publish.model_dump() if program.publish else None,
+                        selection=selection,
+                        left_out=narrowed.left_out if narrowed else ())
 
 
 def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:

@@ -18,6 +18,7 @@ from reconciler.plan.terminal import (
     SYMBOLS,
     is_shown,
     option_lines,
+    orphan_state,
     preview_lines,
     sample_tables,
 )
@@ -53,8 +54,11 @@ def render_markdown(plan: dict[str, Any]) -> str:
     changed = sum(1 for p in plan["pipelines"] if p["has_changes"])
     title = (f"Reconcile plan: {changed} of {len(pipelines)} pipeline(s) change"
              if changed else "Reconcile plan: no changes")
+    orphaned = [{**orphan, "state": orphan_state(orphan)}
+                for orphan in plan.get("orphaned") or []]
     return _ENVIRONMENT.get_template("plan.md.j2").render(
-        title=title, pipelines=pipelines, plan_id=plan["plan_id"], git=plan.get("git"))
+        title=title, pipelines=pipelines, plan_id=plan["plan_id"], git=plan.get("git"),
+        orphaned=orphaned)
 
 
 def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:

@@ -12,17 +12,19 @@ from typing import Any
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import check_input_folders, load_source, select_pipelines
+from reconciler.errors import ReconcileError
 from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_document, plan_pipeline
+from reconciler.plan.selection import Selection, one_pipeline
 from reconciler.process import is_one_shot
-from reconciler.state import open_backend, pipeline_layout, read_manifest
-from state_backends import LocalBackend, StateBackend
+from reconciler.state import open_backend, orphaned_pipelines, pipeline_layout, read_manifest
+from state_backends import LocalBackend, StateBackend, StateBackendError
 
 Committed = tuple[Manifest | None, str | None]  # a pipeline's manifest and its version tag
 
 
 def compute_plan(project_dir: Path, pipeline: str | None,
-                 backend_url: str | None) -> dict[str, Any]:
+                 backend_url: str | None, selection: Selection | None = None) -> dict[str, Any]:
     """The plan artifact for every selected pipeline, each against its manifest.
 
     The manifests are read first, so that each pipeline's program is built with the
@@ -32,16 +34,35 @@ def compute_plan(project_dir: Path, pipeline: str | None,
     the programs are built, and fails there as it always did.
     """
     with _no_collections():
-        return _compute_plan(load_project(project_dir), pipeline, backend_url)
+        return _compute_plan(load_project(project_dir), pipeline, backend_url, selection)
 
 
-def _compute_plan(project: Project, pipeline: str | None,
-                  backend_url: str | None) -> dict[str, Any]:
+def _compute_plan(project: Project, pipeline: str | None, backend_url: str | None,
+                  selection: Selection | None) -> dict[str, Any]:
     """`compute_plan`, as `load_programs` then `plan_project` but with the memos."""
-    names = select_pipelines(project, pipeline)
+    backend = open_backend(project, backend_url)
+    orphans = orphaned_pipelines(project, backend) if pipeline is None else None
+    if pipeline is not None and pipeline not in project.pipeline_dirs:
+        _refuse_orphan(backend, pipeline)
+    # A project whose last pipeline folder went still plans: its orphans are the plan.
+    names = [] if orphans and not project.pipeline_dirs else select_pipelines(project, pipeline)
     committed, memos = committed_memos(project, names, backend_url)
     programs = [build_program(load_source(project, name), memos.get(name)) for name in names]
-    return plan_project(project, programs, backend_url, committed=committed)
+    return plan_project(project, programs, backend_url, committed=committed,
+                        selection=selection, orphans=orphans)
+
+
+def _refuse_orphan(backend: StateBackend, pipeline: str) -> None:
+    """A pipeline asked for by name that only the backend holds: say so, and how to remove
+    it, rather than only that the project has no such pipeline."""
+    try:
+        manifest, _ = read_manifest(backend, pipeline)
+    except (ReconcileError, StateBackendError):
+        return  # the usual "unknown pipeline" follows
+    if manifest is not None:
+        raise ReconcileError(f"pipeline '{pipeline}' is not in the project, but "
+                             f"{backend.url} holds its state (serial {manifest.serial}): "
+                             f"remove it with `reconcile destroy -p {pipeline}`")
 
 
 def committed_memos(project: Project, names: list[str], backend_url: str | None = None
@@ -89,12 +110,17 @@ def _no_collections() -> Iterator[None]:
 
 def plan_project(project: Project, programs: list[Program], backend_url: str | None = None,
                  notes: Mapping[str, tuple[str, ...]] | None = None, *,
-                 committed: Mapping[str, Committed] | None = None) -> dict[str, Any]:
+                 committed: Mapping[str, Committed] | None = None,
+                 selection: Selection | None = None,
+                 orphans: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The plan artifact for `programs` under `project`'s settings (which the GitHub Action
     replaces with trusted ones, adding `notes` per pipeline on what it replaced). Options
     that delete or move input files are checked here, against those final settings, then
     that every local input folder exists (`desired.workspace.check_input_folders`).
-    `committed` holds manifests already read from that backend (`compute_plan`)."""
+    `committed` holds manifests already read from that backend (`compute_plan`), `orphans`
+    the pipelines it holds that the project no longer has (`orphaned_pipelines`); a
+    `selection` narrows the plan of the one pipeline it is for (`one_pipeline`)."""
+    one_pipeline(programs, selection)
     for program in programs:
         program.check_file_cleanup(project.settings.allow_file_cleanup)
     for program in programs:
@@ -106,8 +132,8 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
         manifest, etag = (committed or {}).get(program.pipeline) or read_manifest(
             backend, program.pipeline, pipeline_layout(project, program.pipeline))
         plans.append(plan_pipeline(program, manifest, etag, settings,
-                                   (notes or {}).get(program.pipeline, ())))
-    return plan_document(plans, project.root)
+                                   (notes or {}).get(program.pipeline, ()), selection))
+    return plan_document(plans, project.root, orphans)
 
 
 def trusted_memo(project: Project, backend: StateBackend,

@@ -74,6 +74,13 @@ def preview_lines(preview: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+def orphan_state(orphan: dict[str, Any]) -> str:
+    """`serial 3, status Running`, or why its manifest could not be read."""
+    if orphan.get("error"):
+        return orphan["error"]
+    return f"serial {orphan['serial']}, status {orphan['status']}"
+
+
 SAMPLE_MARKS = {"added": "+", "removed": "-", "before": "~", "after": "→"}
 SAMPLE_COLOURS = {"added": "green", "removed": "red", "before": "yellow", "after": "yellow"}
 """How a sample row shows in the terminal: added, removed, a changed row before and after."""
@@ -125,6 +132,10 @@ def render_plan(plan: dict[str, Any], console: Console) -> None:
                     shown = " | ".join(printable(value) for value in values)
                     text.append(f"      {SAMPLE_MARKS[kind]} {shown}\n",
                                 SAMPLE_COLOURS[kind])
+    for orphan in plan.get("orphaned") or []:  # saved plans made before have none
+        text.append(f"Pipeline {orphan['name']}", "bold").append(
+            f" ({orphan_state(orphan)}): not in the project; its state stays in the backend\n")
+        text.append(f"  remove it with `{orphan['hint']}`\n", "dim")
     text.append(f"plan_id {plan['plan_id']}", "dim")
     console.print(text)
 
