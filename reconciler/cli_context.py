@@ -1,9 +1,11 @@
 """What every `reconcile` command shares: its context, and how its errors end it.
 
 The group turns the product's errors into one line on stderr and exit code 1 (`--debug`
-shows the traceback instead), Spark dying under a command into one line naming what it
-was doing, and SIGINT and SIGTERM into one line and exit codes 130 and 143, as a shell
-reports them, once the command has unwound and released its locks (`errors.Terminated`).
+shows the traceback instead; an error that points at a token is followed by its source
+line and a caret, `ReconcileError.excerpt`), Spark dying under a command into one line
+naming what it was doing, and SIGINT and SIGTERM into one line and exit codes 130 and 143,
+as a shell reports them, once the command has unwound and released its locks
+(`errors.Terminated`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class ReconcileGroup(click.Group):
             if state and state.debug:
                 raise
             click.echo(f"error: {private_message(error)}", err=True)  # row values: here only
+            for shown in error.excerpt() if isinstance(error, ReconcileError) else ():
+                click.echo(shown, err=True)  # the line and a caret under the token
             if state and state.as_json and not state.emitted:  # scripts read stdout
                 state.emit({"error": public_message(error)})
             sys.exit(1)

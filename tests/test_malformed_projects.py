@@ -1,8 +1,9 @@
 """Malformed projects through the real CLI: one line, the right file and line, a clear message.
 
 Each case starts from a small valid project and overrides some of its files; `validate` must
-exit 1 and print exactly one line `error: <file>:<line>: <message>`, where `<file>` is the file
-the user has to fix and `<line>` the line to look at, never a traceback.
+exit 1 and print one line `error: <file>:<line>: <message>`, where `<file>` is the file
+the user has to fix and `<line>` the line to look at, never a traceback; an error at a token
+says `<file>:<line>:<column>:` and is followed by the source line and a caret under it.
 """
 
 from __future__ import annotations
@@ -249,21 +250,21 @@ CASES = [
             table: daily
             type: delta
             path: /y
-        """)}, SPEC, 8, "input connector 'wrong' names a view, not a table 'daily'"),
+        """)}, SPEC, 9, "input connector 'wrong' names a view, not a table 'daily'"),
     Case("input-connector-unknown-table", {SPEC: spec_with_connectors("""\
         connectors:
           - name: src
             table: event
             type: delta
             path: /x
-        """)}, SPEC, 4, "names an unknown table 'event'"),
+        """)}, SPEC, 5, "names an unknown table 'event' (did you mean 'events'?)"),
     Case("output-connector-unknown-view", {SPEC: spec_with_connectors("""\
         connectors:
           - name: out
             view: dialy
             type: delta
             path: /x
-        """)}, SPEC, 4, "names an unknown view 'dialy'"),
+        """)}, SPEC, 5, "names an unknown view 'dialy' (did you mean 'daily'?)"),
     # --- SQL files -----------------------------------------------------------------------
     Case("missing-sql-file", {SPEC: "name: p\nvars: {day: x}\nsql:\n  - program.sql\n"
                                     "  - extra.sql\n"},
@@ -313,7 +314,7 @@ CASES = [
          {SQL: PROGRAM_SQL + "\ncreate table t2 (a int)\nusing delta nonsense here;\n"},
          SQL, 15, "SQL syntax error: unexpected"),
     Case("sql-unknown-type", {SQL: PROGRAM_SQL + "\ncreate table t2 (\n  a notatype\n);\n"},
-         SQL, 15, "SQL syntax error"),
+         SQL, 15, "unknown type 'notatype'"),
     Case("sql-garbage-statement",
          {SQL: PROGRAM_SQL + "\nthis is not sql;\n"},
          SQL, 14, "SQL syntax error: expected CREATE TABLE or CREATE VIEW, got 'this'"),
@@ -373,11 +374,11 @@ CASES = [
     # --- views and the graph -------------------------------------------------------------
     Case("unknown-relation-in-view",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect * from dialy;\n"},
-         SQL, 14, "view 'v2' reads unknown relation 'dialy'"),
+         SQL, 15, "view 'v2' reads unknown relation 'dialy' (did you mean 'daily'?)"),
     Case("unknown-relation-in-join",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as\nselect * from daily d\n"
                              "join people p on d.n = p.id;\n"},
-         SQL, 14, "reads unknown relation 'people'"),
+         SQL, 16, "reads unknown relation 'people'"),
     Case("qualified-name-in-view",
          {SQL: PROGRAM_SQL + "\ncreate view v2 as select * from db.events;\n"},
          SQL, 14, "qualified names are not supported"),
@@ -424,10 +425,11 @@ def test_malformed_project(tmp_path: Path, case: Case) -> None:
     assert result.exit_code == 1, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     lines = result.output.splitlines()
-    assert len(lines) == 1, result.output
-    pattern = rf"error: (?P<path>\S*?{re.escape(case.file)}):(?P<line>\d+): "
+    pattern = rf"error: (?P<path>\S*?{re.escape(case.file)}):(?P<line>\d+)(:(?P<column>\d+))?: "
     match = re.match(pattern, lines[0])
     assert match, f"no '{case.file}:<line>: ' location in: {lines[0]}"
+    # An error at a token is followed by its source line and a caret under it.
+    assert len(lines) == (3 if match["column"] else 1), result.output
     assert (Path.cwd() / match["path"]).resolve() == (root / case.file).resolve(), lines[0]
     assert int(match["line"]) == case.line, lines[0]
     assert case.fragment in lines[0], lines[0]

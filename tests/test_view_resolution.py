@@ -196,11 +196,17 @@ def test_refused_with_file_line_and_names(tmp_path: Path, case: Refused, command
     view = re.findall(r"create view (\w+)", sql)[-1]
     output = reconcile(project, command, expect=1)
     lines = output.splitlines()
-    assert len(lines) == 1, output
-    match = re.match(r"error: (?P<path>\S+):(?P<line>\d+): (?P<message>.*)", lines[0])
+    match = re.match(r"error: (?P<path>\S+?):(?P<line>\d+)(:(?P<column>\d+))?: (?P<message>.*)",
+                     lines[0])
     assert match, lines[0]
     assert match["path"].endswith(SQL_FILE), lines[0]
-    assert int(match["line"]) == statement_line(sql, view), lines[0]
+    line = int(match["line"])
+    if match["column"] is None:  # no one name is at fault (`SELECT *`): the statement's line
+        assert line == statement_line(sql, view) and len(lines) == 1, output
+    else:  # at the name in the view's statement; its line and a caret under the name
+        assert statement_line(sql, view) <= line < statement_line(sql, view) + 8, lines[0]
+        assert len(lines) == 3 and lines[1] == "  " + sql.splitlines()[line - 1], output
+        assert lines[2].index("^") == int(match["column"]) + 1, output
     for fragment in case.fragments:
         assert fragment in match["message"], lines[0]
     assert "Traceback" not in output

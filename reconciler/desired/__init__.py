@@ -2,9 +2,10 @@
 
 Owns YAML with line numbers (``documents``), ``reconcile.yaml`` and
 ``pipeline.yaml`` (``project``, the values its settings take in ``setting_values``),
-Spark SQL statements (``sql``) and how deeply
-they may nest (``nesting``), what a view may do (``safety``), resolving its names
-as Spark's analyzer will (``resolution``),
+Spark SQL statements (``sql``), what a statement that does not parse got wrong
+and where (``syntax_errors``), how deeply they may nest (``nesting``), what a
+view may do (``safety``), resolving its names as Spark's analyzer will
+(``resolution``),
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
 be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 ``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``output_key``
@@ -17,7 +18,8 @@ expectation clauses (``expectation_clauses``), view test files
 (``masking``), the analysis kept between plans (``memo``), the program
 with its fingerprints (``program``), a manifest's program checked as if a pull
 request wrote it (``committed``) and choosing the pipelines a command works on
-(``workspace``). Every error names the file and line.
+(``workspace``). Every error names the file and line, and the column of the token
+at fault when there is one.
 
 May import: ``reconciler.errors`` and the standard helpers only. Never Spark,
 never ``plan``, ``engine``, ``operations`` or ``github``: reading a project must

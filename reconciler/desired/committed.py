@@ -54,7 +54,14 @@ def check_committed_program(pipeline: str, document: Mapping[str, Any], where: s
                                        default=str).encode("utf-8")).hexdigest()
     if digest in _checked:
         return
-    program = build_program(_source(pipeline, document, where))  # nesting: desired.nesting
+    try:
+        program = build_program(_source(pipeline, document, where))  # nesting: desired.nesting
+    except ReconcileError as error:
+        if error.source is None:
+            raise
+        # The state bucket's text is not the project's: no line of it is echoed.
+        raise ReconcileError(error.message, file=error.file, line=error.line,
+                             column=error.column) from None
     _compare(program, document, where)
     _checked.add(digest)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, error_at
 
 KeyPath = tuple[str | int, ...]
 
@@ -282,7 +282,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def _syntax_error(error: yaml.YAMLError, text: str, shown: str) -> ReconcileError:
-    """Name the line to fix: where the problem is, unless that is the end of the file.
+    """Name the line and column to fix: where the problem is, unless that is the end of the
+    file; PyYAML's own several-line text is never shown, only its problem and place.
 
     An unclosed quote or bracket is only noticed at the end of the file; the context mark
     ("while scanning a quoted scalar") then points at where it was opened.
@@ -293,8 +294,10 @@ def _syntax_error(error: yaml.YAMLError, text: str, shown: str) -> ReconcileErro
     context = getattr(error, "context", None)
     if mark is not None and context_mark is not None and mark.index >= len(text.rstrip()):
         mark, problem = context_mark, f"{problem} ({context} started on this line)"
-    line = mark.line + 1 if mark is not None else None
-    return ReconcileError(f"invalid YAML: {problem}", file=shown, line=line)
+    message = f"invalid YAML: {problem}"
+    if mark is None:
+        return ReconcileError(message, file=shown)
+    return error_at(message, shown, text, min(mark.index, len(text)))
 
 
 def _record_lines(node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int],

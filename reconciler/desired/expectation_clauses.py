@@ -34,7 +34,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.desired.safety import check_bare_names, check_substitution, check_view_query
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, did_you_mean
 
 Action = Literal["keep", "drop", "fail"]
 ACTION_WORDS: dict[Action, str] = {"keep": "", "drop": "ON VIOLATION DROP ROW",
@@ -207,8 +207,8 @@ def check_columns(expectations: Sequence[Expectation], columns: Sequence[str] | 
             if column.name.lower() not in known and not _is_literal_call(column):
                 raise ReconcileError(
                     f"{relation_kind}: expectation '{expectation.name}' reads '{column.name}', "
-                    f"which is not a column of it ({', '.join(columns)})", file=file,
-                    line=expectation.line)
+                    f"which is not a column of it ({', '.join(columns)})"
+                    + did_you_mean(column.name, columns), file=file, line=expectation.line)
         try:
             check_bare_names(exp.select(tree).from_("__relation"),
                              {"__relation": list(known)}, expectation.name, file,

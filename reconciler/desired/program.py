@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
+from sqlglot import exp
+
 from reconciler.desired.connector_options import cleanup_option, cleanup_refusal, location_option
 from reconciler.desired.expectation_clauses import Expectation, check_columns, with_drops
 from reconciler.desired.fingerprint import derive, stable_hash
@@ -32,7 +34,7 @@ from reconciler.desired.sql import (
     ViewStatement,
     parse_file,
 )
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, did_you_mean
 
 PROGRAM_FORMAT = 1
 
@@ -258,8 +260,12 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
         reads = statement.reads if isinstance(statement, ViewStatement) else ()
         for dependency in reads:
             if dependency not in statements:
-                raise statement.location.error(
-                    f"view '{statement.name}' reads unknown relation '{dependency}'")
+                assert isinstance(statement, ViewStatement) and statement.tree is not None
+                written = next((table for table in statement.tree.find_all(exp.Table)
+                                if table.name.lower() == dependency), None)
+                raise statement.error_at(
+                    f"view '{statement.name}' reads unknown relation '{dependency}'"
+                    + did_you_mean(dependency, statements), written)
         graph[statement.name] = reads
     order = _dependency_order(graph, statements)
     tables: dict[str, Table] = {}
@@ -310,7 +316,8 @@ def _publish(source: PipelineSource, tables: Mapping[str, Table],
     publish = source.spec.publish
     for index, name in enumerate(publish.exclude if publish else []):
         if name not in tables and name not in views:
-            raise ReconcileError(f"publish.exclude: no table or view '{name}' in the program",
+            raise ReconcileError(f"publish.exclude: no table or view '{name}' in the program"
+                                 + did_you_mean(name, [*tables, *views]),
                                  file=source.spec_path,
                                  line=source.spec_lines.line_of(("publish", "exclude", index)))
     return publish
@@ -335,7 +342,7 @@ def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
     if facts is None:
         analysis.analysed += 1
         own_resolved = check_view_resolution(statement.tree, statement.query, read_resolved,
-                                             name, statement.location, statement.scopes)
+                                             name, statement.error_at, statement.scopes)
         refresh = _refresh(statement, policy, retracts, read_columns, expectations)
         facts = ViewFacts(resolved=own_resolved, refresh=refresh,
                           columns=analysis.lineage(statement.query, read_columns).outputs)
@@ -349,7 +356,8 @@ def _renamed(source: PipelineSource,
     renamed = {}
     for key, value in source.spec.renamed.items():
         old, new = key.lower(), value.lower()  # relation names are case-insensitive
-        problem = (f"'{new}' is not a table or view of the pipeline" if new not in statements
+        problem = (f"'{new}' is not a table or view of the pipeline"
+                   + did_you_mean(new, statements) if new not in statements
                    else f"'{old}' is still defined" if old in statements else None)
         if problem:
             raise ReconcileError(f"renamed: {old} -> {new}: {problem}", file=source.spec_path,
@@ -403,12 +411,16 @@ def _connectors(source: PipelineSource, tables: dict[str, Table],
         location = Location(source.spec_path, source.connector_line(index))
         option_lines = {key: source.spec_lines.line_of(("connectors", index, "options", key))
                         for key in spec.options}
-        connectors[spec.name] = _connector(spec, location, option_lines, tables, views)
+        names = Location(source.spec_path, source.spec_lines.line_of(
+            ("connectors", index, "table" if spec.direction == "input" else "view")))
+        connectors[spec.name] = _connector(spec, location, option_lines, tables, views, names)
     return connectors
 
 
 def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, int],
-               tables: dict[str, Table], views: dict[str, View]) -> Connector:
+               tables: dict[str, Table], views: dict[str, View], names: Location) -> Connector:
+    """A connector of pipeline.yaml checked against the program (`names`: the line of its
+    `table:` or `view:`, where an unknown relation is reported)."""
     relation = spec.relation.lower()
     if (key := location_option(spec.options)) is not None:
         raise Location(location.file, option_lines[key]).error(
@@ -416,9 +428,11 @@ def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, 
             "'path' says where it reads, and its offsets are kept where the layout puts them")
     if spec.direction == "input" and relation not in tables:
         what = "a view, not a table" if relation in views else "an unknown table"
-        raise location.error(f"input connector '{spec.name}' names {what} '{relation}'")
+        raise names.error(f"input connector '{spec.name}' names {what} '{relation}'"
+                          + ("" if relation in views else did_you_mean(relation, tables)))
     if spec.direction == "output" and relation not in views and relation not in tables:
-        raise location.error(f"output connector '{spec.name}' names an unknown view '{relation}'")
+        raise names.error(f"output connector '{spec.name}' names an unknown view '{relation}'"
+                          + did_you_mean(relation, [*views, *tables]))
     kafka = kafka_document(spec) if spec.type == "kafka" else None
     path = kafka_path(kafka) if kafka is not None else spec.path
     assert path is not None  # the spec's check: files and delta connectors name one

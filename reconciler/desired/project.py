@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -29,7 +29,7 @@ from reconciler.desired.documents import (
 )
 from reconciler.desired.kafka_settings import ENV_OPTION_PATTERN
 from reconciler.desired.setting_values import BootstrapPolicy, duration_seconds
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, did_you_mean
 from reconciler.layout import resolve_path
 from reconciler.redact import shown_value
 
@@ -296,13 +296,15 @@ def display(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def _validation_error(error: ValidationError, document: YamlDocument, shown: str) -> ReconcileError:
+def _validation_error(error: ValidationError, document: YamlDocument, shown: str,
+                      model: type[BaseModel]) -> ReconcileError:
     first = error.errors()[0]
     location = tuple(first["loc"])
     dotted = ".".join(str(part) for part in location)
     kind = first["type"]
     if kind == "extra_forbidden":
-        message = f"unknown key '{location[-1]}'"
+        key = str(location[-1])
+        message = f"unknown key '{key}'" + did_you_mean(key, _keys_at(model, location[:-1]))
     elif kind == "missing":
         message = f"missing required key '{dotted}'"
     elif kind == "value_error":
@@ -317,13 +319,28 @@ def _validation_error(error: ValidationError, document: YamlDocument, shown: str
     return ReconcileError(message, file=shown, line=document.line_of(location))
 
 
+def _keys_at(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
+    """The keys the mapping at `location` (keys and list indexes from `model`) may have, for a
+    suggestion when one is misspelt; none where the path leaves the models (`vars`)."""
+    current: Any = model
+    for part in [part for part in location if not isinstance(part, int)]:  # not list items
+        field = current.model_fields.get(part)
+        options = [field.annotation] if field is not None else []
+        while options and not (isinstance(options[0], type) and issubclass(options[0], BaseModel)):
+            options = [*options[1:], *get_args(options[0])]  # inside `list[X]`, `X | None`
+        if not options:
+            return []
+        current = options[0]
+    return list(current.model_fields)
+
+
 def _validate(model: type[BaseModel], document: YamlDocument, shown: str) -> Any:
     if not isinstance(document.data, dict):
         raise ReconcileError("expected a mapping of keys at the top level", file=shown, line=1)
     try:
         return model.model_validate(document.data)
     except ValidationError as error:
-        raise _validation_error(error, document, shown) from None
+        raise _validation_error(error, document, shown, model) from None
 
 
 def project_settings(document: YamlDocument, shown: str) -> ProjectSettings:

@@ -52,14 +52,16 @@ are, so a program built again in one process is not walked again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from reconciler.desired.safety import LITERAL_FUNCTIONS
-from reconciler.desired.sql import SPARK, Location
+from reconciler.desired.sql import SPARK
+from reconciler.desired.syntax_errors import KEYWORDS
+from reconciler.errors import ReconcileError, closest, did_you_mean
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]
@@ -73,12 +75,13 @@ column mapping: `engine.delta_writers.COLUMN_MAPPING`)."""
 UNNAMED = ""  # an output column Spark names after its expression
 _ALIAS_CLAUSES = (exp.Having, exp.Order)  # where an alias may win over two sources
 _CACHE_SIZE = 8192
-_cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns]] = {}
+_cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns, int | None]] = {}
 
 
 def check_view_resolution(tree: exp.Query, query: str,
                           schemas: Mapping[str, Sequence[str] | None], view: str,
-                          location: Location, scopes: Sequence[Scope] = ()) -> Columns:
+                          error_at: Callable[[str, exp.Expression | None], ReconcileError],
+                          scopes: Sequence[Scope] = ()) -> Columns:
     """Refuse a view whose query Spark could not resolve, or whose output Delta could not
     store (see the module docstring), naming the view, the names and the sources; return
     its output column names as Spark names them, for the views that read it.
@@ -88,17 +91,22 @@ def check_view_resolution(tree: exp.Query, query: str,
     view; None when unknown). An output Spark names after its expression (`sum(x)`) is
     returned as '': a reader may still name it, so a name missing where '' is stays in
     doubt. (Lineage's output names differ there: it names `(x)` and `struct(...).f` too.)
-    `scopes` are the tree's (`traverse_scope`), when its statement kept them (`desired.sql`).
+    `error_at` makes the error at the name at fault, when there is one
+    (`ViewStatement.error_at`); `scopes` are the tree's (`traverse_scope`), when its
+    statement kept them (`desired.sql`).
     """
     key = (query, tuple(sorted((name, tuple(columns) if columns is not None else None)
                                for name, columns in schemas.items())))
     if key not in _cache:
         if len(_cache) >= _CACHE_SIZE:
             del _cache[next(iter(_cache))]  # the oldest entry
-        _cache[key] = resolve(tree, dict(key[1]), scopes)
-    problem, outputs = _cache[key]
+        _cache[key] = _resolved(tree, dict(key[1]), scopes)
+    problem, outputs, culprit = _cache[key]
     if problem is not None:
-        raise location.error(f"view '{view}': {problem}")
+        # The culprit is kept by its place in the walk: a cached verdict may be of another
+        # tree of the same query (a program built again), with the same shape.
+        node = next((node for index, node in enumerate(tree.walk()) if index == culprit), None)
+        raise error_at(f"view '{view}': {problem}", node)
     return outputs
 
 
@@ -107,11 +115,21 @@ def resolve(tree: exp.Query, schemas: Mapping[str, Columns],
     """What Spark would refuse in `tree`, in one sentence (None if nothing), and the output
     names. A query sqlglot cannot scope is let through with unknown outputs: `desired.sql`
     already analysed it, so any doubt is sqlglot's. `scopes`: the tree's, if already built."""
+    return _resolved(tree, schemas, scopes)[:2]
+
+
+def _resolved(tree: exp.Query, schemas: Mapping[str, Columns],
+              scopes: Sequence[Scope] = ()) -> tuple[str | None, Columns, int | None]:
+    """`resolve`, with the place in `tree.walk()` of the name at fault (None: none is)."""
     try:
         resolver = _Resolver(schemas)
-        return resolver.problem(tree, scopes), resolver.root_outputs
+        problem = resolver.problem(tree, scopes)
     except SqlglotError:
-        return None, None
+        return None, None, None
+    culprit = resolver.culprit
+    place = (None if culprit is None else
+             next((index for index, node in enumerate(tree.walk()) if node is culprit), None))
+    return problem, resolver.root_outputs, place
 
 
 def resolution_problem(tree: exp.Query, schemas: Mapping[str, Columns]) -> str | None:
@@ -131,6 +149,7 @@ class _Resolver:
         self.scope_of: dict[int, Scope] = {}  # id(expression) -> its scope
         self.outputs: dict[int, Columns] = {}  # id(scope) -> its output names
         self.root_outputs: Columns = None
+        self.culprit: exp.Expression | None = None  # the name or projection at fault
 
     def problem(self, tree: exp.Query, scopes: Sequence[Scope] = ()) -> str | None:
         scopes = scopes or traverse_scope(tree)
@@ -145,6 +164,7 @@ class _Resolver:
                     continue
                 problem = self._column(scope, column)
                 if problem is not None:
+                    self.culprit = column
                     return problem
         self.root_outputs = self._outputs(scopes[-1])
         return self._unstorable_output(scopes[-1])
@@ -167,7 +187,7 @@ class _Resolver:
                 return None  # (`x.c` may be the field c of a column x, or a Spark-made name)
             if name not in columns:
                 return (f"column '{qualifier}.{name}' does not exist: {qualifier} has columns "
-                        f"{_listing(columns)}")
+                        f"{_listing(columns)}" + did_you_mean(name, columns))
             return (f"column reference '{qualifier}.{name}' is ambiguous: {qualifier} has "
                     f"{columns.count(name)} columns named '{name}'; {DISTINCT_ALIASES} "
                     f"where {qualifier} is defined")
@@ -199,7 +219,11 @@ class _Resolver:
             last = current
         if last.can_be_correlated:
             return None  # a derived table or CTE inside a subquery: maybe correlated
-        return f"column '{written or name}' does not exist in {self._described(scope)}"
+        known = [column for current in _chain(scope)
+                 for _, source in current.selected_sources.values()
+                 for column in self._columns(source) or ()]
+        return (f"column '{written or name}' does not exist in {self._described(scope)}"
+                + _suggestion(name, known))
 
     def _matches(self, scope: Scope, name: str) -> tuple[list[tuple[str, int]], bool]:
         """The selected sources of `scope` that have column `name`, with how many times,
@@ -318,6 +342,8 @@ class _Resolver:
                 name = _spark_named(origin)
             origins.setdefault(name, []).append(origin)
         for name, where in origins.items():
+            self.culprit = next((o for o in reversed(where) if isinstance(o, exp.Expression)),
+                                None)
             if UNADDRESSABLE & set(name):
                 return (f"output column '{name}' has a '.' or a '`' in its name, "
                         "which Spark reads as a field access or a quote: give it an alias "
@@ -327,6 +353,7 @@ class _Resolver:
                 return (f"output column '{name}' appears {len(where)} times "
                         f"({', '.join(texts)}): Delta cannot store two columns of one name; "
                         f"{DISTINCT_ALIASES}")
+        self.culprit = None
         return None
 
 
@@ -415,6 +442,15 @@ def _ambiguous(name: str, matches: list[tuple[str, int]]) -> str:
     return (f"column reference '{name}' is ambiguous: it is a column of "
             f"{', '.join(sources[:-1])} and {sources[-1]}; qualify it "
             f"({' or '.join(f'{source}.{name}' for source in sources)})")
+
+
+def _suggestion(name: str, columns: Sequence[str]) -> str:
+    """The closest column to a misspelt `name`, else the keyword it may be meant as
+    (`select distnct a`: sqlglot reads a column `distnct` aliased `a`), or ''."""
+    if found := did_you_mean(name, columns):
+        return found
+    keyword = closest(name, KEYWORDS)
+    return f" (did you mean the keyword {keyword[0]}?)" if keyword else ""
 
 
 def _listing(columns: tuple[str, ...]) -> str:

@@ -24,7 +24,8 @@ from reconciler.desired.expectation_clauses import Expectation, split_expectatio
 from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
 from reconciler.desired.project import NAME_PATTERN, SqlSource
 from reconciler.desired.safety import check_substitution, check_view_query
-from reconciler.errors import ReconcileError
+from reconciler.desired.syntax_errors import command_error, misspelling, parse_error, token_error
+from reconciler.errors import ReconcileError, did_you_mean, error_at
 
 DIALECT = "spark"
 SPARK: Dialect = Dialect.get_or_raise(DIALECT)
@@ -92,6 +93,21 @@ class ViewStatement:
     # The tree's scopes (`traverse_scope`), built once here to find what it reads and kept
     # for the resolution check (`desired.resolution`), which walks the same tree.
     scopes: tuple[Scope, ...] = field(default=(), compare=False, repr=False)
+    # Where each name of the tree was written: (start, end) offsets in the file's rendered
+    # text (`source`) by `id(node)` of its identifier, for errors at the name's own token.
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+    source: str = field(default="", compare=False, repr=False)
+
+    def error_at(self, message: str, node: exp.Expression | None) -> ReconcileError:
+        """An error at `node`'s first name written (a column's or table's, a projection's
+        alias) when its place is known, else at the statement's line."""
+        if isinstance(node, exp.Alias):
+            node = node.args.get("alias") or node
+        span = next((found for part in node.walk(bfs=False)
+                     if (found := self.spans.get(id(part)))), None) if node else None
+        if span is None:
+            return self.location.error(message)
+        return error_at(message, self.location.file, self.source, *span)
 
 
 Statement = TableStatement | ViewStatement
@@ -124,10 +140,12 @@ def statement_digest(source_text: str, tokens: list[Token]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def drop_positions(tree: exp.Expression) -> dict[int, int]:
+def drop_positions(tree: exp.Expression,
+                   spans: dict[int, tuple[int, int]] | None = None) -> dict[int, int]:
     """Take from `tree` the source positions the parser keeps on each node (line, column
     and offsets, in `meta`; anything else there stays), returning each node's line by
-    `id(node)`, for error messages.
+    `id(node)`, for error messages; and into `spans`, when given, each node's (start, end)
+    offsets.
 
     Copying a tree, which maintenance analysis does and SQL generation does first,
     copies each node's `meta` through `copy.deepcopy`: most of what a copy costs, and
@@ -139,6 +157,8 @@ def drop_positions(tree: exp.Expression) -> dict[int, int]:
         if meta:
             if (line := meta.get("line")) is not None:
                 lines[id(node)] = line
+            if spans is not None and "start" in meta and "end" in meta:
+                spans[id(node)] = (meta["start"], meta["end"])
             node._meta = (None if meta.keys() <= _POSITIONS else
                           {key: value for key, value in meta.items() if key not in _POSITIONS})
     return lines
@@ -160,7 +180,8 @@ def _split(source: SqlSource) -> list[tuple[list[Token], Location]]:
     try:
         tokens = tokenizer.tokenize(source.text)
     except TokenError as error:
-        raise _token_error(error, source, tokenizer.tokens) from None
+        raise token_error(error, source.text, source.display_path,
+                          tokenizer.tokens) from None
     statements: list[tuple[list[Token], Location]] = []
     current: list[Token] = []
     for token in [*tokens, None]:
@@ -172,31 +193,6 @@ def _split(source: SqlSource) -> list[tuple[list[Token], Location]]:
         else:
             current.append(token)
     return statements
-
-
-def _token_error(error: TokenError, source: SqlSource, scanned: list[Token]) -> ReconcileError:
-    """The line where the bad token starts, and what is wrong with it.
-
-    sqlglot words the error as "Error tokenizing '<100 characters around it>'" and keeps the
-    problem as the cause, e.g. "Missing ' from 3:17" whose second number is the token's
-    offset (the first is where scanning stopped, often the end of the file); the compiled
-    tokenizer (sqlglotc) keeps it as the context instead. Without an offset, the bad token
-    starts right after the last good one.
-    """
-    text = source.text
-    cause = error.__cause__ or error.__context__
-    match = re.fullmatch(r"(.+) from \d+:(\d+)", str(cause), re.DOTALL)
-    if match:
-        problem, offset = match[1], int(match[2])
-        if problem.startswith("Missing "):
-            problem = f"unterminated quote: missing closing {problem.removeprefix('Missing ')}"
-    else:
-        after = scanned[-1].end + 1 if scanned else 0
-        offset = len(text) - len(text[after:].lstrip())
-        problem = ("unterminated /* comment" if text.startswith("/*", offset)
-                   else "cannot read the text here")
-    return ReconcileError(f"SQL syntax error: {problem}", file=source.display_path,
-                          line=text.count("\n", 0, offset) + 1)
 
 
 def _parse_statement(tokens: list[Token], source: SqlSource, location: Location,
@@ -213,17 +209,13 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
     try:
         [expression] = SPARK.parser().parse(tokens, source.text)
     except ParseError as error:
-        detail = error.errors[0] if error.errors else {}
-        line = detail.get("line") or location.line
-        description = str(detail.get("description") or error).split(". Line")[0]
-        description = description.split(" but got <Token")[0]
-        raise ReconcileError(f"SQL syntax error: {description} near "
-                             f"'{detail.get('highlight', '')}'", file=location.file,
-                             line=line) from None
+        raise parse_error(error, tokens, source.text, location.file) from None
     if isinstance(expression, exp.Command):
-        raise _command_error(text, location)
+        raise command_error(tokens, source.text, location.file, ONLY_CREATE)
     if not isinstance(expression, exp.Create):
         word = match[0] if (match := re.search(r"\w+", text)) else text
+        if (guessed := misspelling(tokens, source.text, location.file, None)) is not None:
+            raise guessed  # `crete view ...`
         if expression is None or isinstance(expression, exp.Condition):
             raise location.error(f"SQL syntax error: expected CREATE TABLE or CREATE VIEW, "
                                  f"got '{word}'")
@@ -234,34 +226,10 @@ def _parse_checked(tokens: list[Token], source: SqlSource, location: Location,
             raise location.error(f"CREATE {words} is not supported: the reconciler decides "
                                  "what to replace")
     if kind == "TABLE":
-        return _table(expression, location, text)
+        return _table(expression, location, text, source.text)
     if kind == "VIEW":
-        return _view(expression, tokens, location, text, digest)
+        return _view(expression, tokens, location, text, digest, source.text)
     raise location.error(f"unsupported statement CREATE {kind}: {ONLY_CREATE}")
-
-
-def _command_error(text: str, location: Location) -> ReconcileError:
-    """Explain a statement sqlglot could only parse as an opaque Command.
-
-    When a prefix of it parses as a CREATE, the token after that prefix is unexpected (most
-    often the next statement after a missing ';'); otherwise the statement itself is one we
-    do not support, e.g. `MSCK REPAIR` or `CREATE ROLE`.
-    """
-    tokens = Dialect.get_or_raise(DIALECT).tokenize(text)
-    if tokens[0].token_type == TokenType.CREATE:
-        for index in range(len(tokens) - 1, 0, -1):
-            try:
-                prefix = sqlglot.parse_one(text[: tokens[index - 1].end + 1], dialect=DIALECT)
-            except ParseError:
-                continue
-            if isinstance(prefix, exp.Create):
-                bad = tokens[index]
-                hint = " (missing ';' before it?)" if bad.token_type == TokenType.CREATE else ""
-                return ReconcileError(f"SQL syntax error: unexpected '{bad.text}'{hint}",
-                                      file=location.file, line=location.line + bad.line - 1)
-    words = " ".join(token.text.upper() for token in tokens[:2])
-    kind = words if tokens[0].token_type == TokenType.CREATE else tokens[0].text.upper()
-    return location.error(f"unsupported statement {kind}: {ONLY_CREATE}")
 
 
 def _relation_name(expression: exp.Create, location: Location) -> str:
@@ -278,7 +246,8 @@ def _relation_name(expression: exp.Create, location: Location) -> str:
     return name
 
 
-def _table(expression: exp.Create, location: Location, text: str) -> TableStatement:
+def _table(expression: exp.Create, location: Location, text: str, source: str
+           ) -> TableStatement:
     name = _relation_name(expression, location)
     schema = expression.this
     if expression.expression is not None:
@@ -288,14 +257,15 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
         raise location.error(f"table '{name}' needs a column list")
     check_substitution(text, expression, f"table '{name}'", location.file, location.line)
     columns: list[ColumnDef] = []
-    primary_key: tuple[str, ...] = ()
+    key_parts: list[tuple[str, exp.Expression]] = []
     for item in schema.expressions:
         if isinstance(item, exp.PrimaryKey):
-            primary_key = tuple(part.name.lower() for part in item.expressions)
+            key_parts = [(part.name.lower(), part) for part in item.expressions]
         elif isinstance(item, exp.ColumnDef):
             columns.append(_column(item, name, location))
         elif isinstance(item, exp.Identifier):  # a bare name: sqlglot does not see a column
-            raise location.error(f"table '{name}': column '{item.name.lower()}' has no type")
+            raise _at(item, f"table '{name}': column '{item.name.lower()}' has no type",
+                      location, source)
         else:
             raise location.error(f"table '{name}': unsupported element '{item.sql(DIALECT)}'")
     if not columns:
@@ -304,9 +274,11 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
     duplicates = sorted({column for column in names if names.count(column) > 1})
     if duplicates:
         raise location.error(f"table '{name}': duplicate column '{duplicates[0]}'")
-    for key in primary_key:
+    primary_key = tuple(key for key, _ in key_parts)
+    for key, part in key_parts:
         if key not in names:
-            raise location.error(f"table '{name}': primary key column '{key}' is not a column")
+            raise _at(part, f"table '{name}': primary key column '{key}' is not a column"
+                      + did_you_mean(key, names), location, source)
     if primary_key:
         key_set = set(primary_key)
         columns = [ColumnDef(c.name, c.type, c.nullable and c.name not in key_set, c.default)
@@ -314,6 +286,17 @@ def _table(expression: exp.Create, location: Location, text: str) -> TableStatem
     return TableStatement(name=name, columns=tuple(columns), primary_key=primary_key,
                           materialized=_materialized_property(expression, name, location),
                           location=location, sql=text)
+
+
+def _at(node: exp.Expression, message: str, location: Location, source: str
+        ) -> ReconcileError:
+    """An error at the first name written in `node`, where the parser kept its place (a
+    table's tree keeps them: `drop_positions` is for views), else at the statement."""
+    meta = next((part._meta for part in node.walk(bfs=False)
+                 if part._meta and "start" in part._meta), None)
+    if meta is None:
+        return location.error(message)
+    return error_at(message, location.file, source, meta["start"], meta["end"])
 
 
 def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
@@ -375,7 +358,7 @@ def _materialized_property(expression: exp.Create, table: str, location: Locatio
 
 
 def _view(expression: exp.Create, tokens: list[Token], location: Location,
-          text: str, digest: str) -> ViewStatement:
+          text: str, digest: str, source: str) -> ViewStatement:
     name = _relation_name(expression, location)
     if isinstance(expression.this, exp.Schema):
         raise location.error(f"view '{name}': a column list is not supported; name the columns "
@@ -401,14 +384,16 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
             raise location.error(f"view '{name}': unsupported clause '{prop.sql(DIALECT)}' "
                                  "(views take MATERIALIZED and TBLPROPERTIES ('refresh' = ..., "
                                  "'key' = ...))")
-    lines = drop_positions(query)
+    spans: dict[int, tuple[int, int]] = {}
+    lines = drop_positions(query, spans)
     check_view_query(query, text, name, location.file, location.line, lines)
     body = next(index for index, token in enumerate(tokens) if token.token_type == TokenType.ALIAS)
     scopes = _scopes(query, name, location)
     return ViewStatement(name=name, query=canonical_text(tokens[body + 1:]),
                          materialized=materialized, reads=_reads(scopes, name, location),
                          location=location, sql=text, full_refresh=full_refresh, key=key,
-                         tree=query, digest=digest, lines=lines, scopes=scopes)
+                         tree=query, digest=digest, lines=lines, scopes=scopes, spans=spans,
+                         source=source)
 
 
 def declared_key(value: exp.Expression | None, location: Location, view: str

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reconciler.desired.documents import YamlDocument, load_yaml, refuse_outside
 from reconciler.desired.program import Program, Table
-from reconciler.errors import ReconcileError
+from reconciler.errors import ReconcileError, did_you_mean
 
 TESTS_FOLDER = "tests"
 Row = dict[str, Any]
@@ -122,7 +122,8 @@ def _test(entry: Any, document: YamlDocument, where: str, key: tuple[Any, ...],
                              line=document.line_of((*key, *location))) from None
     view = spec.view.lower()
     if view not in program.views:
-        raise ReconcileError(f"test of an unknown view '{spec.view}'", file=where,
+        raise ReconcileError(f"test of an unknown view '{spec.view}'"
+                             + did_you_mean(view, program.views), file=where,
                              line=document.line_of((*key, "view")))
     relations = {**program.tables, **program.views}
     for section in ("given", "change"):
@@ -164,7 +165,8 @@ def _check_rows(rows: list[Row], table: Table, document: YamlDocument, where: st
         if unknown:
             raise ReconcileError(f"unknown column(s) {', '.join(unknown)} of table "
                                  f"'{table.name}'; its columns are "
-                                 f"{', '.join(c.name for c in table.columns)}", file=where,
+                                 f"{', '.join(c.name for c in table.columns)}"
+                                 + did_you_mean(unknown[0], columns), file=where,
                                  line=document.line_of((*key, index)))
         missing = [column.name for column in table.columns
                    if not column.nullable and given.get(column.name.lower()) is None]
