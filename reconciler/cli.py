@@ -24,6 +24,7 @@ from reconciler.cli_options import (
     engine_options,
     lock_option,
 )
+from reconciler.cli_spark import spark_group
 from reconciler.cli_state import state
 from reconciler.cli_test import test_command
 from reconciler.desired.setting_values import duration_seconds
@@ -414,6 +415,7 @@ def github(obj: CliContext) -> None:
 cli.add_command(test_command)
 cli.add_command(state)
 cli.add_command(doctor_command)
+cli.add_command(spark_group)
 
 
 def main() -> None:

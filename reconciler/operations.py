@@ -73,11 +73,14 @@ class Engine:
     @cached_property
     def spark(self) -> Any:
         from reconciler.engine.session import get_spark
+        from reconciler.engine.warm_spark import warm_server
 
-        self.report("start Spark", self.target)  # a JVM's start: the longest silence
-        return get_spark(self.project.settings.spark, master=self.master, remote=self.remote,
-                         log_level="WARN" if self.debug else "ERROR",
-                         s3a=reaches_s3(self.project), kafka=reaches_kafka(self.project))
+        s3a, kafka = reaches_s3(self.project), reaches_kafka(self.project)
+        warm = None if self.master or self.remote else warm_server(self.project, s3a, kafka)
+        self.report(*(warm.progress if warm else ("start Spark", self.target)))  # a JVM
+        return get_spark(self.project.settings.spark, master=self.master, s3a=s3a, kafka=kafka,
+                         remote=warm.client_url if warm else self.remote,
+                         log_level="WARN" if self.debug else "ERROR")
 
     @property
     def target(self) -> str:

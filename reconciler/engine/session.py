@@ -118,9 +118,14 @@ def _scratch() -> Path:
     with _scratch_lock:
         if _scratch_dir is None:
             _scratch_dir = Path(tempfile.mkdtemp(prefix="reconciler-spark-"))
-            (_scratch_dir / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
+            write_log4j2(_scratch_dir)
             atexit.register(shutil.rmtree, _scratch_dir, ignore_errors=True)
         return _scratch_dir
+
+
+def write_log4j2(folder: Path) -> None:
+    """The quiet log4j2 file a local JVM's `-Dlog4j2.configurationFile` names, in `folder`."""
+    (folder / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
 
 
 JVM_ENVIRONMENT = re.compile(
@@ -271,10 +276,14 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                log_level: str = "ERROR", *, delta_jars: bool = True,
-               s3a: bool = True, kafka: bool = False) -> dict[str, str]:
+               s3a: bool = True, kafka: bool = False,
+               scratch: Path | None = None) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
     Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without
-    `s3a`, S3A's; with `kafka`, Spark's Kafka connector is on its class path too."""
+    `s3a`, S3A's; with `kafka`, Spark's Kafka connector is on its class path too.
+    `scratch` holds a local JVM's warehouse, Derby home and log4j2 file (`write_log4j2`)
+    instead of this process's temp folder: a warm server (`engine.warm_spark`) outlives
+    the process that starts it."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,
@@ -284,7 +293,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
         "spark.log.level": log_level,
     }
     if master.startswith("local"):
-        scratch = _scratch()
+        scratch = scratch or _scratch()
         conf |= {
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
