@@ -16,6 +16,7 @@ point one way only (``tests/test_layering.py`` keeps it so):
   signals as exit codes; ``cli_state`` for ``reconcile state``; ``cli_options`` the options
   commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
+  ``cli_spark`` for ``reconcile spark start|stop|status``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
   to one pipeline, under its lock) with ``publication`` (``publish:`` after each
   commit) and ``preview`` (``plan --preview``), ``statements``
