@@ -73,7 +73,7 @@ MAX_LOCAL_CORES = 4
 # Quiet, but errors still reach stderr. The extra loggers at ERROR stop Spark's
 # "Setting default log level to WARN" notice: Spark prints it when the logger of
 # the class that initialises logging has no level of its own equal to the root's.
-_LOG4J2_PROPERTIES = """\
+LOG4J2_PROPERTIES = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
@@ -118,14 +118,9 @@ def _scratch() -> Path:
     with _scratch_lock:
         if _scratch_dir is None:
             _scratch_dir = Path(tempfile.mkdtemp(prefix="reconciler-spark-"))
-            write_log4j2(_scratch_dir)
+            (_scratch_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
             atexit.register(shutil.rmtree, _scratch_dir, ignore_errors=True)
         return _scratch_dir
-
-
-def write_log4j2(folder: Path) -> None:
-    """The quiet log4j2 file a local JVM's `-Dlog4j2.configurationFile` names, in `folder`."""
-    (folder / "log4j2.properties").write_text(_LOG4J2_PROPERTIES)
 
 
 JVM_ENVIRONMENT = re.compile(
@@ -275,15 +270,11 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
-               log_level: str = "ERROR", *, delta_jars: bool = True,
-               s3a: bool = True, kafka: bool = False,
-               scratch: Path | None = None) -> dict[str, str]:
+               log_level: str = "ERROR", *, delta_jars: bool = True, s3a: bool = True,
+               kafka: bool = False, scratch: Path | None = None) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
-    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without
-    `s3a`, S3A's; with `kafka`, Spark's Kafka connector is on its class path too.
-    `scratch` holds a local JVM's warehouse, Derby home and log4j2 file (`write_log4j2`)
-    instead of this process's temp folder: a warm server (`engine.warm_spark`) outlives
-    the process that starts it."""
+    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without `s3a`,
+    S3A's; with `kafka`, Kafka's too. `scratch`: a local JVM's folder (else this process's)."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,

@@ -188,9 +188,9 @@ def _server_command(folder: Path, spark: Any, port: int, s3a: bool, kafka: bool)
     the folder as its scratch, plus Connect's loopback binding."""
     import pyspark
 
-    from reconciler.engine.session import default_master, spark_conf, write_log4j2
+    from reconciler.engine.session import LOG4J2_PROPERTIES, default_master, spark_conf
 
-    write_log4j2(folder)
+    (folder / "log4j2.properties").write_text(LOG4J2_PROPERTIES)  # quiet, as embedded
     master = spark.master or default_master()
     conf = spark_conf(master, spark.conf, s3a=s3a, kafka=kafka, scratch=folder)
     conf.pop("spark.master")
