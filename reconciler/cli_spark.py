@@ -9,7 +9,6 @@ and `plan --preview` then connect to it instead of starting a JVM each.
 from __future__ import annotations
 
 import json
-import time
 
 import click
 
@@ -65,6 +64,7 @@ def status(obj: CliContext, as_json: bool) -> None:
     elif not shown["running"]:
         click.echo("warm Spark: not running")
     else:
-        up = time.strftime("%H:%M:%S", time.gmtime(shown["uptime_seconds"]))
+        minutes, seconds = divmod(int(shown["uptime_seconds"]), 60)
+        up = f"{minutes // 60}h {minutes % 60:02d}m {seconds:02d}s"
         click.echo(f"warm Spark: running at {shown['url']} (pid {shown['pid']}, up {up}; "
                    f"log {shown['log']})")
