@@ -21,6 +21,8 @@ import pytest
 from reconciler.desired.project import load_project
 from reconciler.engine import warm_spark
 from reconciler.engine.jars import jar_folder
+from reconciler.engine.session import is_connect
+from reconciler.operations import Engine
 from tests.projects import single_pipeline
 
 SQL = """
@@ -91,7 +93,8 @@ def test_execute_and_query_use_the_warm_server(warm: tuple[Path, Path]) -> None:
 def test_only_the_local_cli_with_its_settings_attaches(
         warm: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """The Action's process never allows it; GITHUB_ACTIONS, a configured Connect server
-    or cluster, other settings and a record others may read are passed over."""
+    or cluster, other settings, a --spark-master flag and a record others may read are
+    passed over."""
     project_dir, cache = warm
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
@@ -109,6 +112,9 @@ def test_only_the_local_cli_with_its_settings_attaches(
         elsewhere = SimpleNamespace(root=project.root, settings=SimpleNamespace(
             spark=project.settings.spark.model_copy(update={key: value})))
         assert warm_spark.warm_server(elsewhere, s3a=False, kafka=False) is None  # type: ignore[arg-type]
+    said: list[tuple[str, str]] = []  # a flag wins: here the run's embedded session
+    session = Engine(project, master="local[2]", report=lambda *line: said.append(line)).spark
+    assert said == [("start Spark", "local[2]")] and not is_connect(session)
     record = warm_spark.state_folder(project_dir) / "server.json"
     record.chmod(0o644)
     try:
