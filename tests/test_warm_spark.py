@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import click
 import pytest
 
+from reconciler.cli import cli as reconcile_group
 from reconciler.desired.project import load_project
 from reconciler.engine import warm_spark
 from reconciler.engine.jars import jar_folder
@@ -166,3 +168,15 @@ def test_stop_ends_the_server(warm: tuple[Path, Path]) -> None:
     assert f"warm Spark stopped (pid {pid})" in cli(project, cache, "spark", "stop").stdout
     assert status(project, cache) == {"running": False}
     assert not warm_spark._alive(pid)  # gone, or a zombie its new parent has yet to reap
+
+
+@pytest.mark.parametrize(("command", "allowed"), [("query", True), ("execute", True),
+                                                  ("apply", True), ("github", False),
+                                                  ("test", False), ("status", False)])
+def test_which_commands_may_attach(command: str, allowed: bool,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local CLI's Spark commands; never the Action's `github` (nor `test`, whose
+    session is its own)."""
+    monkeypatch.setitem(warm_spark._ATTACH, "allowed", False)
+    reconcile_group.resolve_command(click.Context(reconcile_group), [command])
+    assert warm_spark._ATTACH["allowed"] is allowed
