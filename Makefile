@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test jars lint demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli clean check-java constraints
+.PHONY: test jars lint demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -69,6 +69,10 @@ bench-log-opens: $(STAMP) check-java jars
 # The CLI's start: --help, --version, validate and plan of the examples in fresh processes.
 bench-cli: $(RUN_STAMP)
 	$(BIN)/python bench/cli_bench.py
+
+# execute + query + query on the seed story, each command its own JVM against a warm Spark.
+bench-warm: $(STAMP) check-java jars
+	$(BIN)/python bench/warm_spark_bench.py
 
 # Kafka: 2M messages ingested and a view kept, against a hand-written batch job (a few minutes).
 bench-kafka: $(STAMP) check-java jars

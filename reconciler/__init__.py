@@ -19,8 +19,10 @@ point one way only (``tests/test_layering.py`` keeps it so):
   commands
   share, ``cli_test`` for ``reconcile test``, ``cli_doctor`` for ``reconcile doctor``,
   ``cli_refresh`` for ``reconcile refresh`` and the apply it shares with ``apply``,
+  ``cli_spark`` for ``reconcile spark start|stop|status``,
   ``cli_reference`` generating ``docs/cli.md``), ``operations`` (what each command does
-  to one pipeline, under its lock) with ``publication`` (``publish:`` after each
+  to one pipeline, under its lock) with ``spark_engine`` (the Spark it runs on, started
+  when first needed), ``publication`` (``publish:`` after each
   commit) and ``preview`` (``plan --preview``), ``statements``
   (``execute`` and ``query``) with ``query_output``, ``destroy`` (a pipeline's data and
   state removed, objects forgotten by ``state rm``), ``runner`` (``run --continuous`` as a service)

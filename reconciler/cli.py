@@ -29,6 +29,7 @@ from reconciler.cli_options import (
     select_option,
 )
 from reconciler.cli_refresh import apply_pipelines, apply_selection, refresh_command
+from reconciler.cli_spark import spark_group
 from reconciler.cli_state import state
 from reconciler.cli_statements import execute, query
 from reconciler.cli_test import test_command
@@ -358,6 +359,7 @@ cli.add_command(state)
 cli.add_command(doctor_command)
 cli.add_command(refresh_command)
 cli.add_command(destroy_command)
+cli.add_command(spark_group)
 
 
 def main() -> None:

@@ -59,8 +59,22 @@ class CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+WARM_SPARK_COMMANDS = frozenset({"apply", "approve", "run", "execute", "query", "plan"})
+"""Commands whose Spark may be the project's warm server (`engine.warm_spark`); never
+`github`, the Action's, which runs where its trusted settings say."""
+
+
 class ReconcileGroup(click.Group):
     """A click group that turns product errors into one line and exit code 1."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if ctx.parent is None and name in WARM_SPARK_COMMANDS:  # the local CLI only
+            from reconciler.engine.warm_spark import allow_attach
+
+            allow_attach()
+        return name, command, rest
 
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:

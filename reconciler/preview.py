@@ -108,7 +108,7 @@ class _Bound:
 def preview_checkout(document: dict[str, Any], project_dir: Path, pipeline: str | None,
                      backend_url: str | None, mode: str, debug: bool) -> None:
     """`reconcile plan --preview`: the checkout's own project and settings."""
-    from reconciler.operations import Engine
+    from reconciler.spark_engine import Engine
 
     project, programs = load_programs(project_dir, pipeline)
     preview_plan(document, project, programs, backend_url, Engine(project, debug=debug), mode)

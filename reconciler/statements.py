@@ -15,7 +15,8 @@ from typing import Any
 from reconciler.desired.project import Project
 from reconciler.engine.step import StepResult, insert_app_id
 from reconciler.errors import ReconcileError
-from reconciler.operations import Engine, Outcome, run_pipeline
+from reconciler.operations import Outcome, run_pipeline
+from reconciler.spark_engine import Engine
 from reconciler.state import committed_program, pipeline_layout, read_manifest
 from state_backends import StateBackend
 

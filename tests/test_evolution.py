@@ -124,7 +124,7 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     version, with the connector's checkpoint past them: the evolution must carry them."""
     from reconciler.desired.project import load_project
     from reconciler.engine.connectors import ingest
-    from reconciler.operations import Engine
+    from reconciler.spark_engine import Engine
     from reconciler.state import open_backend, pipeline_layout, read_manifest
 
     source = tmp_path / "input"

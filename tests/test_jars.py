@@ -45,7 +45,7 @@ def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
         tmp_path: Path) -> None:
     from reconciler.desired.project import load_project
     from reconciler.engine.session import spark_conf
-    from reconciler.operations import reaches_s3
+    from reconciler.spark_engine import reaches_s3
     from tests.projects import copy_example
 
     project = copy_example("grades", tmp_path)
@@ -67,7 +67,7 @@ def test_kafkas_jars_are_fetched_and_loaded_only_for_a_project_with_a_kafka_conn
         tmp_path: Path) -> None:
     from reconciler.desired.project import load_project
     from reconciler.engine.session import spark_conf
-    from reconciler.operations import reaches_kafka
+    from reconciler.spark_engine import reaches_kafka
     from tests.projects import copy_example
 
     project = copy_example("grades", tmp_path)

@@ -41,7 +41,8 @@ def layer(module: str) -> str:
     if module in STATE:
         return "state"
     # They run the engine.
-    if module in ("reconciler.operations", "reconciler.preview", "reconciler.publication"):
+    if module in ("reconciler.operations", "reconciler.spark_engine", "reconciler.preview",
+                  "reconciler.publication"):
         return "operations"
     parts = module.split(".")
     if len(parts) > 2 and parts[1] in ("desired", "plan", "engine", "github"):

@@ -1,7 +1,8 @@
 """The data plane: everything that runs on Spark or touches a Delta table.
 
 Owns the Java check (``java``), the jars an embedded session needs (``jars``), the
-Spark session (``session``) and Spark dying under a command (``failures``), column
+Spark session (``session``), a warm local Spark Connect server the CLI's commands share
+(``warm_spark``) and Spark dying under a command (``failures``), column
 types (``schema``), Delta storage (``delta_log``, ``delta_version`` for the facts
 of one opened version, ``deletion_vectors`` and ``column_mapping`` for what delta-rs
 does not read, ``files``, ``delta_tables`` for opening, inspecting and scanning

@@ -73,7 +73,7 @@ MAX_LOCAL_CORES = 4
 
 # Quiet (errors still reach stderr; `--log-level debug`: warnings). The loggers at ERROR stop
 # Spark's "Setting default log level" notice, printed when their level is not the root's.
-_LOG4J2_PROPERTIES = """\
+LOG4J2_PROPERTIES = """\
 rootLogger.level = ROOT_LEVEL
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
@@ -118,7 +118,7 @@ def _scratch() -> Path:
         if _scratch_dir is None:
             _scratch_dir = Path(tempfile.mkdtemp(prefix="reconciler-spark-"))
             (_scratch_dir / "log4j2.properties").write_text(
-                _LOG4J2_PROPERTIES.replace("ROOT_LEVEL", spark_log_level()))
+                LOG4J2_PROPERTIES.replace("ROOT_LEVEL", spark_log_level()))
             atexit.register(shutil.rmtree, _scratch_dir, ignore_errors=True)
         return _scratch_dir
 
@@ -270,11 +270,11 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
-               log_level: str = "ERROR", *, delta_jars: bool = True,
-               s3a: bool = True, kafka: bool = False) -> dict[str, str]:
+               log_level: str = "ERROR", *, delta_jars: bool = True, s3a: bool = True,
+               kafka: bool = False, scratch: Path | None = None) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
-    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without
-    `s3a`, S3A's; with `kafka`, Spark's Kafka connector is on its class path too."""
+    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without `s3a`,
+    S3A's; with `kafka`, Kafka's too. `scratch`: a local JVM's folder (else this process's)."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,
@@ -284,7 +284,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
         "spark.log.level": log_level,
     }
     if master.startswith("local"):
-        scratch = _scratch()
+        scratch = scratch or _scratch()
         conf |= {
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",

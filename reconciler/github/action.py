@@ -147,8 +147,8 @@ def _preview(document: dict[str, Any], trusted: Trusted, inputs: Inputs,
     if not head.get("full_name") or head.get("full_name") != base.get("full_name"):
         log("data preview skipped: the pull request comes from a fork")
         return
-    from reconciler.operations import Engine  # Spark: only with the preview input
     from reconciler.preview import preview_plan
+    from reconciler.spark_engine import Engine  # Spark: only with the preview input
 
     try:
         preview_plan(document, trusted.project, trusted.programs, None,

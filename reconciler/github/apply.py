@@ -54,8 +54,9 @@ from reconciler.github.trusted import (
     trusted_project,
 )
 from reconciler.github.view_test_gate import add_view_tests, failing_tests
-from reconciler.operations import Engine, Outcome, apply_pipeline
+from reconciler.operations import Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
+from reconciler.spark_engine import Engine
 from reconciler.state import open_backend
 from state_backends import StateBackendError
 
