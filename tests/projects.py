@@ -84,4 +84,5 @@ def events_pipeline(sql: str, settings: str = "", refresh: str = "incremental"
                     format: json
                     path: input/events
                 """,
-            "pipelines/p/program.sql": sql}
+            "pipelines/p/program.sql": sql,
+            "input/events/.keep": ""}  # the folder exists (plan refuses a missing one)
