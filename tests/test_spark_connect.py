@@ -104,7 +104,7 @@ def test_files_connector_steps_over_spark_connect_and_a_killed_client(
 
     project = write_files(tmp_path, FILES_PROJECT)
     inbox = project / "input/events"
-    inbox.mkdir(parents=True)
+    inbox.mkdir(parents=True, exist_ok=True)
     cli(project, remote, "apply", "--auto-approve")
     (inbox / "a.json").write_text('{"id": 1, "k": "a", "v": 2}\n{"id": 2, "k": "b", "v": 3}\n'
                                   'not json\n')

@@ -137,7 +137,7 @@ def storage_bytes(project: Path) -> int:
 def test_storage_does_not_grow_with_steps(spark: SparkSession, tmp_path: Path) -> None:
     project = write_files(tmp_path, RETENTION_PROJECT)
     inbox = project / "input/events"
-    inbox.mkdir(parents=True)
+    inbox.mkdir(parents=True, exist_ok=True)
     reconcile(project, "apply", "--auto-approve")
     sizes = []
     for step in range(8):
@@ -171,7 +171,7 @@ def test_state_gc_reports_what_it_removes(spark: SparkSession, tmp_path: Path) -
     files = dict(RETENTION_PROJECT)
     files["reconcile.yaml"] = "retention:\n  serials: 1\n  min_age: 1h\n"
     project = write_files(tmp_path, files)
-    (project / "input/events").mkdir(parents=True)
+    (project / "input/events").mkdir(parents=True, exist_ok=True)
     reconcile(project, "apply", "--auto-approve")
     for step in range(2):
         (project / f"input/events/part-{step}.json").write_text(
