@@ -20,13 +20,13 @@ $(STAMP): pyproject.toml $(RUN_STAMP)
 	touch $(STAMP)
 
 check-java: $(RUN_STAMP)
-	@$(BIN)/python -m reconciler.engine.java
+	@$(BIN)/python -m reconciler.engine.spark.java
 
 # Delta Lake's Spark jars, and hadoop-aws with its AWS SDK (and SLF4J's log4j binding) for s3a://: fetched once
 # with Maven (~/.m2) and copied
-# to ~/.cache/pipeline-reconciler/jars (or $RECONCILE_JARS); see reconciler/engine/jars.py.
+# to ~/.cache/pipeline-reconciler/jars (or $RECONCILE_JARS); see reconciler/engine/spark/jars.py.
 jars: $(STAMP)
-	@$(BIN)/python -m reconciler.engine.jars > /dev/null
+	@$(BIN)/python -m reconciler.engine.spark.jars > /dev/null
 
 test: $(STAMP) check-java jars
 	$(BIN)/ruff check .
@@ -37,13 +37,13 @@ lint: $(STAMP)
 
 # The demo's project stores its tables in a local folder: Delta's jars only, no AWS SDK.
 demo: $(RUN_STAMP) check-java
-	@$(BIN)/python -m reconciler.engine.jars --project examples/grades > /dev/null
+	@$(BIN)/python -m reconciler.engine.spark.jars --project examples/grades > /dev/null
 	$(BIN)/python examples/grades/demo.py
 
 # The Kafka example: a broker of its own (Apache Kafka's jars from Maven Central), a topic in,
 # a topic out, a change applied without reading the topic again.
 demo-kafka: $(RUN_STAMP) check-java
-	@$(BIN)/python -m reconciler.engine.jars --project examples/kafka_orders > /dev/null
+	@$(BIN)/python -m reconciler.engine.spark.jars --project examples/kafka_orders > /dev/null
 	$(BIN)/python examples/kafka_orders/demo.py
 
 bench: $(STAMP) check-java jars

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 
 ROWS = 1_000_000
 FILES = 4

@@ -430,7 +430,7 @@ def project(root: Path, views: str) -> None:
 def reconcile(root: Path, *args: str, capture: bool = False) -> str:
     """`reconcile -C root ARGS` through the CLI's own entry point, in this process (so
     apply and run share this process's Spark); its output, when `capture`."""
-    from reconciler.cli import cli
+    from reconciler.cli.main import cli
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out) if capture else contextlib.nullcontext():
@@ -460,9 +460,9 @@ def reason_of(mode: str) -> str | None:
 def committed_runtime(root: Path, spark: Any) -> Any:
     """The pipeline's runtime at its committed manifest (what `reconcile query` reads)."""
     from reconciler.desired.project import load_project
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.state import open_backend, pipeline_layout, read_manifest
+    from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 
     settings = load_project(root)
     layout = pipeline_layout(settings, PIPELINE)
@@ -509,7 +509,7 @@ def main() -> None:
     parser.add_argument("--views", metavar="REGEX",
                         help="only the views whose name matches (and the views they read)")
     args = parser.parse_args()
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     started = time.perf_counter()
     read_tables()

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from pyspark.sql import types as T  # noqa: E402
 
-from reconciler.engine.session import get_spark  # noqa: E402
-from reconciler.engine.storage import DeltaStorage  # noqa: E402
+from reconciler.engine.delta.storage import DeltaStorage  # noqa: E402
+from reconciler.engine.spark.session import get_spark  # noqa: E402
 
 GOAL = 0.8
 SCHEMA = T.StructType([T.StructField("id", T.LongType(), False),

@@ -1,12 +1,12 @@
 """A 0.1% delete on a large table: does it write what was deleted, or the files holding it?
 
-`engine/merge.py`'s `apply_changes` applies a step's change (rows inserted, rows
+`engine/delta/merge.py`'s `apply_changes` applies a step's change (rows inserted, rows
 deleted) to a stored Delta table in one commit. Delta Lake's Spark writer does it
 with one `MERGE` on tables with deletion vectors, so a deleted row is marked in a
 small vector file (and, with the change data feed, written to `_change_data/`);
 the delta-rs fallback is copy-on-write, so every data file holding a deleted row
 is rewritten. This measures both on the real storage (embedded Spark, default
-settings, Delta). Per writer (`engine/storage.py`) a table (id bigint, customer
+settings, Delta). Per writer (`engine/delta/storage.py`) a table (id bigint, customer
 int, amount decimal(12,2), note string) is made by `storage.create` (with the
 change data feed, as a pipeline's tables are) and filled by `storage.append`
 with N rows from `spark.range` in `--files` partitions (Spark's default would be
@@ -96,8 +96,8 @@ if TYPE_CHECKING:  # pyspark is imported once the path is set up
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql import types as T
 
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
-    from reconciler.engine.storage import DeltaStorage
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -169,8 +169,8 @@ def run(spark: SparkSession, work: Path, writer: str, pattern: str, rows: int, f
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from reconciler.engine.merge import apply_changes
-    from reconciler.engine.storage import DeltaStorage
+    from reconciler.engine.delta.merge import apply_changes
+    from reconciler.engine.delta.storage import DeltaStorage
 
     schema = T.StructType([T.StructField("id", T.LongType(), False),
                            T.StructField("customer", T.IntegerType()),
@@ -227,7 +227,7 @@ def tpch_schemas() -> dict[str, T.StructType]:
     """orders' and lineitem's columns, as `bench/tpch/tables.sql` declares them."""
     from reconciler.desired.project import SqlSource
     from reconciler.desired.sql import TableStatement, parse_file
-    from reconciler.engine.schema import spark_schema
+    from reconciler.engine.spark.schema import spark_schema
 
     text = (ROOT / "bench" / "tpch" / "tables.sql").read_text()
     return {statement.name: spark_schema(statement.columns)
@@ -251,7 +251,7 @@ def tpch_load(spark: SparkSession, storage: DeltaStorage, data: Path, folder: Pa
     change data feed, one append of the slices as Spark reads them, then the step's
     compaction (delta-rs only). Per table: path, schema, loaded version, rows, files."""
     from bench.tpch_bench import slice_file
-    from reconciler.engine.compaction import compact
+    from reconciler.engine.delta.compaction import compact
 
     tables = {}
     for table, schema in tpch_schemas().items():
@@ -293,7 +293,7 @@ def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
     from pyspark.sql import functions as F
 
     from bench.tpch_bench import slice_file
-    from reconciler.engine.merge import apply_changes
+    from reconciler.engine.delta.merge import apply_changes
     from reconciler.engine.step import table_change
 
     keys = (spark.read.parquet(str(slice_file(data, "orders", RF2_SLICE)))
@@ -348,7 +348,7 @@ def run_tpch(spark: SparkSession, scale: float, writers: list[str], work: Path,
     """Issue 31's benchmark: RF2 on each writer (and variant), printed as it goes, then
     delta-spark's delete step against delta-rs'."""
     from bench.tpch_bench import deletion_file, generate, slice_file
-    from reconciler.engine.storage import DeltaStorage
+    from reconciler.engine.delta.storage import DeltaStorage
 
     TPCH_DATA.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -445,7 +445,7 @@ def main() -> None:
     if args.tpch is not None and args.unique_by:
         parser.error("--unique-by: not with --tpch (its tables have no id column)")
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     memory = args.driver_memory or ("8g" if args.tpch is not None else None)
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": memory} if memory else {}))

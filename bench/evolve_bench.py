@@ -71,11 +71,11 @@ def _events(spark: SparkSession, rows: int) -> DataFrame:
 
 
 def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
-    from reconciler.engine.bootstrap import bootstrap
+    from reconciler.engine.bootstrap.recompute import bootstrap
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.layout import Layout
     from reconciler.plan.diff import diff_programs
+    from reconciler.state.layout import Layout
     from tests.projects import program_of, write_files
 
     root = Path(tempfile.mkdtemp(prefix="evolve-bench-"))
@@ -95,7 +95,7 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
 
 
 def change(spark: SparkSession, rows: int, sql: str) -> dict[str, Any]:
-    from reconciler.engine.bootstrap import bootstrap
+    from reconciler.engine.bootstrap.recompute import bootstrap
     from reconciler.plan.diff import diff_programs
     from tests.projects import program_of, write_files
 
@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 8_000_000])
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings())
     for rows in args.rows:

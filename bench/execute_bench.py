@@ -33,7 +33,7 @@ def main() -> None:
 
     from click.testing import CliRunner
 
-    from reconciler.cli import cli
+    from reconciler.cli.main import cli
 
     with tempfile.TemporaryDirectory(prefix="execute-bench-") as folder:
         project = Path(folder) / "grades"

@@ -1,7 +1,7 @@
 """Kafka ingestion on millions of messages: the engine against a hand-written Spark job.
 
 Why: a user with Spark and Delta Lake can read a topic into a Delta table and keep an
-aggregate over it by hand. The engine's Kafka connector (`engine/kafka_source.py`) adds
+aggregate over it by hand. The engine's Kafka connector (`engine/io/kafka_source.py`) adds
 offsets committed in the manifest, an exactly-once append and a maintained view; this
 bench shows what that costs on millions of records, with default settings.
 
@@ -93,7 +93,7 @@ def write_project(root: Path, servers: str, topic: str) -> Path:
 
 
 def reconcile(project: Path, *args: str) -> float:
-    from reconciler.cli import cli
+    from reconciler.cli.main import cli
 
     started = time.perf_counter()
     cli(["-C", str(project), *args], standalone_mode=False)

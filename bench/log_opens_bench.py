@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from click.testing import CliRunner  # noqa: E402
 
-import reconciler.engine.delta_tables as delta_tables  # noqa: E402
-from reconciler.cli import cli  # noqa: E402
+import reconciler.engine.delta.tables as delta_tables  # noqa: E402
+from reconciler.cli.main import cli  # noqa: E402
 
 GOAL = 0.7
 MONTHS = ("2026-03.json", "2026-04.json")

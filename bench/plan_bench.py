@@ -38,9 +38,9 @@ from typing import Any
 from reconciler.desired.program import Program
 from reconciler.desired.project import settings_summary
 from reconciler.desired.workspace import load_programs
-from reconciler.operations import first_manifest
+from reconciler.operations.pipeline import first_manifest
 from reconciler.plan import planner
-from reconciler.state import open_backend, pipeline_layout
+from reconciler.state.reader import open_backend, pipeline_layout
 
 TABLES = 20
 VIEWS = 1000

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 1.2

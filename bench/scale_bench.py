@@ -169,7 +169,7 @@ def growth(work: Path, retention: str, label: str) -> dict[str, float | str]:
     import pyarrow.parquet as pq
     from click.testing import CliRunner
 
-    from reconciler.cli import cli
+    from reconciler.cli.main import cli
 
     data = work / f"growth-input-{label}"
     subprocess.run([PYTHON, "-c", GENERATE, "1000000", str(data)], check=True,

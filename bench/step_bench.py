@@ -11,10 +11,10 @@ the pipeline's storage (new data and log files) next to the input's own bytes
 
 Printed for `refresh: incremental` (the default), `refresh: full` (every
 view recomputed each step) and `refresh: auto` (each view's way chosen per step,
-`engine/refresh_choice.py`), with the goals of the incremental-maintenance issues:
+`engine/maintenance/refresh_choice.py`), with the goals of the incremental-maintenance issues:
 step time at the largest N at most 1.3x the time at the smallest, and bytes
 written per step at most 20x the input's bytes + 200 kB; and for each Delta
-writer (Delta Lake's Spark writer and the delta-rs fallback, `engine/storage.py`),
+writer (Delta Lake's Spark writer and the delta-rs fallback, `engine/delta/storage.py`),
 with the ratio of their step times at the largest N (goal: delta-spark at most
 1.2x the delta-rs path); and an `auto` step at the largest N at most 0.05x a
 recompute's.
@@ -79,12 +79,12 @@ def step_events(spark: SparkSession, start: int, rows: int) -> DataFrame:
 
 def run(spark: SparkSession, rows: int, refresh: str, steps: int,
         writer: str) -> dict[str, float]:
-    from reconciler.engine.bootstrap import bootstrap
+    from reconciler.engine.bootstrap.recompute import bootstrap
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.layout import Layout
     from reconciler.plan.diff import diff_programs
+    from reconciler.state.layout import Layout
     from tests.projects import program_of, write_files
 
     root = Path(tempfile.mkdtemp(prefix="step-bench-"))
@@ -138,7 +138,7 @@ def main() -> None:
                         choices=["incremental", "full", "auto"])
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings())
     results: dict[tuple[str, str, int], dict[str, float]] = {}

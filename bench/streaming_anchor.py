@@ -187,11 +187,11 @@ def deploy_streaming(spark: SparkSession, rows: int, folder: Path,
 
 def deploy_engine(spark: SparkSession, rows: int, root: Path) -> PipelineRuntime:
     """The pipeline deployed as `bench/step_bench.py`'s `run` deploys it, on Delta's writer."""
-    from reconciler.engine.bootstrap import bootstrap
+    from reconciler.engine.bootstrap.recompute import bootstrap
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.layout import Layout
     from reconciler.plan.diff import diff_programs
+    from reconciler.state.layout import Layout
     from tests.projects import program_of, write_files
 
     write_files(root, {"pipelines/bench/pipeline.yaml":
@@ -250,7 +250,7 @@ def main() -> None:
                              "once as the engine's (default); --no-idempotent: plain writes")
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings())
     folder = Path(tempfile.mkdtemp(prefix="streaming-anchor-"))

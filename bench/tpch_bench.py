@@ -26,7 +26,8 @@ started to last view done; it includes Q11 and Q16, recomputed in both modes),
 and a view's own time overlaps others'.
 
 By default (`--refresh incremental full auto`) the same steps also run a third time under
-`refresh: auto`, the default mode (`engine/refresh_choice.py`), and each auto step's time
+`refresh: auto`, the default mode (`engine/maintenance/refresh_choice.py`), and each auto
+step's time
 is set against the faster of the other two's same step (the goal: never more than 10%
 slower).
 
@@ -137,12 +138,12 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     """The pipeline in `root` with the unsliced tables and `slices` of orders and lineitem
     ingested (a step), then its views computed (a bootstrap that adds them); returns its
     runtime (whose reports go to `report`) and its connectors' state."""
-    from reconciler.engine.bootstrap import bootstrap
+    from reconciler.engine.bootstrap.recompute import bootstrap
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.layout import Layout
     from reconciler.plan.diff import diff_programs
+    from reconciler.state.layout import Layout
     from tests.projects import program_of
 
     project(root, refresh)
@@ -327,7 +328,7 @@ def main() -> None:
                         help="print what refresh: auto chose for each view, and why")
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)

@@ -67,10 +67,10 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     """One step on a copy of the prepared state, each view's jobs in its own job group."""
     import reconciler.engine.refresh as refresh
     import reconciler.engine.step as step
+    from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.engine.step import run_step
-    from reconciler.engine.storage import DeltaStorage
-    from reconciler.layout import Layout
+    from reconciler.state.layout import Layout
 
     document, relations, connectors = pickle.loads((root / "saved.pickle").read_bytes())
     timer = Timer()
@@ -242,7 +242,7 @@ def main() -> None:
                         help="list each job of these views (seconds, call site)")
     args = parser.parse_args()
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
+    from reconciler.engine.spark.session import get_spark
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 2.0
 SESSION_START = (
-    "from reconciler.engine.session import get_spark\n"
+    "from reconciler.engine.spark.session import get_spark\n"
     "get_spark(master='local[2]').range(1).count()\n")
 
 

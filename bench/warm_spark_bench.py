@@ -49,7 +49,7 @@ def main() -> None:
         shutil.copytree(ROOT / "examples" / "grades", project,
                         ignore=shutil.ignore_patterns(".reconcile", "output"))
         # The warm record goes to this run's own cache; the jars stay where they are.
-        from reconciler.engine.jars import jar_folder
+        from reconciler.engine.spark.jars import jar_folder
 
         env = {**os.environ, "XDG_CACHE_HOME": str(Path(folder) / "cache"),
                "RECONCILE_JARS": str(jar_folder()), "RECONCILE_PROGRESS": "lines"}

@@ -40,10 +40,10 @@ def main() -> None:
     args = parser.parse_args()
     from pyspark.sql import functions as F
 
-    import reconciler.engine.storage as storage_module
+    import reconciler.engine.delta.storage as storage_module
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.session import get_spark
-    from reconciler.engine.storage import DeltaStorage
+    from reconciler.engine.delta.storage import DeltaStorage
+    from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": "8g"}))
     storage = DeltaStorage(spark)

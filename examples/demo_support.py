@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 
 console = Console(highlight=False)
 

@@ -1,5 +1,5 @@
 """`python -m reconciler` runs the CLI, for environments without the console script."""
 
-from reconciler.cli import main
+from reconciler.cli.main import main
 
 main()

@@ -9,7 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 
 
 def reconcile(project: Path, *args: str, expect: int = 0) -> str:

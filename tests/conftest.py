@@ -1,7 +1,7 @@
 """Shared fixtures: one real Spark session and one real S3 endpoint for the whole run.
 
 Starting a JVM costs seconds, so every test that needs Spark shares the
-session from ``reconciler.engine.session.get_spark`` (code under test calling
+session from ``reconciler.engine.spark.session.get_spark`` (code under test calling
 ``get_spark()`` itself gets the same one, as it reuses the active session).
 """
 
@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import SparkSettings
-from reconciler.engine.session import get_spark
+from reconciler.engine.spark.session import get_spark
 
 try:
     from tests.connect_server import connect_server
@@ -137,7 +137,7 @@ def merge_even_small(monkeypatch: pytest.MonkeyPatch) -> None:
     deletion vectors, delta-rs's rewrite of the files holding them) however small the
     table: a test's few rows would otherwise be rewritten whole (`merge.REWRITE_WHOLE_BYTES`,
     `merge.OVERWRITE_SMALL_BYTES`)."""
-    from reconciler.engine import merge
+    from reconciler.engine.delta import merge
 
     monkeypatch.setattr(merge, "REWRITE_WHOLE_BYTES", -1)
     monkeypatch.setattr(merge, "OVERWRITE_SMALL_BYTES", -1)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from reconciler.engine.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
+from reconciler.engine.spark.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

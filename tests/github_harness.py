@@ -23,7 +23,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from state_backends import backend_from_url
 from tests.fake_github import FakeGitHub, fake_github
 from tests.projects import copy_example

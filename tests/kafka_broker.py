@@ -1,6 +1,6 @@
 """A real single-node Kafka broker (KRaft) on loopback for tests, from Apache Kafka's own jars.
 
-The jars come from Maven Central like the project's other jars (`engine/jars.py`: fetched
+The jars come from Maven Central like the project's other jars (`engine/spark/jars.py`: fetched
 once into the jar cache): `kafka_2.13` with its runtime dependencies and log4j 2's binding
 for the SLF4J 1.7 API Kafka's pom resolves to (it names none). The broker is formatted
 (`StorageTool format`) and started (`kafka.Kafka`) with a small heap; the log cleaner's
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.engine.jars import Artifact, JarSet, fetch, log4j_version
+from reconciler.engine.spark.jars import Artifact, JarSet, fetch, log4j_version
 
 KAFKA_VERSION = "4.1.1"
 

@@ -16,10 +16,10 @@ from reconciler.desired.memo import Analysis, _lineage, _lineage_document
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import load_project, settings_summary
 from reconciler.desired.workspace import load_programs, load_source
-from reconciler.errors import ReconcileError
-from reconciler.manifest import Manifest
 from reconciler.plan import planner
 from reconciler.plan.planner import compute_plan, plan_project
+from reconciler.state.manifest import Manifest
+from reconciler.support.errors import ReconcileError
 from state_backends import LocalBackend
 from tests.projects import write_files
 

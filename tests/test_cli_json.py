@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
-from reconciler.cli import cli
-from reconciler.errors import ReconcileError
+from reconciler.cli.main import cli
+from reconciler.support.errors import ReconcileError
 from tests.projects import single_pipeline
 
 SQL = """

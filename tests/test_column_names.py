@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from reconciler.engine.delta_writers import REFUSED_NAME_CHARACTERS
+from reconciler.engine.delta.writers import REFUSED_NAME_CHARACTERS
 from tests.cli_helpers import query, reconcile
 from tests.projects import events_pipeline, write_files
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.connector_records import connector_definitions
+from reconciler.state.connectors import connector_definitions
 from tests.projects import program_of, write_files
 
 PIPELINE = """

@@ -17,9 +17,9 @@ import pytest
 
 from reconciler.desired.project import settings_summary
 from reconciler.desired.workspace import load_programs
-from reconciler.errors import ReconcileError
-from reconciler.manifest import Manifest
 from reconciler.plan.planner import plan_project
+from reconciler.state.manifest import Manifest
+from reconciler.support.errors import ReconcileError
 from state_backends import LocalBackend
 from tests.cli_helpers import reconcile
 from tests.projects import program_of, write_files

@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine.merge import apply_changes
-from reconciler.engine.storage import DeltaStorage
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.storage import DeltaStorage
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import write_files
 

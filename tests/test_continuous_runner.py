@@ -27,8 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import load_project
-from reconciler.runner import RunnerReports
-from reconciler.state import open_backend
+from reconciler.runner.loop import RunnerReports
+from reconciler.state.reader import open_backend
 from state_backends.base import LockHeldError
 from tests.cli_helpers import manifest, query, reconcile
 from tests.connect_server import free_ports

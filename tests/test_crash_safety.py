@@ -1,7 +1,7 @@
 """A step killed with SIGKILL leaves the previous manifest in force; running again converges.
 
 `reconcile run` runs in a subprocess (its own JVM) with `RECONCILE_CRASH_AT`
-set, so it kills itself at a named point (see reconciler/faults.py): after the
+set, so it kills itself at a named point (see reconciler/support/faults.py): after the
 input connectors have appended their batches to Delta, between a maintained
 view's write and its state's, and after the views and outputs are written but
 before the manifest is. The test process reads the
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.faults import CRASH_ENV
+from reconciler.support.faults import CRASH_ENV
 from state_backends.base import default_who
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import write_files

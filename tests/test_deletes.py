@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.engine.deletion_vectors import live_files
-from reconciler.engine.storage import DeltaStorage
+from reconciler.engine.delta.deletion_vectors import live_files
+from reconciler.engine.delta.storage import DeltaStorage
 from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.projects import write_files
 

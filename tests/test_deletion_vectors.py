@@ -19,14 +19,14 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from reconciler.engine import compaction, merge
-from reconciler.engine.compaction import compact
-from reconciler.engine.deletion_vectors import live_files
-from reconciler.engine.merge import apply_changes
-from reconciler.engine.retention import collect_garbage
-from reconciler.engine.storage import DeltaStorage
-from reconciler.errors import ReconcileError
-from reconciler.layout import Layout
+from reconciler.engine.delta import compaction, merge
+from reconciler.engine.delta.compaction import compact
+from reconciler.engine.delta.deletion_vectors import live_files
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.retention import collect_garbage
+from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.state.layout import Layout
+from reconciler.support.errors import ReconcileError
 
 SCHEMA = T.StructType([T.StructField("k", T.IntegerType(), False),
                        T.StructField("v", T.StringType(), True)])

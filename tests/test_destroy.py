@@ -208,7 +208,7 @@ def test_backends_list_and_delete_a_pipelines_state(backend: StateBackend) -> No
 
 def test_an_interrupted_destroy_is_finished_by_running_it_again(
         deployed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reconciler.engine.files import FileStore
+    from reconciler.engine.delta.files import FileStore
 
     removed: list[str] = []
     remove_tree = FileStore.remove_tree
@@ -328,7 +328,7 @@ def test_on_a_terminal_destroy_asks_and_a_no_keeps_everything(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from reconciler.cli import cli
+    from reconciler.cli.main import cli
 
     project = write_files(tmp_path / "project", {"reconcile.yaml": "", "pipelines/.keep": ""})
     folder = project / ".reconcile/data/p/tables/events/_delta_log"
@@ -338,7 +338,7 @@ def test_on_a_terminal_destroy_asks_and_a_no_keeps_everything(
         "format_version": 1, "pipeline": "p", "lineage": "l", "serial": 1,
         "status": "Running", "program": {"tables": {"events": {}}, "views": {}},
         "relations": {"events": relation}}, None)
-    monkeypatch.setattr("reconciler.cli_destroy._on_terminal", lambda: True)
+    monkeypatch.setattr("reconciler.cli.destroy._on_terminal", lambda: True)
     args = ["-C", str(project), "destroy", "-p", "p"]
     result = CliRunner().invoke(cli, args, input="n\n", catch_exceptions=False)
     assert result.exit_code == 0 and "Destroy 'p' and delete its data?" in result.output

@@ -33,7 +33,7 @@ def test_missing_jars_and_an_unreachable_bucket_are_fixes(
     monkeypatch.delenv("RECONCILE_DELTA_WRITER", raising=False)
     monkeypatch.setenv("RECONCILE_JARS", str(tmp_path / "empty-jar-cache"))
     found = lines(reconcile(project, "doctor", expect=1))
-    assert "python -m reconciler.engine.jars --project ." in found["fix  writer"]
+    assert "python -m reconciler.engine.spark.jars --project ." in found["fix  writer"]
     assert "ok   backend" in found and "ok   storage" in found
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)

@@ -28,11 +28,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.sql import ColumnDef
-from reconciler.engine.delta_log import table_uri
-from reconciler.engine.delta_tables import KEPT_VERSIONS
-from reconciler.engine.failures import engine_failure
-from reconciler.engine.merge import apply_changes
-from reconciler.engine.schema import (
+from reconciler.engine.delta.log import table_uri
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.engine.delta.tables import KEPT_VERSIONS
+from reconciler.engine.spark.failures import engine_failure
+from reconciler.engine.spark.schema import (
     CHAR_VARCHAR_METADATA_KEY,
     TypeParseError,
     arrow_schema,
@@ -41,9 +42,13 @@ from reconciler.engine.schema import (
     spark_schema,
     struct_from_json,
 )
-from reconciler.engine.session import get_spark, has_delta_extension, session_settings, spark_conf
-from reconciler.engine.storage import DeltaStorage
-from reconciler.errors import ReconcileError
+from reconciler.engine.spark.session import (
+    get_spark,
+    has_delta_extension,
+    session_settings,
+    spark_conf,
+)
+from reconciler.support.errors import ReconcileError
 
 SIMPLE = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)])
 RICH = spark_schema(
@@ -459,7 +464,7 @@ def test_spark_flags_replace_where_the_file_says_spark_runs(spark: SparkSession,
     at once, without the URL's parameters."""
     from click.testing import CliRunner
 
-    from reconciler.cli import cli
+    from reconciler.cli.main import cli
     from tests.projects import copy_example
 
     project = copy_example("grades", tmp_path)  # reconcile.yaml sets spark.master

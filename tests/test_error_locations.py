@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.desired.committed import check_committed_program
 from reconciler.desired.view_test_files import load_view_tests
 from reconciler.desired.workspace import load_programs
-from reconciler.errors import EXCERPT_WIDTH, ReconcileError, error_at, public_message
+from reconciler.support.errors import EXCERPT_WIDTH, ReconcileError, error_at, public_message
 
 SQL = "pipelines/p/program.sql"
 SPEC = "pipelines/p/pipeline.yaml"

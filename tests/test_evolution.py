@@ -123,9 +123,9 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     """A step that ingested and then died before its commit leaves rows beyond the pinned
     version, with the connector's checkpoint past them: the evolution must carry them."""
     from reconciler.desired.project import load_project
-    from reconciler.engine.connectors import ingest
-    from reconciler.spark_engine import Engine
-    from reconciler.state import open_backend, pipeline_layout, read_manifest
+    from reconciler.engine.io.connectors import ingest
+    from reconciler.operations.engine import Engine
+    from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 
     source = tmp_path / "input"
     project = write_files(tmp_path / "a", {"pipelines/p/pipeline.yaml": SPEC,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.errors import ReconcileError
 from reconciler.plan.diff import diff_programs
+from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import manifest, query, reconcile, versions
 from tests.projects import program_of, single_pipeline, write_files
 

@@ -29,7 +29,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from tests.fake_github import FakeGitHub
 from tests.github_harness import PR, Run, Workspace, approve, only_sticky
 from tests.projects import apply_seed_modification

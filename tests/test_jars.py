@@ -1,4 +1,4 @@
-"""Which jars a project's set-up fetches (`engine/jars.py`): Delta's always, S3A's (and the
+"""Which jars a project's set-up fetches (`engine/spark/jars.py`): Delta's always, S3A's (and the
 SLF4J binding that keeps it quiet) only for storage on S3, named by version for a CI cache."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.jars import delta_set, kafka_set, s3a_set, sets_for, slf4j_binding_set
+from reconciler.engine.spark.jars import delta_set, kafka_set, s3a_set, sets_for, slf4j_binding_set
 
 
 def jars_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-P", "-m", "reconciler.engine.jars", *args],
+    return subprocess.run([sys.executable, "-P", "-m", "reconciler.engine.spark.jars", *args],
                           capture_output=True, text=True, timeout=60, check=False, cwd=cwd)
 
 
@@ -44,8 +44,8 @@ def test_without_a_project_every_set_is_fetched_as_make_test_needs() -> None:
 def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
         tmp_path: Path) -> None:
     from reconciler.desired.project import load_project
-    from reconciler.engine.session import spark_conf
-    from reconciler.spark_engine import reaches_s3
+    from reconciler.engine.spark.session import spark_conf
+    from reconciler.operations.engine import reaches_s3
     from tests.projects import copy_example
 
     project = copy_example("grades", tmp_path)
@@ -66,8 +66,8 @@ def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
 def test_kafkas_jars_are_fetched_and_loaded_only_for_a_project_with_a_kafka_connector(
         tmp_path: Path) -> None:
     from reconciler.desired.project import load_project
-    from reconciler.engine.session import spark_conf
-    from reconciler.spark_engine import reaches_kafka
+    from reconciler.engine.spark.session import spark_conf
+    from reconciler.operations.engine import reaches_kafka
     from tests.projects import copy_example
 
     project = copy_example("grades", tmp_path)

@@ -1,6 +1,6 @@
 """The JVM's stderr reaches ours less the one line no user can act on: Spark 4's launcher
 always passes `--add-modules jdk.incubator.vector`, and the JVM then prints
-`WARNING: Using incubator modules: jdk.incubator.vector` at start (engine/session.py)."""
+`WARNING: Using incubator modules: jdk.incubator.vector` at start (engine/spark/session.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.session import INCUBATOR_WARNING, _IncubatorWarningFilter, jvm_launch
+from reconciler.engine.spark.session import INCUBATOR_WARNING, _IncubatorWarningFilter, jvm_launch
 
 
 def filtered(chunks: list[bytes], tmp_path: Path) -> bytes:

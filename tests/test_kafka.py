@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.faults import CRASH_ENV
+from reconciler.support.faults import CRASH_ENV
 from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.connect_server import free_ports
 from tests.kafka_broker import Broker, kafka_broker

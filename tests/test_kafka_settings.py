@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.connector_records import KafkaEndpoint
-from reconciler.engine.kafka_offsets import PartitionRange, client_options, lag, librdkafka_config
-from reconciler.engine.kafka_source import capped_ends
-from reconciler.errors import ReconcileError
+from reconciler.engine.io.kafka_offsets import (
+    PartitionRange,
+    client_options,
+    lag,
+    librdkafka_config,
+)
+from reconciler.engine.io.kafka_source import capped_ends
+from reconciler.state.connectors import KafkaEndpoint
+from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import reconcile
 from tests.projects import write_files
 
@@ -144,7 +149,7 @@ def test_an_unreachable_broker_is_one_line_in_status(tmp_path: Path) -> None:
 
 
 def test_a_runners_metrics_show_each_partitions_lag_after_each_step() -> None:
-    from reconciler.metrics import RunnerMetrics
+    from reconciler.runner.metrics import RunnerMetrics
 
     asked = iter([{"orders_in": {"orders/0": 7, "orders/1": 0}}, {"orders_in": None}])
     metrics = RunnerMetrics(lags=lambda pipeline: next(asked))

@@ -9,7 +9,7 @@ from decimal import Decimal
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from reconciler.engine.local_rows import empty_frame, local_frame
+from reconciler.engine.spark.local_rows import empty_frame, local_frame
 
 SCHEMA = T.StructType([T.StructField("id", T.LongType(), False),
                        T.StructField("price", T.DecimalType(10, 2)),

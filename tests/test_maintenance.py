@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import reconciler.engine.maintenance.view as view_refresh
-from reconciler.engine import merge
-from reconciler.engine.merge import apply_changes
-from reconciler.engine.storage import DeltaStorage
+from reconciler.engine.delta import merge
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.storage import DeltaStorage
 from tests.cli_helpers import in_storage, manifest, query, reconcile, versions
 from tests.projects import events_pipeline, write_files
 

@@ -48,13 +48,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import reconciler.engine.maintenance.view as view_refresh
-from reconciler.engine.bootstrap import bootstrap
+from reconciler.engine.bootstrap.recompute import bootstrap
+from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.maintenance.aggregate import regroups
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.step import run_step
-from reconciler.engine.storage import DeltaStorage
-from reconciler.layout import Layout
 from reconciler.plan.diff import diff_programs
+from reconciler.state.layout import Layout
 from tests.comparison import differing
 from tests.projects import program_of, write_files
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.desired.workspace import load_programs
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 
 PIPELINE_YAML = """\
 name: p

@@ -1,4 +1,4 @@
-"""Delta statistics from Parquet footers (`engine/parquet_stats.py`), against the rows."""
+"""Delta statistics from Parquet footers (`engine/delta/parquet_stats.py`), against the rows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reconciler.engine.parquet_stats import delta_stats
+from reconciler.engine.delta.parquet_stats import delta_stats
 
 
 def test_bounds_and_null_counts_equal_the_rows_over_row_groups(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.desired.program import Program
 from reconciler.desired.project import load_project, settings_summary
-from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_pipeline
+from reconciler.state.manifest import Manifest
 from state_backends import LocalBackend
 from tests.projects import (
     apply_seed_modification,
@@ -294,7 +294,7 @@ def test_unknown_manifest_format_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["plan"], ["validate"]])
 def test_plan_and_validate_start_no_jvm(tmp_path: Path, args: list[str]) -> None:
     project = copy_example("grades", tmp_path)
-    script = ("import sys\nfrom reconciler.cli import cli\n"
+    script = ("import sys\nfrom reconciler.cli.main import cli\n"
               "try:\n    cli(sys.argv[1:], standalone_mode=False)\nfinally:\n"
               "    assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", script, "-C", str(project), *args],
@@ -311,7 +311,7 @@ def test_a_plan_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> N
     frozen = gc.get_freeze_count()
     assert CliRunner().invoke(cli, ["-C", str(project), "plan"]).exit_code == 0
     assert gc.isenabled() and gc.get_freeze_count() == frozen
-    script = ("import gc, sys\nfrom reconciler.cli import main\nsys.argv[0] = 'reconcile'\n"
+    script = ("import gc, sys\nfrom reconciler.cli.main import main\nsys.argv[0] = 'reconcile'\n"
               "try:\n    main()\nfinally:\n    assert gc.isenabled() and gc.get_freeze_count()\n")
     result = subprocess.run([sys.executable, "-c", script, "-C", str(project), "plan"],
                             capture_output=True, text=True, check=False)

@@ -22,8 +22,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import load_project
-from reconciler.engine.preview_bound import GRACE_SECONDS
-from reconciler.state import open_backend
+from reconciler.engine.preview.bound import GRACE_SECONDS
+from reconciler.state.reader import open_backend
 from tests.cli_helpers import query, reconcile, versions
 from tests.fake_github import FakeGitHub
 from tests.github_harness import Workspace, deploy, only_sticky

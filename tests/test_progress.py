@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.progress import line_progress
+from reconciler.support.progress import line_progress
 from tests.projects import copy_example
 
 LINE = re.compile(r"^\d\d:\d\d:\d\dZ \S")

@@ -25,7 +25,7 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 COMMANDS = """
 import json, sys
 from click.testing import CliRunner
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 for args in json.loads(sys.argv[1]):
     result = CliRunner().invoke(cli, args)
     print(json.dumps({"args": args, "exit": result.exit_code, "output": result.output}))
@@ -33,7 +33,7 @@ for args in json.loads(sys.argv[1]):
 READER = """
 import json, sys
 from pyspark.errors import AnalysisException
-from reconciler.engine.session import get_spark
+from reconciler.engine.spark.session import get_spark
 spark = get_spark()
 found = {}
 for name in sys.argv[1:]:
@@ -134,7 +134,7 @@ def test_only_the_pipelines_own_views_are_replaced_or_dropped(spark: Any,
     a relation's view is replaced at each commit, one no longer published is dropped, and
     an object the pipeline did not publish is refused, not replaced."""
     from reconciler.engine.publish import publish
-    from reconciler.errors import ReconcileError
+    from reconciler.support.errors import ReconcileError
 
     table = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(table)

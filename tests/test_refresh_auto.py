@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from reconciler.engine import refresh
-from reconciler.engine.delta_writers import DeltaRsWriter, DeltaSparkWriter
-from reconciler.engine.refresh_choice import (
+from reconciler.engine.delta.writers import DeltaRsWriter, DeltaSparkWriter
+from reconciler.engine.maintenance.refresh_choice import (
     RECOMPUTE_SHARE,
     change_share,
     choose,

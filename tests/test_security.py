@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.desired.safety import ALLOWED_FUNCTIONS
-from reconciler.engine.session import get_spark
+from reconciler.engine.spark.session import get_spark
 
 try:
     from tests.cli_helpers import reconcile
@@ -348,7 +348,7 @@ def test_spark_conf_that_loads_code_is_refused_in_the_project_file(tmp_path: Pat
 
 ENGINE_PROBE = """
 import json, sys
-from reconciler.engine.session import get_spark
+from reconciler.engine.spark.session import get_spark
 spark = get_spark()
 system = spark._jvm.java.lang.System
 rows = spark.sparkContext.parallelize(range(4), 2).map(lambda x: x * 2).sum()

@@ -14,7 +14,7 @@ import pytest
 from reconciler.desired.workspace import load_programs
 from reconciler.plan.document import plan_pipeline
 from reconciler.plan.selection import REFRESH_REASON, Selection
-from reconciler.state import open_backend, read_manifest
+from reconciler.state.reader import open_backend, read_manifest
 from tests.cli_helpers import manifest, query, reconcile, versions
 from tests.projects import single_pipeline
 from tests.test_plan import commit

@@ -3,7 +3,7 @@ no JVM on the client side.
 
 Every command is the real CLI in a subprocess with `--spark-remote`, as a GitHub
 runner or a laptop talking to a cluster would run it. Data files are written by the
-server's executors and committed by the client with delta-rs (engine/writer.py).
+server's executors and committed by the client with delta-rs (engine/delta/commit.py).
 """
 
 from __future__ import annotations

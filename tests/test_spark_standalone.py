@@ -10,7 +10,7 @@ driver, as commands in one `reconcile run --continuous` process would, which sav
 driver and executor start-ups. Delta Lake's own writer writes the tables, its jars
 shipped to the executor by `spark.jars` and Hadoop's S3A connector on the driver's and
 executor's class paths, as the cluster operator's `spark-defaults.conf` says
-(`python -m reconciler.engine.jars --spark-defaults`).
+(`python -m reconciler.engine.spark.jars --spark-defaults`).
 
 Two runs: one with state and tables in local folders, which the executor sees because
 it runs on the same machine; one with both on S3 (the run's moto server). There the
@@ -45,7 +45,7 @@ import boto3
 import pytest
 import yaml
 
-from reconciler.engine.jars import spark_defaults
+from reconciler.engine.spark.jars import spark_defaults
 from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
 from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example, grades_on_s3
 
@@ -55,7 +55,7 @@ START_TIMEOUT = 120.0
 CLI_SCRIPT = """
 import json, sys
 from click.testing import CliRunner
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 
 results = []
 for args in json.loads(sys.argv[1]):

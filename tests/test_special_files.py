@@ -23,7 +23,7 @@ import pytest
 from reconciler.desired.documents import MAX_YAML_BYTES, load_yaml, read_bytes
 from reconciler.desired.project import MAX_SQL_BYTES
 from reconciler.desired.view_test_files import load_view_tests
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import reconcile
 from tests.fake_github import FakeGitHub
 from tests.github_harness import Workspace, only_sticky

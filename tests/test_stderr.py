@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.storage import FALLBACK_NOTICE
+from reconciler.engine.delta.storage import FALLBACK_NOTICE
 from tests.projects import copy_example, grades_on_s3
 
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -34,7 +34,8 @@ def test_without_deltas_jars_the_fallback_writer_is_named_once(tmp_path: Path) -
     result = cli(project, "apply", "--auto-approve", RECONCILE_JARS=str(no_jars))
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [FALLBACK_NOTICE]
-    assert "delta-rs" in FALLBACK_NOTICE and "python -m reconciler.engine.jars" in FALLBACK_NOTICE
+    assert "delta-rs" in FALLBACK_NOTICE
+    assert "python -m reconciler.engine.spark.jars" in FALLBACK_NOTICE
 
 
 @pytest.mark.slow

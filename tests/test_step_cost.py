@@ -17,13 +17,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from bench.step_bench import SQL, step_events
-from reconciler.engine.bootstrap import bootstrap
-from reconciler.engine.merge import apply_changes
+from reconciler.engine.bootstrap.recompute import bootstrap
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.step import run_step
-from reconciler.engine.storage import DeltaStorage
-from reconciler.layout import Layout
 from reconciler.plan.diff import diff_programs
+from reconciler.state.layout import Layout
 from tests.comparison import differing
 from tests.projects import program_of, write_files
 

@@ -15,9 +15,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import load_project
-from reconciler.engine.delta_log import table_uri
-from reconciler.layout import resolve_path
-from reconciler.state import pipeline_layout
+from reconciler.engine.delta.log import table_uri
+from reconciler.state.reader import pipeline_layout
+from reconciler.support.locations import resolve_path
 from state_backends import LocalBackend, StateBackendError, backend_from_url
 from tests.cli_helpers import query, reconcile
 from tests.projects import events_pipeline, write_files

@@ -69,8 +69,8 @@ def test_a_test_run_starts_a_short_lived_jvm(spark: SparkSession, tmp_path: Path
     """`reconcile test`'s own session gets JVM flags for a JVM that lives seconds, and no
     Delta or S3A jars; the test suite's session exists already, so the settings it is
     asked for are what is checked."""
-    from reconciler.cli_test import SHORT_LIVED_JVM
-    from reconciler.engine import session
+    from reconciler.cli.view_tests import SHORT_LIVED_JVM
+    from reconciler.engine.spark import session
 
     project = copy_example("grades", tmp_path)
     asked = []
@@ -170,7 +170,7 @@ def test_a_bad_fixture_row_is_one_line(tmp_path: Path, row: str,
     bad = CHANGE_TEST.replace("insert: [{id: 3, customer: bob, amount: 20}]",
                               f"insert:\n      - {row}")
     project = shop(tmp_path, {"bad.yaml": bad})
-    with patch("reconciler.engine.session.get_spark", side_effect=AssertionError("Spark")):
+    with patch("reconciler.engine.spark.session.get_spark", side_effect=AssertionError("Spark")):
         output = reconcile(project, "test", expect=1)
     assert output.startswith("error: ") and output.count("\n") == 1, output
     assert output.endswith(f"pipelines/shop/tests/bad.yaml:13: {problem}\n"), output

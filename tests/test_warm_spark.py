@@ -19,12 +19,12 @@ from types import SimpleNamespace
 import click
 import pytest
 
-from reconciler.cli import cli as reconcile_group
+from reconciler.cli.main import cli as reconcile_group
 from reconciler.desired.project import load_project
-from reconciler.engine import warm_spark
-from reconciler.engine.jars import jar_folder
-from reconciler.engine.session import is_connect
-from reconciler.spark_engine import Engine
+from reconciler.engine.spark import warm as warm_spark
+from reconciler.engine.spark.jars import jar_folder
+from reconciler.engine.spark.session import is_connect
+from reconciler.operations.engine import Engine
 from tests.projects import single_pipeline
 
 SQL = """

@@ -17,12 +17,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from reconciler.desired.sql import ColumnDef
-from reconciler.engine.compaction import compact
-from reconciler.engine.retention import collect_garbage
-from reconciler.engine.schema import spark_schema
-from reconciler.engine.storage import DeltaStorage
-from reconciler.engine.writer import WRITE_FOLDER_PREFIX
-from reconciler.layout import Layout
+from reconciler.engine.delta.commit import WRITE_FOLDER_PREFIX
+from reconciler.engine.delta.compaction import compact
+from reconciler.engine.delta.retention import collect_garbage
+from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.engine.spark.schema import spark_schema
+from reconciler.state.layout import Layout
 from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.projects import events_pipeline, write_files
 

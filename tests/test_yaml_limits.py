@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.desired.documents import MAX_YAML_BYTES, parse_yaml
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 
 try:
     from tests.projects import write_files

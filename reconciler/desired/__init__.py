@@ -21,7 +21,7 @@ request wrote it (``committed``) and choosing the pipelines a command works on
 (``workspace``). Every error names the file and line, and the column of the token
 at fault when there is one.
 
-May import: ``reconciler.errors`` and the standard helpers only. Never Spark,
+May import: ``reconciler.support.errors`` and the standard helpers only. Never Spark,
 never ``plan``, ``engine``, ``operations`` or ``github``: reading a project must
 be cheap and safe enough to run on any pull request.
 """

@@ -39,7 +39,7 @@ from reconciler.desired.project import (
     PipelineSpec,
     SqlSource,
 )
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 
 _NAME = re.compile(NAME_PATTERN)
 _FLAGS = ("on_error", "on_bad_input", "snapshot_on_bootstrap", "changes")

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.errors import ReconcileError
-from reconciler.redact import shown_value
+from reconciler.support.errors import ReconcileError
+from reconciler.support.redaction import shown_value
 
 LOCATION_OPTIONS = frozenset({"path", "paths", "checkpointlocation"})
 ALLOW_SETTING = "allow_file_cleanup"

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import ReconcileError, error_at
+from reconciler.support.errors import ReconcileError, error_at
 
 KeyPath = tuple[str | int, ...]
 

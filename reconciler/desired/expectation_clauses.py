@@ -34,7 +34,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from reconciler.desired.safety import check_bare_names, check_substitution, check_view_query
-from reconciler.errors import ReconcileError, did_you_mean
+from reconciler.support.errors import ReconcileError, did_you_mean
 
 Action = Literal["keep", "drop", "fail"]
 ACTION_WORDS: dict[Action, str] = {"keep": "", "drop": "ON VIOLATION DROP ROW",

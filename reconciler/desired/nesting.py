@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from sqlglot.tokens import Token, TokenType
 
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 
 MAX_DEPTH = 100
 """Levels of parentheses, brackets and CASE ... END a statement may nest. Far above what

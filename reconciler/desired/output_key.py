@@ -1,6 +1,6 @@
 """The columns that identify a view's rows, when its query says so: its GROUP BY keys.
 
-A data preview (`engine/preview_counts.py`) counts rows *changed* (a key removed and added
+A data preview (`engine/preview/counts.py`) counts rows *changed* (a key removed and added
 again with other values) only for views with such a key; others report rows added
 and removed. The key is taken from the query alone, so it needs no Spark: each
 `GROUP BY` expression must be an output column (by position, by alias, or as the

@@ -34,7 +34,7 @@ from reconciler.desired.sql import (
     ViewStatement,
     parse_file,
 )
-from reconciler.errors import ReconcileError, did_you_mean
+from reconciler.support.errors import ReconcileError, did_you_mean
 
 PROGRAM_FORMAT = 1
 
@@ -52,7 +52,7 @@ THROUGHPUT_OPTIONS = frozenset(
         "fetchOffset.retryIntervalMs",
         "maxCachedFiles",
         # Kafka: where a new connector starts and whether a gap in retention stops it
-        # (`engine/kafka_source.py`) say how it reads, not what it reads.
+        # (`engine/io/kafka_source.py`) say how it reads, not what it reads.
         "startingOffsets",
         "failOnDataLoss",
     )

@@ -29,9 +29,9 @@ from reconciler.desired.documents import (
 )
 from reconciler.desired.kafka_settings import ENV_OPTION_PATTERN
 from reconciler.desired.setting_values import BootstrapPolicy, duration_seconds
-from reconciler.errors import ReconcileError, did_you_mean
-from reconciler.layout import resolve_path
-from reconciler.redact import shown_value
+from reconciler.support.errors import ReconcileError, did_you_mean
+from reconciler.support.locations import resolve_path
+from reconciler.support.redaction import shown_value
 
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"
@@ -100,7 +100,7 @@ def check_project_conf(settings: ProjectSettings, document: YamlDocument, shown:
 
 
 class RetentionSettings(_Strict):
-    """What old state to keep (see `engine/retention.py`): the files the last `serials`
+    """What old state to keep (see `engine/delta/retention.py`): the files the last `serials`
     manifests can read, and anything younger than `min_age` (`90s`, `30m`, `1h`, `2d`)."""
 
     serials: int = Field(default=10, ge=1)

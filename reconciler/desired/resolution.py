@@ -61,7 +61,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from reconciler.desired.safety import LITERAL_FUNCTIONS
 from reconciler.desired.sql import SPARK
 from reconciler.desired.syntax_errors import KEYWORDS
-from reconciler.errors import ReconcileError, closest, did_you_mean
+from reconciler.support.errors import ReconcileError, closest, did_you_mean
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]

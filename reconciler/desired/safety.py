@@ -55,7 +55,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.generator import Generator
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 
 _GROUPS = {
     # Spark 4 function registry (`FunctionRegistry.expressions`), by ExpressionInfo group.

@@ -25,7 +25,7 @@ from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
 from reconciler.desired.project import NAME_PATTERN, SqlSource
 from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.desired.syntax_errors import command_error, misspelling, parse_error, token_error
-from reconciler.errors import ReconcileError, did_you_mean, error_at
+from reconciler.support.errors import ReconcileError, did_you_mean, error_at
 
 DIALECT = "spark"
 SPARK: Dialect = Dialect.get_or_raise(DIALECT)

@@ -25,7 +25,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from reconciler.errors import ReconcileError, closest, error_at
+from reconciler.support.errors import ReconcileError, closest, error_at
 
 _SPARK = Dialect.get_or_raise("spark")  # sqlglot caches the class; this is one instance
 MAX_GUESSES = 4

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reconciler.desired.documents import YamlDocument, load_yaml, refuse_outside
 from reconciler.desired.program import Program, Table
-from reconciler.errors import ReconcileError, did_you_mean
+from reconciler.support.errors import ReconcileError, did_you_mean
 
 TESTS_FOLDER = "tests"
 Row = dict[str, Any]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import PipelineSource, Project, display, load_pipeline, load_project
-from reconciler.errors import ReconcileError
-from reconciler.layout import is_url, resolve_path
+from reconciler.support.errors import ReconcileError
+from reconciler.support.locations import is_url, resolve_path
 
 
 def select_pipelines(project: Project, pipeline: str | None) -> list[str]:

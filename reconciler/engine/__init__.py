@@ -1,27 +1,26 @@
 """The data plane: everything that runs on Spark or touches a Delta table.
 
-Owns the Java check (``java``), the jars an embedded session needs (``jars``), the
-Spark session (``session``), a warm local Spark Connect server the CLI's commands share
-(``warm_spark``) and Spark dying under a command (``failures``), column
-types (``schema``), Delta storage (``delta_log``, ``delta_version`` for the facts
-of one opened version, ``deletion_vectors`` and ``column_mapping`` for what delta-rs
-does not read, ``files``, ``delta_tables`` for opening, inspecting and scanning
-tables, ``storage`` adding the writes with ``delta_writers`` (one class per writer),
-``writer`` (its statistics from Parquet footers: ``parquet_stats``), ``merge`` for
-row-level changes, ``compaction``, ``retention``), rows the driver holds as DataFrames
-(``local_rows``), a pipeline's relations as DataFrames (``runtime``) and as catalog views
-pinned to committed versions (``publish``), input and
-output connectors (``connectors``, ``input_batch``, ``input_files``,
-``listed_ingest``, ``delta_source``, ``bad_input``; Kafka's: ``kafka_offsets`` asking the
-broker without Spark, ``kafka_source``, ``kafka_sink``), incremental view maintenance
-(``maintenance/``), a step (``step``, ``refresh``, ``refresh_choice``,
-``expectations``), a bootstrap (``bootstrap``, ``evolve``, ``state_moves``), the
-data preview's counts (``preview_counts``) and its time and job bound
-(``preview_bound``), and view tests on Spark (``view_tests``).
+Owns, bottom to top (each folder imports only those before it):
 
-May import: ``desired`` (a program's definitions), the plan's data types (a
-bootstrap carries out a ``plan.diff``), ``errors`` and the shared helpers. Never
-``operations``, ``cli`` or ``github``. This is the only package that imports
-pyspark; importing ``reconciler.engine`` itself imports nothing heavy, so
-``python -m reconciler.engine.java`` runs before Spark is installed.
+* ``spark/``: the Java check, the jars, the session, a warm local Spark Connect server,
+  Spark dying under a command, column types, rows the driver holds.
+* ``delta/``: Delta tables read without a JVM and written with either writer, merge,
+  compaction, retention.
+* ``runtime``: a pipeline's relations as DataFrames at the versions a step reads (the
+  step's context); ``publish``: catalog views pinned to committed versions.
+* ``maintenance/``: incremental view maintenance, one module per operator family, and
+  ``refresh: auto``'s choice.
+* ``io/``: input and output connectors (files, Delta, Kafka), bad input.
+* ``preview/``: the data preview's counts and its bound; ``expectations``: a step's
+  checks on its views' rows.
+* ``refresh``: a step's views refreshed, two at once, each after what it reads;
+  ``step``: one step, from input to the committed manifest.
+* ``bootstrap/``: a change applied from the state a pipeline holds.
+* ``view_tests``: view tests run on Spark.
+
+May import: ``plan``'s data types (a bootstrap carries out a ``plan.diff``), ``state``,
+``desired`` and ``support``. Never ``operations``, ``runner``, ``cli`` or ``github``.
+This is the only package that imports pyspark; importing ``reconciler.engine`` itself
+imports nothing heavy, so ``python -m reconciler.engine.spark.java`` runs before Spark
+is installed.
 """

@@ -41,13 +41,13 @@ from sqlglot import exp
 from reconciler.desired.expectation_clauses import DROP_ALIAS, executable_view_query, violated
 from reconciler.desired.keyed import from_of
 from reconciler.desired.shapes import Derived
+from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import maintained_shape
 from reconciler.engine.maintenance.zset import ZSet
-from reconciler.engine.merge import apply_changes
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.errors import RepeatsEachStep
+from reconciler.support.errors import RepeatsEachStep
 
 SAMPLE = 5
 """Violating rows a FAIL UPDATE error shows."""

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from reconciler.engine.delta_log import quoted
-from reconciler.errors import ReconcileError
+from reconciler.engine.delta.log import quoted
+from reconciler.support.errors import ReconcileError
 
 PUBLISHED_BY = "reconciler.pipeline"
 """The catalog view's property naming the pipeline that published it."""

@@ -32,13 +32,10 @@ from graphlib import TopologicalSorter
 
 from pyspark.errors import PySparkException
 
-from reconciler.engine.connectors import outputs_by_relation
 from reconciler.engine.expectations import check_view
-from reconciler.engine.failures import engine_failure
+from reconciler.engine.io.connectors import outputs_by_relation
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import recompute_view, refresh_view
-from reconciler.engine.maintenance.zset import ZSet
-from reconciler.engine.refresh_choice import (
+from reconciler.engine.maintenance.refresh_choice import (
     Choice,
     change_share,
     choose,
@@ -46,8 +43,11 @@ from reconciler.engine.refresh_choice import (
     maintained_fixed_cost,
     timed,
 )
+from reconciler.engine.maintenance.view import recompute_view, refresh_view
+from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.errors import ObjectFailed
+from reconciler.engine.spark.failures import engine_failure
+from reconciler.support.errors import ObjectFailed
 
 REFRESH_WORKERS = 2
 """Views refreshed at once (threads of the driver; their Spark jobs share the cluster)."""

@@ -18,17 +18,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from reconciler.connector_records import ConnectorDefinition, connector_definitions
 from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.resolution import UNADDRESSABLE
-from reconciler.engine.local_rows import empty_frame
-from reconciler.engine.merge import apply_changes
-from reconciler.engine.schema import spark_schema, struct_from_json
-from reconciler.engine.storage import DeltaStorage
-from reconciler.errors import ReconcileError
-from reconciler.layout import Layout
-from reconciler.progress import Reporter, no_progress
-from reconciler.relation_records import Kind, RelationRecord, StoredTable
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.engine.spark.local_rows import empty_frame
+from reconciler.engine.spark.schema import spark_schema, struct_from_json
+from reconciler.state.connectors import ConnectorDefinition, connector_definitions
+from reconciler.state.layout import Layout
+from reconciler.state.relations import Kind, RelationRecord, StoredTable
+from reconciler.support.errors import ReconcileError
+from reconciler.support.progress import Reporter, no_progress
 
 
 @cache

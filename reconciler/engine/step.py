@@ -25,20 +25,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.connector_records import ConnectorState, connector_definitions
-from reconciler.engine.bad_input import BadInput
-from reconciler.engine.compaction import compact
-from reconciler.engine.connectors import emit, ingest, outputs_by_relation
-from reconciler.engine.delta_source import has_new_versions
+from reconciler.engine.delta.compaction import compact
 from reconciler.engine.expectations import check_table
-from reconciler.engine.input_files import has_new_files
-from reconciler.engine.kafka_source import has_new_records
+from reconciler.engine.io.bad_input import BadInput
+from reconciler.engine.io.connectors import emit, ingest, outputs_by_relation
+from reconciler.engine.io.delta_source import has_new_versions
+from reconciler.engine.io.input_files import has_new_files
+from reconciler.engine.io.kafka_source import has_new_records
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.faults import crash_point
-from reconciler.relation_records import RelationRecord
+from reconciler.state.connectors import ConnectorState, connector_definitions
+from reconciler.state.relations import RelationRecord
+from reconciler.support.faults import crash_point
 
 
 @dataclass
@@ -107,7 +107,7 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, RelationReco
     ingestion or insert that crashed before its commit), mean yes. Sources that
     cannot be listed from here count as yes, and Spark decides.
     """
-    from reconciler.engine.delta_log import probe_latest_version
+    from reconciler.engine.delta.log import probe_latest_version
 
     for name, connector in connector_definitions(program, base_dir).items():
         if not connector.is_input:

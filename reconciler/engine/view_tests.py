@@ -33,17 +33,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.view_test_files import Row, ViewTest
-from reconciler.engine.bootstrap import bootstrap
-from reconciler.engine.delta_log import table_uri
-from reconciler.engine.local_rows import arrow_rows, local_frame
-from reconciler.engine.merge import apply_changes
+from reconciler.engine.bootstrap.recompute import bootstrap
+from reconciler.engine.delta.log import table_uri
+from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
-from reconciler.engine.session import with_safe_sql_conf
+from reconciler.engine.spark.local_rows import arrow_rows, local_frame
+from reconciler.engine.spark.session import with_safe_sql_conf
 from reconciler.engine.step import run_step
-from reconciler.engine.storage import DeltaStorage
-from reconciler.errors import ReconcileError
-from reconciler.layout import Layout
 from reconciler.plan.diff import diff_programs
+from reconciler.state.layout import Layout
+from reconciler.support.errors import ReconcileError
 
 SHOWN_ROWS = 20
 WEIGHT = "__test_weight"

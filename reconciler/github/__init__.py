@@ -1,7 +1,7 @@
 """The GitHub Action: ``reconcile github`` and the REST calls it makes.
 
-Split by job so each can be read alone: the event and its inputs (``event``),
-the runner's log, outputs and summary (``runner``), the sticky plan comment
+Owns, split by job so each can be read alone: the event and its inputs (``event``),
+the runner's log, outputs and summary (``workflow_commands``), the sticky plan comment
 (``comment``, fitted to GitHub's limits by ``truncation``), the settings a pull
 request cannot choose (``trusted``: backend, storage, Spark and bootstrap policy
 from the default branch or the inputs), the plan run on a pull request
@@ -10,7 +10,7 @@ review, head SHA, plan id) and the apply run on a comment (``apply``) with its
 ``replies``, the view tests of a pull request's pipelines, run apart from the
 workflow (``view_test_gate``), and the REST client (``client``).
 
-May import: ``operations``, ``plan``, ``desired``, the ``manifest`` and ``state``
-modules, ``errors`` and the shared helpers. Never ``engine`` directly: Spark is
+May import: ``operations``, ``plan``, ``state``, ``desired`` and ``support``. Never
+``engine`` directly: Spark is
 reached only through ``operations``.
 """

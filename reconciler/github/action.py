@@ -5,7 +5,7 @@ project up to date (``comment``); on a `/reconcile apply [pipeline]` comment it
 hands over to the apply run (``apply``), which checks who asked, that the pull
 request is not from a fork, that the commit and the plan are still the ones the
 sticky comment shows (``guard``), then applies with approval given and replies.
-See DESIGN.md, "GitHub Action" and "Security model".
+See docs/github-action.md and docs/security.md.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.desired.project import load_project
-from reconciler.errors import ReconcileError, public_message
 from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky
 from reconciler.github.event import Context, Inputs, credentials_from_inputs
-from reconciler.github.runner import (
+from reconciler.github.trusted import Trusted, TrustedTree, trusted_branch, trusted_project
+from reconciler.github.view_test_gate import add_view_tests
+from reconciler.github.workflow_commands import (
     Outputs,
     annotate,
     log,
@@ -31,11 +32,10 @@ from reconciler.github.runner import (
     mask_url_parameters,
     write_summary,
 )
-from reconciler.github.trusted import Trusted, TrustedTree, trusted_branch, trusted_project
-from reconciler.github.view_test_gate import add_view_tests
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
+from reconciler.support.errors import ReconcileError, public_message
 from state_backends import StateBackendError
 
 PLAN_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
@@ -147,8 +147,8 @@ def _preview(document: dict[str, Any], trusted: Trusted, inputs: Inputs,
     if not head.get("full_name") or head.get("full_name") != base.get("full_name"):
         log("data preview skipped: the pull request comes from a fork")
         return
-    from reconciler.preview import preview_plan
-    from reconciler.spark_engine import Engine  # Spark: only with the preview input
+    from reconciler.operations.engine import Engine  # Spark: only with the preview input
+    from reconciler.operations.preview import preview_plan
 
     try:
         preview_plan(document, trusted.project, trusted.programs, None,

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import ReconcileError, public_message
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import (
     PlanView,
@@ -38,14 +37,6 @@ from reconciler.github.guard import (
     select_changed,
 )
 from reconciler.github.replies import ApplyFailed, failure_reply, success_reply
-from reconciler.github.runner import (
-    Outputs,
-    annotate,
-    log,
-    log_traceback,
-    workflow_commands_off,
-    write_summary,
-)
 from reconciler.github.truncation import fit_comment
 from reconciler.github.trusted import (
     Trusted,
@@ -54,10 +45,19 @@ from reconciler.github.trusted import (
     trusted_project,
 )
 from reconciler.github.view_test_gate import add_view_tests, failing_tests
-from reconciler.operations import Outcome, apply_pipeline
+from reconciler.github.workflow_commands import (
+    Outputs,
+    annotate,
+    log,
+    log_traceback,
+    workflow_commands_off,
+    write_summary,
+)
+from reconciler.operations.engine import Engine
+from reconciler.operations.pipeline import Outcome, apply_pipeline
 from reconciler.plan.markdown import render_markdown
-from reconciler.spark_engine import Engine
-from reconciler.state import open_backend
+from reconciler.state.reader import open_backend
+from reconciler.support.errors import ReconcileError, public_message
 from state_backends import StateBackendError
 
 

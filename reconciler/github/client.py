@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import __version__
-from reconciler.errors import ReconcileError
+from reconciler.support.errors import ReconcileError
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"

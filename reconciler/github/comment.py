@@ -14,7 +14,7 @@ from typing import Any
 
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.truncation import fit_comment
-from reconciler.manifest import utc_now
+from reconciler.state.manifest import utc_now
 
 APP_BOT_LOGIN = "github-actions[bot]"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from reconciler.desired.project import NAME_PATTERN
 from reconciler.desired.setting_values import POLICIES
-from reconciler.errors import ReconcileError
 from reconciler.github.client import DEFAULT_API_URL, GitHubClient
+from reconciler.support.errors import ReconcileError
 
 COMMANDS = ("auto", "plan", "apply")
 PREVIEWS = ("counts", "rows", "off")

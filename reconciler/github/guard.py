@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.desired.project import Project
-from reconciler.errors import ReconcileError, public_message
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import StickyPlan, read_sticky
 from reconciler.github.event import Refused
 from reconciler.plan.document import git_info
+from reconciler.support.errors import ReconcileError, public_message
 
 APPROVING_ROLES = frozenset({"admin", "maintain", "write"})
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.github.comment import fenced
 from reconciler.github.guard import safe_login
-from reconciler.operations import Outcome
+from reconciler.operations.pipeline import Outcome
 
 
 class ApplyFailed(Exception):

@@ -38,13 +38,13 @@ from reconciler.desired.project import (
 )
 from reconciler.desired.setting_values import POLICIES
 from reconciler.desired.workspace import load_source, select_pipelines
-from reconciler.errors import ReconcileError
-from reconciler.git import repository_prefix
 from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs
 from reconciler.github.guard import SHA_RE
 from reconciler.plan.planner import committed_memos, plan_project
-from reconciler.state import open_backend, orphaned_pipelines
+from reconciler.state.reader import open_backend, orphaned_pipelines
+from reconciler.support.errors import ReconcileError
+from reconciler.support.git import repository_prefix
 
 STRICTEST_POLICY = "reject"
 
@@ -63,7 +63,7 @@ class TrustedTree:
     def resolve(cls, client: GitHubClient, repo: str, branch: str,
                 project_dir: Path) -> TrustedTree:
         """The branch's current commit, and the project's folder within the repository (git,
-        hardened: a pull request's files cannot move it; see `reconciler.git`)."""
+        hardened: a pull request's files cannot move it; see `reconciler.support.git`)."""
         sha = client.branch_head(repo, branch)
         if not SHA_RE.fullmatch(sha):
             raise ReconcileError(f"the head commit of the trusted branch '{branch}' could not "

@@ -18,8 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from reconciler.child_process import run_reconciler
-from reconciler.github.runner import log
+from reconciler.github.workflow_commands import log
+from reconciler.support.child_process import run_reconciler
 
 
 def run_view_tests(project_dir: Path, pipeline: str, timeout: float) -> dict[str, Any]:

@@ -7,6 +7,6 @@ part-committed program an apply of them commits (``selection``), planning a whol
 project against its backend (``planner``), and the renderings (``terminal``,
 ``markdown`` with its Jinja2 template). The plan is plain data that crosses from planning to doing.
 
-May import: ``desired``, the ``manifest`` and ``state`` modules, ``errors`` and the
-shared helpers. Never ``engine`` or pyspark: ``reconcile plan`` starts no JVM.
+May import: ``state``, ``desired`` and ``support``. Never ``engine`` or pyspark:
+``reconcile plan`` starts no JVM.
 """

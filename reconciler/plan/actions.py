@@ -17,7 +17,7 @@ from typing import Any, Literal
 from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
 from reconciler.desired.program import Program
 from reconciler.plan.diff import ProgramDiff
-from reconciler.redact import redact_text, shown_value
+from reconciler.support.redaction import redact_text, shown_value
 
 ActionKind = Literal["create", "recompute", "evolve", "rename", "truncate", "drop", "reset",
                      "keep"]

@@ -29,7 +29,7 @@ from reconciler.desired.fingerprint import rederive
 from reconciler.desired.lineage import LineageOf, view_lineage
 from reconciler.desired.table_evolution import Evolution, evolution
 from reconciler.plan.renames import apply_renames, find_renames
-from reconciler.redact import shown_value
+from reconciler.support.redaction import shown_value
 
 _ARRAY_LIBRARIES = ("pandas", "numpy", "polars")
 

@@ -1,6 +1,6 @@
 """The plan of one or more pipelines: actions (`plan.actions`), notes, refusals, and its id.
 
-The plan artifact is a contract (see DESIGN.md): `plan_id` is the SHA-256 of
+The plan artifact is a contract (docs/concepts.md): `plan_id` is the SHA-256 of
 the canonical plan body, so two plans of the same inputs against the same base
 have the same id, and `apply` can refuse a plan that no longer matches the
 backend (base lineage and serial) or the specs (desired fingerprint).
@@ -16,12 +16,12 @@ from typing import Any
 from reconciler.desired.fingerprint import stable_hash
 from reconciler.desired.lineage import view_lineage
 from reconciler.desired.program import Program
-from reconciler.errors import ReconcileError, public_message
-from reconciler.git import checked_out_commit
-from reconciler.manifest import Manifest, spark_version, utc_now
 from reconciler.plan.actions import Action, connector_actions, relation_actions
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.plan.selection import Selection, narrow
+from reconciler.state.manifest import Manifest, spark_version, utc_now
+from reconciler.support.errors import ReconcileError, public_message
+from reconciler.support.git import checked_out_commit
 
 PLAN_FORMAT = 1
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def plan_body_hash(pipelines: list[dict[str, Any]]) -> str:
 
 def plan_document(pipelines: list[PipelinePlan], project_dir: Path,
                   orphaned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The plan artifact of DESIGN.md, with `orphaned`: the pipelines the backend holds and
+    """The plan artifact (docs/concepts.md), with `orphaned`: the pipelines the backend holds and
     the project no longer has (`planner.orphaned_pipelines`). No apply acts on those (only
     `reconcile destroy` does), so they are beside `pipelines`, outside the plan's id."""
     bodies = [pipeline.document() for pipeline in pipelines]
@@ -152,7 +152,7 @@ def verify_plan_id(document: dict[str, Any], where: str) -> None:
 
 def git_info(project_dir: Path) -> dict[str, Any] | None:
     """The commit the specs come from and whether the work tree had local edits
-    (asked of git without obeying anything a pull request committed: `reconciler.git`)."""
+    (asked of git without obeying anything a pull request committed: `reconciler.support.git`)."""
     commit = checked_out_commit(project_dir)
     return {"sha": commit.sha, "dirty": commit.dirty} if commit else None
 

@@ -12,12 +12,12 @@ from typing import Any
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import check_input_folders, load_source, select_pipelines
-from reconciler.errors import ReconcileError
-from reconciler.manifest import Manifest
 from reconciler.plan.document import plan_document, plan_pipeline
 from reconciler.plan.selection import Selection, one_pipeline
-from reconciler.process import is_one_shot
-from reconciler.state import open_backend, orphaned_pipelines, pipeline_layout, read_manifest
+from reconciler.state.manifest import Manifest
+from reconciler.state.reader import open_backend, orphaned_pipelines, pipeline_layout, read_manifest
+from reconciler.support.errors import ReconcileError
+from reconciler.support.process import is_one_shot
 from state_backends import LocalBackend, StateBackend, StateBackendError
 
 Committed = tuple[Manifest | None, str | None]  # a pipeline's manifest and its version tag

@@ -32,9 +32,9 @@ from typing import Any
 
 from reconciler.desired.lineage import LineageOf
 from reconciler.desired.program import Program
-from reconciler.errors import ReconcileError
 from reconciler.plan.actions import Action
 from reconciler.plan.diff import ProgramDiff, diff_programs
+from reconciler.support.errors import ReconcileError
 
 _SELECTOR = re.compile(r"(\+?)([^+\s,]+)(\+?)")
 REFRESH_REASON = "refresh requested: recomputed from the state already stored"

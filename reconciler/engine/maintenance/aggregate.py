@@ -47,11 +47,11 @@ from sqlglot import exp
 
 from reconciler.desired.shapes import Aggregate, Linear
 from reconciler.desired.sql import DIALECT
+from reconciler.engine.delta.merge import null_safe_equal
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import contents_sql
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
-from reconciler.engine.merge import null_safe_equal
 
 WEIGHT = "__w"
 OLD = "__old"

@@ -44,7 +44,7 @@ from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet, positional
 from reconciler.engine.runtime import PipelineRuntime, view_query
-from reconciler.faults import crash_point
+from reconciler.support.faults import crash_point
 
 SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
 """State and contents of an aggregate view at most this big (together) are rewritten whole

@@ -1,0 +1,208 @@
+"""`reconcile status`: each pipeline's committed state, read from the backend alone.
+
+Status, serial, when it was committed, the last step and how long it took, the
+input waiting (files or source versions no step has taken yet), row counts,
+connectors (with the files a `skip` connector set aside), who holds the lock (a
+runner's step, an apply it waits for), and what the continuous runner last said of
+itself (its state, the connectors a bad file holds), and the last failed step
+(`step_failures`: nothing commits a failure), as JSON for scripts or as a few lines for
+people. Nothing here starts Spark.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from reconciler.desired.project import Project
+from reconciler.runner.loop import HEARTBEAT
+from reconciler.state.connectors import connector_definitions
+from reconciler.state.manifest import Manifest
+from reconciler.state.reader import orphaned_pipelines, pipeline_layout, read_manifest
+from state_backends import StateBackend
+from state_backends.base import format_age
+
+
+def pipeline_kafka_lags(project: Project, backend: StateBackend,
+                        name: str) -> dict[str, dict[str, int] | None]:
+    """`kafka_lags` of a pipeline's committed state (a runner's metrics, after each step)."""
+    manifest, _ = read_manifest(backend, name, pipeline_layout(project, name))
+    return kafka_lags(project, manifest) if manifest else {}
+
+
+def status_reports(project: Project, backend: StateBackend,
+                   names: list[str]) -> list[dict[str, Any]]:
+    """One report per pipeline (`NotDeployed` for one without a manifest). When `names` are
+    all of the project's pipelines, those the backend holds without a folder in the project
+    follow (`in_project` false; `plan.planner.orphaned_pipelines`): their input is not
+    counted, as no step will read it again."""
+    whole = sorted(names) == sorted(project.pipeline_dirs)
+    orphans = [orphan["name"] for orphan in orphaned_pipelines(project, backend)
+               if orphan["serial"] is not None] if whole else []
+    reports = []
+    for name in [*names, *orphans]:
+        in_project = name not in orphans
+        # An orphan's paths are not read (nor checked): only its counts are shown.
+        manifest, _ = read_manifest(backend, name,
+                                    pipeline_layout(project, name) if in_project else None)
+        lags = kafka_lags(project, manifest) if manifest and in_project else {}
+        lock = backend.read_lock(name)
+        reports.append({
+            "pipeline": name,
+            "in_project": in_project,
+            "status": manifest.status if manifest else "NotDeployed",
+            "status_details": manifest.status_details if manifest else None,
+            "serial": manifest.serial if manifest else None,
+            "updated_at": manifest.updated_at if manifest else None,
+            "last_step": manifest.last_step if manifest else None,
+            "waiting_input": waiting_input(project, manifest, lags) if manifest and in_project
+            else {},
+            "kafka_lag": lags,
+            "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
+            else {},
+            "expectations": {n: record.expectations for n, record in manifest.relations.items()
+                             if record.expectations} if manifest else {},
+            "connectors": {name: state.to_json() for name, state in manifest.connectors.items()}
+            if manifest else {},
+            "spark": manifest.engine.get("spark_target") if manifest else None,
+            "delta_writer": manifest.engine.get("delta_writer") if manifest else None,
+            "lock": lock.to_dict() if lock else None,
+            "runner": backend.read_runner_report(name),
+            "last_failure": backend.read_step_failure(name),
+        })
+    return reports
+
+
+def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int] | None]:
+    """Per Kafka input connector, `{"topic/partition": records not ingested}`; None when
+    its broker cannot be asked."""
+    from reconciler.engine.io.kafka_offsets import connector_lag
+
+    return {name: connector_lag(name, connector.kafka, connector.reader_options,
+                                manifest.connectors[name].kafka_offsets)
+            for name, connector in connector_definitions(manifest.program, project.root).items()
+            if connector.is_input and connector.kafka is not None}
+
+
+def waiting_input(project: Project, manifest: Manifest,
+                  lags: dict[str, dict[str, int] | None]) -> dict[str, int | None]:
+    """Per input connector, the files (or source versions, for `delta`; records, for
+    `kafka`, summed from `lags`) not ingested yet; None where they cannot be counted from
+    here (a source on object storage, a broker out of reach)."""
+    from reconciler.engine.delta.log import probe_latest_version
+    from reconciler.engine.io.input_files import waiting_files
+
+    waiting: dict[str, int | None] = {}
+    for name, connector in connector_definitions(manifest.program, project.root).items():
+        if not connector.is_input:
+            continue
+        source, state = connector.location, manifest.connectors[name]
+        if connector.kafka is not None:
+            found = lags.get(name)
+            waiting[name] = None if found is None else sum(found.values())
+        elif connector.type == "delta":
+            latest = probe_latest_version(source)
+            done = state.source_version
+            waiting[name] = 0 if latest is None else latest - (-1 if done is None else done)
+        else:
+            waiting[name] = waiting_files(source, state.input_checkpoint)
+    return waiting
+
+
+def print_status(reports: list[dict[str, Any]]) -> None:
+    """The reports as a few lines per pipeline."""
+    for report in reports:
+        click.echo(f"{report['pipeline']}: {report['status']} (serial {report['serial']}, "
+                   f"updated {report['updated_at']})")
+        if not report["in_project"]:
+            click.echo(f"  not in the project: its state stays in the backend until "
+                       f"`reconcile destroy -p {report['pipeline']}`")
+        if report["spark"]:
+            writer = f", Delta tables written by {report['delta_writer']}" \
+                if report["delta_writer"] else ""
+            click.echo(f"  last run on Spark: {report['spark']}{writer}")
+        step = report["last_step"] or {}
+        if "seconds" in step:
+            click.echo(f"  last step: {step['seconds']:.1f}s, refreshed "
+                       f"{', '.join(step.get('refreshed') or []) or 'no views'}")
+        for view, described in sorted((step.get("choices") or {}).items()):
+            click.echo(f"  refresh auto: {view} {described}")
+        waiting = [f"{name} {'?' if count is None else count}"
+                   for name, count in report["waiting_input"].items()]
+        if waiting:
+            click.echo(f"  input waiting: {', '.join(waiting)}")
+        for connector, lag in sorted(report["kafka_lag"].items()):
+            if lag and any(lag.values()):
+                click.echo(f"  kafka lag: {connector}: " + ", ".join(
+                    f"{partition} {count}" for partition, count in sorted(lag.items())))
+        details = report["status_details"] or {}
+        for key, names in (details.get("program_diff") or {}).items():
+            if names:
+                click.echo(f"  {key.replace('_', ' ')}: {', '.join(names)}")
+        for relation, rows in sorted(report["rows"].items()):
+            click.echo(f"  {relation}: {rows} rows")
+        for line in expectation_lines(step.get("expectations") or {}, report["expectations"]):
+            click.echo(f"  {line}")
+        failure = report["last_failure"]
+        if failure:
+            click.echo(f"  last step failed at {failure['at']}: {failure['reason']}")
+            if failure.get("stuck_until"):
+                click.echo(f"  stuck: every step fails the same way until {failure['stuck_until']}")
+        runner = report["runner"]
+        if runner:
+            click.echo(f"  runner: {runner_line(runner)}")
+            for connector, error in sorted(runner.get("bad_input", {}).items()):
+                click.echo(f"  input held: {connector}: {error}")
+        for connector, state in sorted(report["connectors"].items()):
+            skipped = state.get("skipped_files") or []
+            if skipped:
+                click.echo(f"  skipped files: {connector}: {len(skipped)}, last "
+                           f"{skipped[-1]['file']} ({skipped[-1]['reason']})")
+        if report["lock"]:
+            lock = report["lock"]
+            click.echo(f"  locked by {lock['who']} ({lock['operation']}, id {lock['id']})")
+
+
+def expectation_lines(step: dict[str, Any], totals: dict[str, Any]) -> list[str]:
+    """Each expectation's count in the last step, and since its relation was created (or
+    last recomputed): `expectation orders.positive (DROP ROW): 2 of 5 rows dropped in the
+    last step, 3 of 12 since`."""
+    lines = []
+    for relation in sorted({*step, *totals}):
+        for name in sorted({*step.get(relation, {}), *totals.get(relation, {})}):
+            last = step.get(relation, {}).get(name)
+            total = totals.get(relation, {}).get(name)
+            action = (last or total or {}).get("action", "keep")
+            verb = {"drop": "dropped", "fail": "failing"}.get(action, "violating")
+            words = {"drop": " (DROP ROW)", "fail": " (FAIL UPDATE)"}.get(action, "")
+            parts = [f"{c['violations']} of {c['rows']} rows {verb} {when}"
+                     for c, when in ((last, "in the last step"), (total, "in all"))
+                     if c is not None]
+            lines.append(f"expectation {relation}.{name}{words}: {', '.join(parts)}")
+    return lines
+
+
+def history_expectations(document: dict[str, Any]) -> str:
+    """One history entry's step counts, for `reconcile state history`: violations per
+    expectation (`  expectations: orders.positive 2/5`), or nothing."""
+    counts = (document.get("last_step") or {}).get("expectations") or {}
+    shown = [f"{relation}.{name} {count['violations']}/{count['rows']}"
+             for relation, by_name in sorted(counts.items())
+             for name, count in sorted(by_name.items())]
+    return f"  expectations: {', '.join(shown)}" if shown else ""
+
+
+def runner_line(runner: dict[str, Any], now: datetime | None = None) -> str:
+    """`running since ..., pid 12 of who@host, last heard 4s ago`, and `silent` when a
+    runner that has not stopped missed its heartbeats (it may have died)."""
+    now = now or datetime.now(UTC)
+    age = (now - datetime.fromisoformat(runner["updated_at"])).total_seconds()
+    text = (f"{runner['state'].replace('_', ' ')} since {runner['since']}"
+            + (f" ({runner['detail']})" if runner.get("detail") else "")
+            + f", pid {runner['pid']} of {runner['who']}, last heard {format_age(age)} ago")
+    quiet_limit = 2 * HEARTBEAT + 3 * float(runner.get("interval") or 0)
+    if runner["state"] != "stopped" and age > quiet_limit:
+        text += " (silent since: it may have stopped without saying so)"
+    return text

@@ -1,0 +1,323 @@
+"""The `kafka` input connector: each step reads a bounded range of offsets as one batch.
+
+Offsets are state, committed with everything else. The connector's manifest state
+holds the next offset to read per topic and partition (`kafka_offsets`) and how many
+batches it has appended (`kafka_batch`). A step:
+
+1. asks the broker for the partitions and their offsets (`engine.kafka_offsets`, no
+   Spark): a partition it has not read starts at its earliest offset (a new connector
+   with `startingOffsets: latest` had its offsets fixed by the apply that started it);
+2. fixes the end of its batch (the latest offsets, at most `maxOffsetsPerTrigger`
+   records in all, shared fairly between partitions) and writes `kafka/<batch>.json`
+   in the connector's checkpoint folder before anything is read (the files of batches
+   the manifest has committed are removed as the next ones are written);
+3. reads exactly that range as a batch DataFrame (`startingOffsets`/`endingOffsets`,
+   which works over Spark Connect too), and appends its rows as the Delta app
+   transaction (connector generation, batch);
+4. hands the new offsets to the manifest the step commits.
+
+A crash after the append and before the commit left the rows in the table: the next
+step finds the app transaction, takes that batch's end offsets from its file and
+adopts the rows, so nothing is read twice and nothing is lost. Offsets the topic's
+retention has deleted before they were read stop the connector with one line naming
+the partition and the gap (`failOnDataLoss: false` skips to the earliest offset
+kept); so does a partition whose end went back (a topic deleted and made again).
+
+`format: json` parses each message's value against the table's columns; a malformed
+message, or a value that is not a JSON object, follows `on_error` (quarantine keeps
+it, with its topic, partition and offset) and `on_bad_input` (skip drops it, noted in
+the connector's state), else holds the connector at its offsets. A record without a
+value (a tombstone) is no row. `format: raw` takes the record's own columns that the
+table declares (`key`, `value`, `topic`, `partition`, `offset`, `timestamp`,
+`timestampType`, `headers`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from reconciler.engine.delta.files import Collected, FileStore
+from reconciler.engine.io.bad_input import BadInput
+from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows
+from reconciler.engine.io.kafka_offsets import (
+    OffsetClient,
+    Partition,
+    PartitionRange,
+    client_options,
+    offsets_from_json,
+    offsets_json,
+)
+from reconciler.engine.maintenance.zset import OP_COLUMN
+from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
+from reconciler.state.connectors import ConnectorDefinition, ConnectorState, KafkaEndpoint
+from reconciler.support.errors import ReconcileError
+
+RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
+                  "timestampType", "headers")
+_OURS = frozenset({"startingoffsets", "maxoffsetspertrigger", "minoffsetspertrigger",
+                   "maxtriggerdelay", "failondataloss"})
+_MESSAGE = "_message"
+MALFORMED = "reconcile: a malformed Kafka message"
+
+
+def endpoint_of(connector: ConnectorDefinition) -> KafkaEndpoint:
+    assert connector.kafka is not None, "a kafka connector's definition has its endpoint"
+    return connector.kafka
+
+
+def _option(connector: ConnectorDefinition, name: str) -> str | None:
+    return next((str(value) for key, value in connector.reader_options.items()
+                 if key.lower() == name.lower()), None)
+
+
+def fails_on_data_loss(connector: ConnectorDefinition) -> bool:
+    return (_option(connector, "failOnDataLoss") or "true").lower() != "false"
+
+
+def starting_offsets(connector: ConnectorDefinition) -> dict[str, dict[str, int]] | None:
+    """A new connector's offsets: None for `earliest` (every partition from its earliest
+    offset, as the step finds it), the latest offsets now for `latest`, so a message
+    written after the apply is read even if no step ran before it."""
+    if (_option(connector, "startingOffsets") or "earliest") != "latest":
+        return None
+    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
+    return offsets_json({partition: found.latest
+                         for partition, found in client.all_ranges().items()})
+
+
+def has_new_records(connector: ConnectorDefinition, state: ConnectorState) -> bool:
+    """Whether the topic holds records past the committed offsets (no Spark)."""
+    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
+    committed = offsets_from_json(state.kafka_offsets)
+    return any(found.latest > committed.get(partition, found.earliest)
+               for partition, found in client.all_ranges().items())
+
+
+def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
+                 state: ConnectorState, transaction: str) -> int | None:
+    """Append the topic's new records to the connector's table; returns the batch number,
+    or None when nothing is new. `state` is advanced in place."""
+    table_path = runtime.relations[connector.relation].path
+    done = state.kafka_batch or 0
+    log = FileStore.for_root(state.input_checkpoint)
+    appended = runtime.storage.transaction_version(table_path, transaction)
+    if appended is not None and appended > done:  # a step crashed before its commit
+        state.kafka_offsets = json.loads(log.read_bytes(_batch_file(state, appended)))["to"]
+        state.kafka_batch = appended
+        return appended
+    committed = offsets_from_json(state.kafka_offsets)
+    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
+    ranges = client.all_ranges()
+    starts = _starts(connector, committed, ranges)
+    ends = capped_ends(starts, ranges, _cap(connector))
+    if ends == starts:
+        return None
+    batch = done + 1
+    if done > 1:  # batches up to `done` are committed: their ranges are the manifest's now
+        log.remove(_batch_file(state, done - 1), 0, dry_run=False, done=Collected())
+    log.write_bytes(_batch_file(state, batch),
+                    json.dumps({"from": offsets_json(starts),
+                                "to": offsets_json({**committed, **ends})}).encode())
+    records = _read(runtime, connector, starts, ends)
+    parsed = (_parsed(records, _message_schema(runtime, connector))
+              if connector.format == "json" else records)
+    # Cached when malformed messages are counted before the append (quarantine, skip); by
+    # default the append itself fails on the first one, in one pass over the batch.
+    checked = connector.format == "json" and not _fails_on_malformed(connector)
+    parsed = parsed.cache() if checked else parsed
+    try:
+        rows = _rows(runtime, connector, state, parsed, batch)
+        try:
+            if connector.changes:
+                apply_change_rows(runtime, connector.relation, rows, batch, transaction)
+            else:
+                runtime.storage.append(table_path, rows, app_id=transaction,
+                                       txn_version=batch)
+        except Exception as error:
+            if MALFORMED not in str(error):
+                raise
+            count, where = _first_malformed(parsed)
+            raise BadInput(connector.name, f"input connector '{connector.name}': {count} "
+                           f"malformed message(s) in batch {batch}, the first at {where}; fix "
+                           "the producer, or set on_error: quarantine or on_bad_input: skip",
+                           [where]) from None
+    finally:
+        if checked:
+            parsed.unpersist()
+    state.kafka_offsets = offsets_json({**committed, **ends})
+    state.kafka_batch = batch
+    return batch
+
+
+def _batch_file(state: ConnectorState, batch: int) -> str:
+    return f"{state.input_checkpoint.rstrip('/')}/kafka/{batch}.json"
+
+
+def _cap(connector: ConnectorDefinition) -> int | None:
+    cap = _option(connector, "maxOffsetsPerTrigger")
+    try:
+        return None if cap is None else max(1, int(cap))
+    except ValueError:
+        raise ReconcileError(f"connector '{connector.name}': maxOffsetsPerTrigger is a "
+                             f"number of records, not '{cap}'") from None
+
+
+def _starts(connector: ConnectorDefinition, committed: Mapping[Partition, int],
+            ranges: Mapping[Partition, PartitionRange]) -> dict[Partition, int]:
+    """Where each partition's read starts: its committed offset, or its earliest for a
+    partition not read yet; a committed offset the broker no longer holds is data loss."""
+    starts = {}
+    for partition, found in ranges.items():
+        offset = committed.get(partition, found.earliest)
+        if not found.earliest <= offset <= found.latest:
+            if fails_on_data_loss(connector):
+                raise _data_loss(connector, partition, offset, found)
+            offset = found.earliest
+        starts[partition] = offset
+    return starts
+
+
+def _data_loss(connector: ConnectorDefinition, partition: Partition, offset: int,
+               found: PartitionRange) -> ReconcileError:
+    topic, number = partition
+    where = f"input connector '{connector.name}': topic {topic} partition {number}"
+    if offset < found.earliest:
+        what = (f"offsets {offset} to {found.earliest - 1} were deleted by the topic's "
+                "retention before they were read")
+    else:
+        what = (f"the partition ends at offset {found.latest}, before the committed offset "
+                f"{offset} (was the topic deleted and made again?)")
+    return ReconcileError(f"{where}: {what}; set the connector's option failOnDataLoss: "
+                          "false to go on from the earliest offset kept")
+
+
+def capped_ends(starts: Mapping[Partition, int], ranges: Mapping[Partition, PartitionRange],
+                cap: int | None) -> dict[Partition, int]:
+    """Each partition's end offset for this batch: its latest, or with `cap` at most that
+    many records in all, shared in equal turns so a busy partition does not starve the
+    others (Spark's `maxOffsetsPerTrigger` shares in proportion; equal turns bound each
+    partition's wait the same way and need no rounding rule)."""
+    ends = {partition: ranges[partition].latest for partition in starts}
+    if cap is None:
+        return ends
+    waiting = {partition: ends[partition] - start for partition, start in starts.items()}
+    taken = dict.fromkeys(starts, 0)
+    left = cap
+    while left > 0 and any(taken[p] < waiting[p] for p in starts):
+        hungry = [p for p in starts if taken[p] < waiting[p]]
+        share = max(1, left // len(hungry))
+        for partition in hungry:
+            more = min(share, waiting[partition] - taken[partition], left)
+            taken[partition] += more
+            left -= more
+    return {partition: start + taken[partition] for partition, start in starts.items()}
+
+
+def _read(runtime: PipelineRuntime, connector: ConnectorDefinition,
+          starts: Mapping[Partition, int], ends: Mapping[Partition, int]) -> DataFrame:
+    """The batch's records: the partitions with new offsets, from start to end."""
+    moving = {partition: end for partition, end in ends.items() if end > starts[partition]}
+    assign: dict[str, list[int]] = {}
+    for topic, number in sorted(moving):
+        assign.setdefault(topic, []).append(number)
+    options = {key: str(value) for key, value in connector.reader_options.items()
+               if key.lower() not in _OURS}
+    columns = [field.name for field in table_schema(
+        runtime.program["tables"][connector.relation])]
+    return (runtime.spark.read.format("kafka")
+            .options(**{**options, **client_options(endpoint_of(connector), options)})
+            .option("assign", json.dumps(assign))
+            .option("startingOffsets", json.dumps(offsets_json(
+                {partition: starts[partition] for partition in moving})))
+            .option("endingOffsets", json.dumps(offsets_json(moving)))
+            .option("failOnDataLoss", str(fails_on_data_loss(connector)).lower())
+            .option("includeHeaders", str(connector.format == "raw"
+                                          and "headers" in columns).lower())
+            .load())
+
+
+def _fails_on_malformed(connector: ConnectorDefinition) -> bool:
+    return connector.on_error == "fail" and connector.on_bad_input == "fail"
+
+
+def _message_schema(runtime: PipelineRuntime, connector: ConnectorDefinition) -> StructType:
+    """A json message's fields: the table's columns (with `_op` for a changes connector)."""
+    schema = table_schema(runtime.program["tables"][connector.relation])
+    if connector.changes:
+        schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
+    return schema
+
+
+def _parsed(records: DataFrame, schema: StructType) -> DataFrame:
+    """Each record with a value: where it is, its text, and the text parsed permissively
+    against `schema` (`_message`, holding the corrupt-record column)."""
+    permissive = StructType([*(StructField(f.name, f.dataType, True) for f in schema),
+                             StructField(CORRUPT_COLUMN, StringType(), True)])
+    text = F.col("value").cast("string")
+    return records.where(F.col("value").isNotNull()).select(
+        "topic", "partition", "offset", text.alias("value"), F.from_json(
+            text, permissive, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+        ).alias(_MESSAGE))
+
+
+def _malformed() -> Column:
+    return F.col(_MESSAGE).isNull() | F.col(f"{_MESSAGE}.{CORRUPT_COLUMN}").isNotNull()
+
+
+def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState,
+          records: DataFrame, batch: int) -> DataFrame:
+    """The batch's rows in the table's columns (with `_op` for a changes connector):
+    `records` as read (raw), or `_parsed` (json)."""
+    table = runtime.program["tables"][connector.relation]
+    schema = table_schema(table)
+    if connector.format == "raw":
+        unknown = [field.name for field in schema if field.name not in RECORD_COLUMNS]
+        if unknown:
+            raise ReconcileError(
+                f"input connector '{connector.name}' (format raw): table "
+                f"'{connector.relation}' has a column '{unknown[0]}' that a Kafka record "
+                f"does not have ({', '.join(RECORD_COLUMNS)})")
+        return records.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema))
+    if _fails_on_malformed(connector):  # the write fails at the first malformed message
+        good = records.where(F.coalesce(F.when(_malformed(), F.raise_error(F.lit(MALFORMED)))
+                                        .cast("boolean"), F.lit(True)))
+    else:
+        good = _without_malformed(runtime, connector, state, records, batch)
+    fields = [F.col(f"{_MESSAGE}.{f.name}").cast(f.dataType).alias(f.name)
+              for f in _message_schema(runtime, connector)]
+    rows = good.select(*fields)
+    return rows if connector.changes else with_defaults(rows, table)
+
+
+def _first_malformed(parsed: DataFrame) -> tuple[int, str]:
+    """How many of the batch's messages are malformed, and where the first one is."""
+    bad = parsed.where(_malformed())
+    count = bad.count()
+    if not count:
+        return 0, ""
+    [first] = bad.orderBy("topic", "partition", "offset").limit(1).collect()  # 1 row: where
+    return count, (f"topic {first['topic']} partition {first['partition']} offset "
+                   f"{first['offset']}")
+
+
+def _without_malformed(runtime: PipelineRuntime, connector: ConnectorDefinition,
+                       state: ConnectorState, parsed: DataFrame, batch: int) -> DataFrame:
+    """`parsed` without its malformed messages, which are quarantined or skipped (see the
+    module docstring). One count when none is malformed."""
+    count, where = _first_malformed(parsed)
+    if not count:
+        return parsed
+    if connector.on_error == "quarantine":
+        generation = state.input_generation
+        (parsed.where(_malformed()).select("topic", "partition", "offset", "value")
+         .write.mode("overwrite")
+         .json(f"{runtime.layout.quarantine(connector.name)}/batch-{generation}-{batch}"))
+    else:
+        state.skipped_files.append({"file": where, "reason": f"{count} malformed message(s) "
+                                    f"in batch {batch}, the first at this offset"})
+    return parsed.where(~_malformed())

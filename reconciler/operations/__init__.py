@@ -1,0 +1,11 @@
+"""What a command does to one pipeline, under its lock, on the engine.
+
+Owns apply, approve, a step and garbage collection (``pipeline``), the Spark a command
+runs on, started when first needed (``engine``), ``publish:`` after each commit
+(``publication``), ``plan --preview`` (``preview``), ``execute`` and ``query``
+(``statements``), a pipeline's data and state removed (``destroy``) and the last failed
+step kept for ``status`` (``step_failures``).
+
+May import: ``engine``, ``plan``, ``state``, ``desired`` and ``support``. Never ``cli``,
+``runner`` or ``github``, which call it.
+"""

@@ -1,0 +1,141 @@
+"""`reconcile plan --preview`: what a plan's apply would do to the views' rows.
+
+The plan says which views an apply computes (new ones, modified ones, and the ones
+downstream that it recomputes); the preview runs those queries on Spark over the
+committed state at the manifest's versions and counts the difference with what
+each view holds now (`engine/preview/counts.py`). It is read-only by construction: no lock
+is taken, nothing is written under storage, no Delta version moves, and a step
+committed meanwhile does not change it (the versions are the manifest's).
+
+The result is attached to each pipeline of the plan artifact under `preview`
+(`PREVIEW_FORMAT`; left out of `plan_id`, as it describes the data, not the plan):
+
+    {"format": 1, "base_serial": 7,
+     "views": {"avg_grade": {"kind": "modified", "rows_before": 120, "rows_after": 118,
+                             "added": 3, "removed": 5, "key": ["student_id", "class"],
+                             "changed": 12, "changed_values": {"class_avg": 12}}}}
+
+A new view has `rows_after` and `nulls` per column; a view that cannot be previewed
+has `unavailable` and the reason.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from reconciler.desired.masking import masked_columns
+from reconciler.desired.output_key import output_key
+from reconciler.desired.program import Program
+from reconciler.desired.project import Project, settings_summary
+from reconciler.desired.workspace import load_programs
+from reconciler.plan.document import PipelinePlan, plan_pipeline
+from reconciler.state.manifest import Manifest
+from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
+from reconciler.support.errors import ReconcileError
+
+PREVIEW_FORMAT = 1
+
+
+def preview_plan(document: dict[str, Any], project: Project, programs: list[Program],
+                 backend_url: str | None, engine: Any, mode: str = "counts") -> None:
+    """Add `preview` to every pipeline of the plan `document` that computes a view
+    (`programs` and `project` as planned: the Action's carry its trusted settings); with
+    `mode` rows, sample rows as reconcile.yaml's `preview` says (count, masked columns).
+
+    The manifest is read again (the plan is recomputed from it, without a JVM, for the
+    views and their kinds): it must be the one the plan was made against, or the preview
+    would describe another change than the plan shows."""
+    backend = open_backend(project, backend_url)
+    by_name = {entry["name"]: entry for entry in document["pipelines"]}
+    with ExitStack() as stack:
+        bound = _Bound(stack, project, engine)
+        for program in programs:
+            manifest, etag = read_manifest(backend, program.pipeline,
+                                           pipeline_layout(project, program.pipeline))
+            if program.pipeline not in by_name:
+                continue
+            planned = by_name[program.pipeline]["base"]
+            if (planned or {}).get("etag") != (etag if manifest else None):
+                raise ReconcileError(f"pipeline {program.pipeline}: its state moved on while "
+                                     "it was planned (a step or an apply committed); plan again")
+            plan = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
+            views = computed_views(plan)
+            if views:
+                by_name[program.pipeline]["preview"] = _previewed(
+                    project, plan, views, manifest, engine, bound, mode)
+
+
+def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]],
+               manifest: Manifest | None, engine: Any, bound: _Bound, mode: str
+               ) -> dict[str, Any]:
+    """One pipeline's `preview` entry: its computed views' counts (and samples), masked by
+    lineage, under the bound shared by the whole preview."""
+    from reconciler.engine.preview.counts import Samples, preview_views  # Spark: --preview
+
+    runtime = engine.runtime(plan.name, plan.diff.new,
+                             manifest.relations if manifest else {})
+    settings = project.settings.preview
+    samples = Samples(settings.samples if mode == "rows" else 0,
+                      masked_columns(plan.diff.new, settings.mask) if mode == "rows" else {})
+    primary_keys = {name: table["primary_key"] for name, table in plan.diff.new["tables"].items()}
+    return {"format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
+            "views": preview_views(runtime, views, {
+                view: output_key(plan.diff.new["views"][view]["sql"], primary_keys)
+                for view, _ in views},
+                _unavailable(project, plan), bound.get(), samples)}
+
+
+class _Bound:
+    """The preview's time limit and job budget (`engine.preview_bound`), made when the first
+    view is about to run: its clock starts once Spark has, not while the JVM starts."""
+
+    def __init__(self, stack: ExitStack, project: Project, engine: Any) -> None:
+        self.stack, self.project, self.engine = stack, project, engine
+        self.bound: Any = None
+
+    def get(self) -> Any:
+        if self.bound is None:
+            from reconciler.engine.preview.bound import PreviewBound  # Spark: --preview
+
+            settings = self.project.settings.preview
+            self.bound = self.stack.enter_context(PreviewBound(
+                self.engine.spark, settings.timeout_seconds, settings.max_jobs))
+        return self.bound
+
+
+def preview_checkout(document: dict[str, Any], project_dir: Path, pipeline: str | None,
+                     backend_url: str | None, mode: str, debug: bool) -> None:
+    """`reconcile plan --preview`: the checkout's own project and settings."""
+    from reconciler.operations.engine import Engine
+
+    project, programs = load_programs(project_dir, pipeline)
+    preview_plan(document, project, programs, backend_url, Engine(project, debug=debug), mode)
+
+
+def computed_views(plan: PipelinePlan) -> list[tuple[str, str]]:
+    """(view, new | modified | downstream) for each view the apply computes, in the
+    program's dependency order: modified when its own query changed, downstream when
+    only what it reads did (the diff calls both modified: fingerprints chain)."""
+    actions = {action.name: action.action for action in plan.actions if action.kind == "view"}
+    order = plan.diff.new.get("order") or list(plan.diff.new["views"])
+    views = []
+    for name in order:
+        if name not in plan.diff.new["views"]:
+            continue
+        if actions.get(name) == "create" or plan.diff.views.get(name) == "added":
+            views.append((name, "new"))
+        elif actions.get(name) == "recompute":
+            before = plan.diff.old["views"].get(name, {}).get("query")
+            own = before is not None and before != plan.diff.new["views"][name].get("query")
+            views.append((name, "modified" if own else "downstream"))
+    return views
+
+
+def _unavailable(project: Project, plan: PipelinePlan) -> dict[str, str]:
+    """Relations whose rows after the apply the preview cannot read from committed state."""
+    reasons = {name: "table changes: its rows after the apply depend on the evolution"
+               for name, change in plan.diff.tables.items() if change == "modified"}
+    reasons.update({new: f"renamed from {old}" for new, old in plan.diff.renamed.items()})
+    return reasons

@@ -1,0 +1,61 @@
+"""After a commit, a pipeline's `publish:` setting made true in the session's catalog.
+
+The operations call `publish_committed` right after each manifest commit that changed
+relations (a deployment, a bootstrap, a step) and before retention runs, so the catalog's
+views (`engine/publish.py`) follow the committed manifest and never a version it does not
+hold. The setting is read from pipeline.yaml (`publish:`, not part of the committed
+program, like `bootstrap_policy`); a step reads only that file, so a pipeline whose SQL is
+being edited still runs and publishes its committed program.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from reconciler.desired.project import Project, PublishSpec, load_pipeline_spec
+from reconciler.state.manifest import Manifest
+from reconciler.support.errors import ReconcileError
+
+IN_MEMORY_NOTICE = ("reconcile: {pipeline}: not published to '{database}': this Spark "
+                    "session's catalog is in memory and ends with the command (give it a "
+                    "metastore: spark.sql.catalogImplementation=hive in spark-defaults.conf, "
+                    "docs/platforms.md)")
+
+
+def publish_setting(project: Project, pipeline: str) -> PublishSpec | None:
+    """`publish:` of the pipeline's pipeline.yaml as it is now, for a step."""
+    folder = project.pipeline_dirs.get(pipeline)
+    if folder is None:
+        return None
+    spec, _, _ = load_pipeline_spec(folder)
+    return spec.publish
+
+
+def publish_committed(engine: Any, manifest: Manifest, program: dict[str, Any],
+                      setting: PublishSpec | None) -> None:
+    """Publish the committed manifest's materialized tables and views (less `exclude`)."""
+    if setting is None:
+        return
+    from reconciler.engine.publish import catalog_is_kept, publish
+
+    if not catalog_is_kept(engine.spark):
+        print(IN_MEMORY_NOTICE.format(pipeline=manifest.pipeline, database=setting.database),
+              file=sys.stderr)
+        return
+    relations = {name: (record.path, record.version)
+                 for name, record in manifest.relations.items()
+                 if name not in setting.exclude and _materialized(program, name)}
+    try:
+        publish(engine.spark, setting.database, manifest.pipeline, relations)
+    except ReconcileError as error:
+        raise ReconcileError(f"{manifest.pipeline}: committed (serial {manifest.serial}), "
+                             f"but not published: {error}") from None
+
+
+def _materialized(program: dict[str, Any], name: str) -> bool:
+    """Whether `name` is a materialized table or view of the committed program."""
+    for kind in ("tables", "views"):
+        if name in program[kind]:
+            return bool(program[kind][name].get("materialized"))
+    return False
