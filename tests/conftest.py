@@ -34,7 +34,7 @@ pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtur
 os.environ.setdefault("RECONCILE_DELTA_WRITER", "delta-rs")
 
 # Off a terminal every command prints a progress line per stage on stderr, which CliRunner
-# mixes into the output the tests read; tests/test_progress.py turns them on where they are
+# mixes into the output the tests read; tests/cli/test_progress.py turns them on where they are
 # the subject. Subprocesses inherit it.
 os.environ.setdefault("RECONCILE_PROGRESS", "off")
 

@@ -56,7 +56,7 @@ OVERWRITE_SMALL_BYTES = 512 * 1024
 aggregate's state) takes a change with deletions as an overwrite of held - deleted +
 inserted: 5 Spark jobs (the write, Delta's snapshot of the version written on, its file
 listing) against 9 for the cheapest `MERGE` and 14 to 20 for a table's first
-(`tests/test_step_cost.py` measures both on a bare table). Bounded so that a step writes
+(`tests/engine/test_step_cost.py` measures both on a bare table). Bounded so that a step writes
 what follows its change: 512 kB is within the write budget of a 1,000-row step (20x its
 ~30 kB of input + 200 kB), where rewriting a 6 MB view each step would grow its storage
 by the view's size per step until retention. Not for a table with the change data feed:

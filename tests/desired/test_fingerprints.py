@@ -2,7 +2,7 @@
 relation and the views downstream that read what changed, and nothing else.
 
 A table change that empties the table (truncation) reaches every view downstream
-through the diff, not the fingerprints: see tests/test_plan.py."""
+through the diff, not the fingerprints: see tests/plan/test_plan.py."""
 
 from __future__ import annotations
 

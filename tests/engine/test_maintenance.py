@@ -190,7 +190,7 @@ def test_a_deletion_rewrites_only_the_files_holding_it(spark: SparkSession, tmp_
 def test_the_tpch_queries_are_maintained_but_one(tmp_path: Path) -> None:
     """The 22 TPC-H queries of `bench/tpch_bench.py` (the benchmark measures them; this
     pins how the plan refreshes each, with the key rule's relations read whole)."""
-    sql = {name: (Path(__file__).parent.parent / "bench" / "tpch" / name).read_text()
+    sql = {name: (Path(__file__).resolve().parents[2] / "bench" / "tpch" / name).read_text()
            for name in ("tables.sql", "views.sql")}
     project = write_files(tmp_path, {
         "pipelines/tpch/pipeline.yaml":

@@ -1,5 +1,6 @@
 """The Action with its tables on `s3a://` (moto) applies through Delta Lake's own writer:
-what action.yml's jar steps give embedded Spark (`engine/spark/jars.py`, `tests/test_jars.py`)."""
+what action.yml's jar steps give embedded Spark (`engine/spark/jars.py`,
+`tests/engine/test_jars.py`)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.connect_server import free_ports
 from tests.kafka_broker import Broker, kafka_broker
 from tests.projects import write_files
-from tests.test_continuous_runner import eventually
+from tests.runner.test_continuous_runner import eventually
 
 pytestmark = pytest.mark.slow
 FAST_JVM_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}

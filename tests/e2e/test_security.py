@@ -401,7 +401,7 @@ def test_the_action_installs_without_importing_from_the_checkout(tmp_path: Path)
     result = subprocess.run([sys.executable, "-P", "-m", "pip", "--version"], cwd=checkout,
                             capture_output=True, text=True, check=False, timeout=60)
     assert result.returncode == 0 and not marker.exists(), result.stderr
-    action = (Path(__file__).resolve().parent.parent / "action.yml").read_text()
+    action = (Path(__file__).resolve().parents[2] / "action.yml").read_text()
     assert "python -P -m pip install" in action
     assert "working-directory: ${{ github.action_path }}" in action
 

@@ -16,8 +16,8 @@ from reconciler.plan.document import plan_pipeline
 from reconciler.plan.selection import REFRESH_REASON, Selection
 from reconciler.state.reader import open_backend, read_manifest
 from tests.cli_helpers import manifest, query, reconcile, versions
+from tests.plan.test_plan import commit
 from tests.projects import single_pipeline
-from tests.test_plan import commit
 
 BEFORE = """
 CREATE TABLE t (id INT, v INT);

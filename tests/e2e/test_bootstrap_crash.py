@@ -18,8 +18,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile
+from tests.e2e.test_seed_story import GRADES, STUDENTS, enriched
 from tests.projects import apply_seed_modification, copy_example
-from tests.test_seed_story import GRADES, STUDENTS, enriched
 
 OLD = [("Alice", "algebra", 97), ("Alice", "physics", 89), ("Bob", "algebra", 85),
        ("Bob", "physics", 93)]

@@ -39,7 +39,7 @@ from state_backends import (
 from state_backends.s3 import S3Backend
 from tests.s3_server import moto_s3_server
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PIPE = "orders"
 THREADS = 8
 

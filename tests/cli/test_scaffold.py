@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 from tests.cli_helpers import query, reconcile
 from tests.projects import EXAMPLES
 
-PACKAGE_WORKFLOW = Path(__file__).resolve().parent.parent / "reconciler/templates/workflow.yml"
+PACKAGE_WORKFLOW = Path(__file__).resolve().parents[2] / "reconciler/cli/templates/workflow.yml"
 
 
 def test_init_project_validates_applies_and_answers(spark: SparkSession, tmp_path: Path) -> None:
