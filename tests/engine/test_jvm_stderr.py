@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engine.spark.session import INCUBATOR_WARNING, _IncubatorWarningFilter, jvm_launch
+from reconciler.engine.spark.launch import INCUBATOR_WARNING, _IncubatorWarningFilter, jvm_launch
 
 
 def filtered(chunks: list[bytes], tmp_path: Path) -> bytes:

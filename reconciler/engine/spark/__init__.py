@@ -1,7 +1,8 @@
 """Spark itself: the session a command runs on and what it needs to start.
 
 Owns the Java check (``java``), the jars an embedded session needs (``jars``), the
-session (``session``), a warm local Spark Connect server the CLI's commands share
+session (``session``) and what its JVM inherits (``launch``: a cleaned environment, a
+filtered stderr), a warm local Spark Connect server the CLI's commands share
 (``warm``), Spark dying under a command (``failures``), column types (``schema``) and
 rows the driver holds as DataFrames (``local_rows``).
 

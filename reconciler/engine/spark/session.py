@@ -20,19 +20,13 @@ names a metastore (``spark.sql.catalogImplementation hive``), which a pipeline's
 ``publish:`` then writes to (``engine/publish.py``).
 
 Pipeline SQL comes from pull requests, so the JVM starts with a cleaned
-environment (``jvm_launch``): only what Java, Spark, Python workers and the
+environment (``launch.jvm_launch``): only what Java, Spark, Python workers and the
 cloud storage clients need passes (no ``GITHUB_TOKEN``, no action inputs, no
 runner tokens), ``PYTHONSAFEPATH=1`` keeps Spark's Python workers (started as
 ``python -m pyspark.daemon`` in the working directory, which may be a pull
 request's checkout) from importing a ``pyspark/`` folder found there, and
 ``spark.sql.variable.substitute`` is off so ``${env:NAME}`` in SQL stays text
 (a runtime SQL conf: set at build and again on the session, ``with_safe_sql_conf``).
-
-The JVM prints ``WARNING: Using incubator modules: jdk.incubator.vector`` at start,
-for the ``--add-modules`` flag Spark's launcher always passes; no logging setting or
-JVM flag reaches it, and a user can do nothing about it. So the JVM's stderr reaches
-ours through a pipe that drops exactly that line (``_IncubatorWarningFilter``) and
-passes everything else as it comes.
 """
 
 from __future__ import annotations
@@ -40,10 +34,8 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import shutil
 import socket
-import sys
 import tempfile
 import threading
 import warnings
@@ -63,6 +55,7 @@ from reconciler.engine.spark.jars import (
     s3a_jars,
 )
 from reconciler.engine.spark.java import require_java
+from reconciler.engine.spark.launch import jvm_launch
 from reconciler.support.errors import ReconcileError, error_class
 from reconciler.support.progress import spark_log_level
 from reconciler.support.redaction import redact_text, redact_url
@@ -123,107 +116,12 @@ def _scratch() -> Path:
         return _scratch_dir
 
 
-JVM_ENVIRONMENT = re.compile(
-    r"(PATH|HOME|USER|LOGNAME|HOSTNAME|LANG|LC_\w+|TZ|TMPDIR|TEMP|TMP|LD_LIBRARY_PATH"
-    r"|JAVA_HOME|SPARK_\w+|PYSPARK_\w+|PYTHON\w*|VIRTUAL_ENV|HADOOP_\w+|YARN_CONF_DIR"
-    r"|AWS_\w+|AZURE_\w+|GOOGLE_\w+|KRB5\w*)")
-"""Variables the JVM may inherit: what Java, Spark, its Python workers and the storage
-clients read. Everything else (``GITHUB_TOKEN``, ``INPUT_*``, ``ACTIONS_*`` tokens,
-any other secret of the caller's) stays out of reach of the SQL Spark runs."""
-
 SAFE_SQL_CONF = {"spark.sql.variable.substitute": "false"}
 """Set on every session, after the user's conf: pipeline SQL must not expand ``${env:...}``."""
 
 SAFE_LAUNCH_CONF = {"spark.executorEnv.PYTHONSAFEPATH": "1"}
 """Set where the reconciler launches Spark: executors' Python workers must not import
 from their working directory either (a cluster's own executors are its owner's)."""
-
-
-INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
-"""What every JVM Spark 4 starts prints first on stderr, for an ``--add-modules`` flag of
-Spark's launcher; no setting silences it, and it asks nothing of the user."""
-
-
-class _IncubatorWarningFilter(threading.Thread):
-    """Copies a pipe to a file descriptor as bytes arrive, less every line that is exactly
-    ``INCUBATOR_WARNING``. Only the start of a line is held back, and only while it can
-    still be that line; partial lines (a progress bar's ``\r``) pass at once."""
-
-    def __init__(self, source: int, target: int) -> None:
-        super().__init__(name="jvm-stderr", daemon=True)
-        self.source, self.target = source, target
-        self._held = b""  # the start of a line that may still become the warning
-        self._line_start = True
-
-    def run(self) -> None:
-        try:
-            while chunk := os.read(self.source, 65536):
-                self._write(self._filtered(self._held + chunk))
-            self._write(self._held)
-        except OSError:  # our stderr went away (the process is ending)
-            pass
-        finally:
-            os.close(self.source)
-            os.close(self.target)
-
-    def _filtered(self, data: bytes) -> bytes:
-        """`data` to pass on; sets `_held` to its tail that may yet be the warning."""
-        out, position, warning = bytearray(), 0, INCUBATOR_WARNING
-        self._held = b""
-        while position < len(data):
-            if self._line_start:
-                head = data[position:position + len(warning)]
-                if head == warning:
-                    position += len(warning)
-                    continue
-                if len(head) < len(warning) and warning.startswith(head):
-                    self._held = head
-                    break
-            newline = data.find(b"\n", position)
-            end = len(data) if newline < 0 else newline + 1
-            out += data[position:end]
-            position, self._line_start = end, newline >= 0
-        return bytes(out)
-
-    def _write(self, data: bytes) -> None:
-        while data:
-            data = data[os.write(self.target, data):]
-
-
-@contextmanager
-def jvm_launch() -> Iterator[None]:
-    """What the JVM inherits when it starts: a cleaned environment and no stdout.
-
-    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``), and
-    file descriptor 1 points at stderr, so whatever the JVM ever writes to its stdout
-    (unified logging such as a GC warning, ``System.out``) lands on stderr: stdout
-    carries only what a command prints (``--json``, ``--format json``). Its stderr is a
-    pipe to ours that leaves out ``INCUBATOR_WARNING``. The caller's environment, stdout
-    and stderr are put back once the JVM runs.
-    """
-    saved = dict(os.environ)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved_stdout, saved_stderr = os.dup(1), os.dup(2)
-    source, sink = os.pipe()
-    _IncubatorWarningFilter(source, os.dup(2)).start()
-    try:
-        for key in saved:
-            if not JVM_ENVIRONMENT.fullmatch(key):
-                del os.environ[key]
-        os.environ["PYTHONSAFEPATH"] = "1"
-        os.dup2(sink, 2)
-        os.dup2(sink, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved_stdout, 1)
-        os.dup2(saved_stderr, 2)
-        for fd in (saved_stdout, saved_stderr, sink):
-            os.close(fd)
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def default_master() -> str:

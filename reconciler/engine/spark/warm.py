@@ -205,11 +205,11 @@ def _server_command(folder: Path, spark: Any, port: int, s3a: bool, kafka: bool)
 
 
 def _server_environment(token: str) -> dict[str, str]:
-    """The cleaned environment an embedded JVM gets (`session.JVM_ENVIRONMENT`), with the
+    """The cleaned environment an embedded JVM gets (`launch.JVM_ENVIRONMENT`), with the
     token the server checks."""
     import pyspark
 
-    from reconciler.engine.spark.session import JVM_ENVIRONMENT
+    from reconciler.engine.spark.launch import JVM_ENVIRONMENT
 
     env = {key: value for key, value in os.environ.items()
            if JVM_ENVIRONMENT.fullmatch(key) and key != "SPARK_REMOTE"}

@@ -1,0 +1,115 @@
+"""What a JVM the reconciler starts inherits: a cleaned environment, no stdout, a filtered stderr.
+
+Pipeline SQL comes from pull requests, so the JVM must not see the caller's secrets
+(``GITHUB_TOKEN``, action inputs, runner tokens): only ``JVM_ENVIRONMENT`` passes.
+
+The JVM prints ``WARNING: Using incubator modules: jdk.incubator.vector`` at start,
+for the ``--add-modules`` flag Spark's launcher always passes; no logging setting or
+JVM flag reaches it, and a user can do nothing about it. So the JVM's stderr reaches
+ours through a pipe that drops exactly that line (``_IncubatorWarningFilter``) and
+passes everything else as it comes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+JVM_ENVIRONMENT = re.compile(
+    r"(PATH|HOME|USER|LOGNAME|HOSTNAME|LANG|LC_\w+|TZ|TMPDIR|TEMP|TMP|LD_LIBRARY_PATH"
+    r"|JAVA_HOME|SPARK_\w+|PYSPARK_\w+|PYTHON\w*|VIRTUAL_ENV|HADOOP_\w+|YARN_CONF_DIR"
+    r"|AWS_\w+|AZURE_\w+|GOOGLE_\w+|KRB5\w*)")
+"""Variables the JVM may inherit: what Java, Spark, its Python workers and the storage
+clients read. Everything else (``GITHUB_TOKEN``, ``INPUT_*``, ``ACTIONS_*`` tokens,
+any other secret of the caller's) stays out of reach of the SQL Spark runs."""
+
+
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+"""What every JVM Spark 4 starts prints first on stderr, for an ``--add-modules`` flag of
+Spark's launcher; no setting silences it, and it asks nothing of the user."""
+
+
+class _IncubatorWarningFilter(threading.Thread):
+    """Copies a pipe to a file descriptor as bytes arrive, less every line that is exactly
+    ``INCUBATOR_WARNING``. Only the start of a line is held back, and only while it can
+    still be that line; partial lines (a progress bar's ``\r``) pass at once."""
+
+    def __init__(self, source: int, target: int) -> None:
+        super().__init__(name="jvm-stderr", daemon=True)
+        self.source, self.target = source, target
+        self._held = b""  # the start of a line that may still become the warning
+        self._line_start = True
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self.source, 65536):
+                self._write(self._filtered(self._held + chunk))
+            self._write(self._held)
+        except OSError:  # our stderr went away (the process is ending)
+            pass
+        finally:
+            os.close(self.source)
+            os.close(self.target)
+
+    def _filtered(self, data: bytes) -> bytes:
+        """`data` to pass on; sets `_held` to its tail that may yet be the warning."""
+        out, position, warning = bytearray(), 0, INCUBATOR_WARNING
+        self._held = b""
+        while position < len(data):
+            if self._line_start:
+                head = data[position:position + len(warning)]
+                if head == warning:
+                    position += len(warning)
+                    continue
+                if len(head) < len(warning) and warning.startswith(head):
+                    self._held = head
+                    break
+            newline = data.find(b"\n", position)
+            end = len(data) if newline < 0 else newline + 1
+            out += data[position:end]
+            position, self._line_start = end, newline >= 0
+        return bytes(out)
+
+    def _write(self, data: bytes) -> None:
+        while data:
+            data = data[os.write(self.target, data):]
+
+
+@contextmanager
+def jvm_launch() -> Iterator[None]:
+    """What the JVM inherits when it starts: a cleaned environment and no stdout.
+
+    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``), and
+    file descriptor 1 points at stderr, so whatever the JVM ever writes to its stdout
+    (unified logging such as a GC warning, ``System.out``) lands on stderr: stdout
+    carries only what a command prints (``--json``, ``--format json``). Its stderr is a
+    pipe to ours that leaves out ``INCUBATOR_WARNING``. The caller's environment, stdout
+    and stderr are put back once the JVM runs.
+    """
+    saved = dict(os.environ)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_stdout, saved_stderr = os.dup(1), os.dup(2)
+    source, sink = os.pipe()
+    _IncubatorWarningFilter(source, os.dup(2)).start()
+    try:
+        for key in saved:
+            if not JVM_ENVIRONMENT.fullmatch(key):
+                del os.environ[key]
+        os.environ["PYTHONSAFEPATH"] = "1"
+        os.dup2(sink, 2)
+        os.dup2(sink, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved_stdout, 1)
+        os.dup2(saved_stderr, 2)
+        for fd in (saved_stdout, saved_stderr, sink):
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(saved)
