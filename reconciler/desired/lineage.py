@@ -32,7 +32,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from reconciler.desired.sql import SPARK, drop_positions, parse_query
+from reconciler.desired.canonical import drop_positions
+from reconciler.desired.sql import SPARK, parse_query
 
 ColumnRef = tuple[str, str]  # (relation, column)
 

@@ -23,10 +23,10 @@ from reconciler.desired.kafka_settings import kafka_document, kafka_path
 from reconciler.desired.memo import Analysis, ViewFacts
 from reconciler.desired.nesting import refuse_deep_recursion
 from reconciler.desired.output_key import check_declared_key
-from reconciler.desired.project import ConnectorSpec, PipelineSource, PublishSpec
+from reconciler.desired.pipeline_sql import PipelineSource
+from reconciler.desired.project import ConnectorSpec, PublishSpec
 from reconciler.desired.resolution import check_view_resolution
 from reconciler.desired.safety import check_bare_names
-from reconciler.desired.shapes import Refresh, refresh_of
 from reconciler.desired.sql import (
     ColumnDef,
     Location,
@@ -34,6 +34,7 @@ from reconciler.desired.sql import (
     ViewStatement,
     parse_file,
 )
+from reconciler.desired.view_refresh import Refresh, refresh_of
 from reconciler.support.errors import ReconcileError, did_you_mean
 
 PROGRAM_FORMAT = 1

@@ -161,8 +161,8 @@ _Refuse = Callable[[exp.Expression | None, str], ReconcileError]
 def check_view_query(query: exp.Query, statement_text: str, view: str, file: str,
                      line: int, lines: Mapping[int, int] | None = None) -> None:
     """Refuse anything in `query` outside the allow-list, naming the view, file and line
-    (each node's line: `lines` by `id(node)` when its positions were taken, `sql.drop_positions`,
-    else its own)."""
+    (each node's line: `lines` by `id(node)` when its positions were taken,
+    `canonical.drop_positions`, else its own)."""
 
     def refuse(node: exp.Expression | None, what: str) -> ReconcileError:
         at = (_line(node, lines) if node is not None else None) or line

@@ -51,12 +51,10 @@ from reconciler.desired.keyed import (
     equated_columns,
     from_of,
     keyed,
-    occurrences,
 )
 from reconciler.desired.query_parts import expression_key
 from reconciler.desired.sql import SPARK, parse_query
 
-RefreshPolicy = Literal["incremental", "incremental_strict", "auto", "full"]
 AggregateFunction = Literal["count", "count_distinct", "sum", "avg", "min", "max",
                             "stddev_samp", "stddev_pop", "var_samp", "var_pop"]
 
@@ -66,23 +64,6 @@ _FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
     exp.Variance: "var_samp", exp.VariancePop: "var_pop"}
 
 
-@dataclass(frozen=True)
-class Refresh:
-    """How a view is kept up to date, and why when it is recomputed. `auto`: maintained,
-    or recomputed at a step where that is cheaper (`engine.refresh_choice`)."""
-
-    mode: Literal["incremental", "auto", "full"]
-    reason: str | None = None
-    retracts: bool = True  # whether its changes can delete rows (readers' MIN/MAX need not)
-    read_whole: tuple[str, ...] = ()  # keyed: relations whose change compares it in full
-
-    def describe(self) -> str:
-        if self.mode == "full":
-            return f"recomputed each step: {self.reason}"
-        return ("maintained or recomputed, whichever is cheaper" if self.mode == "auto"
-                else "maintained incrementally") + (
-            f" (a change to {', '.join(self.read_whole)} compares it in full)"
-            if self.read_whole else "")
 
 
 @dataclass(frozen=True)
@@ -242,38 +223,8 @@ def _derived(select: exp.Select, columns: Columns) -> Derived:
     return Derived(select, inner)
 
 
-def refresh_of(query: str | exp.Query, columns: Columns, *, opted_out: bool,
-               policy: RefreshPolicy, input_retracts: bool) -> Refresh:
-    """The refresh of one view, given the policy and whether any of its inputs retracts."""
-    if opted_out:
-        return Refresh("full", "TBLPROPERTIES ('refresh' = 'full')")
-    if policy == "full":
-        return Refresh("full", "refresh: full in pipeline.yaml")
-    try:
-        shape = analyse(query, columns)
-    except Fallback as reason:
-        return Refresh("full", str(reason))
-    mode: Literal["incremental", "auto"] = "auto" if policy == "auto" else "incremental"
-    if isinstance(shape, Linear):
-        return Refresh(mode, retracts=input_retracts)
-    if not isinstance(shape, Aggregate):  # a match arriving retracts a NULL-padded row
-        return Refresh(mode, retracts=True, read_whole=_read_whole(shape))
-    # MIN/MAX over an input that deletes rows: the step recomputes the touched groups.
-    input_retracts = input_retracts or not isinstance(shape.source, Linear)
-    # A DISTINCT-only view over insert-only input only ever gains rows.
-    retracts = input_retracts or bool(shape.calls) or shape.is_global
-    return Refresh(mode, retracts=retracts, read_whole=_read_whole(shape.source))
 
 
-def _read_whole(shape: Shape) -> tuple[str, ...]:
-    """The relations a keyed shape reads whole (outside its key), sorted."""
-    if isinstance(shape, Keyed):
-        return tuple(sorted({table.name.lower() for table, key in
-                             zip(occurrences(shape.select), shape.keys, strict=True)
-                             if key is None}))
-    if isinstance(shape, Derived):
-        return _read_whole(shape.inner)
-    return ()
 
 
 def _linear(branches: list[exp.Select], columns: Columns) -> Linear:
