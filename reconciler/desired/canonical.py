@@ -32,7 +32,7 @@ def statement_digest(source_text: str, tokens: list[Token]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def drop_positions(tree: exp.Expression,
+def drop_positions(tree: exp.Expr,
                    spans: dict[int, tuple[int, int]] | None = None) -> dict[int, int]:
     """Take from `tree` the source positions the parser keeps on each node (line, column
     and offsets, in `meta`; anything else there stays), returning each node's line by

@@ -243,10 +243,11 @@ def _lineage(entry: Any) -> Lineage:
         text, found = _text(text), _refs(refs)
         if flags not in (0, 1, 2, 3) or (flags and context is None):
             raise ValueError(flags)
-        if flags & 1:
-            text += " | " + context.text  # type: ignore[union-attr]
-        if flags & 2:
-            found = tuple(sorted({*found, *context.reads}))  # type: ignore[union-attr]
+        if flags and context is not None:  # (there is a context whenever flags are: above)
+            if flags & 1:
+                text += " | " + context.text
+            if flags & 2:
+                found = tuple(sorted({*found, *context.reads}))
         return _text(name), OutputLineage(text, found)
 
     return Lineage(reads=None if reads is None else _refs(reads),

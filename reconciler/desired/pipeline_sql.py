@@ -61,7 +61,7 @@ class _PipelineLoader(jinja2.FileSystemLoader):
         self.directory = directory
 
     def get_source(self, environment: jinja2.Environment,
-                   template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
+                   template: str) -> tuple[str, str, Callable[[], bool]]:
         if (why := outside_reason(self.directory / template, self.directory)) is not None:
             raise jinja2.TemplateError(f"template '{template}' {why}: refused")
         return super().get_source(environment, template)

@@ -73,7 +73,7 @@ from reconciler.support.errors import ReconcileError, closest, did_you_mean
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]
-Origin = str | exp.Expression  # where an output column comes from: `x.k`, or its projection
+Origin = str | exp.Expr  # where an output column comes from: `x.k`, or its projection
 
 DISTINCT_ALIASES = "give them distinct aliases (AS ...)"
 UNADDRESSABLE = frozenset(".`")
@@ -88,7 +88,7 @@ _cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns, int | None]] = {}
 
 def check_view_resolution(tree: exp.Query, query: str,
                           schemas: Mapping[str, Sequence[str] | None], view: str,
-                          error_at: Callable[[str, exp.Expression | None], ReconcileError],
+                          error_at: Callable[[str, exp.Expr | None], ReconcileError],
                           scopes: Sequence[Scope] = ()) -> Columns:
     """Refuse a view whose query Spark could not resolve, or whose output Delta could not
     store (see the module docstring), naming the view, the names and the sources; return
@@ -157,7 +157,7 @@ class _Resolver:
         self.scope_of: dict[int, Scope] = {}  # id(expression) -> its scope
         self.outputs: dict[int, Columns] = {}  # id(scope) -> its output names
         self.root_outputs: Columns = None
-        self.culprit: exp.Expression | None = None  # the name or projection at fault
+        self.culprit: exp.Expr | None = None  # the name or projection at fault
 
     def problem(self, tree: exp.Query, scopes: Sequence[Scope] = ()) -> str | None:
         scopes = scopes or traverse_scope(tree)
@@ -365,7 +365,7 @@ class _Resolver:
         return None
 
 
-def _output_name(projection: exp.Expression) -> str:
+def _output_name(projection: exp.Expr) -> str:
     """The name Spark gives a projection's column: its alias; a column's (a struct field's)
     own name, also in parentheses or cast; else UNNAMED (Spark names it after the
     expression, `sum(x)`, `CAST(CAST(x AS INT) AS STRING)`, `struct(a, b).a`)."""
@@ -381,7 +381,7 @@ def _output_name(projection: exp.Expression) -> str:
     return node.name.lower() if isinstance(node, exp.Column) else UNNAMED
 
 
-def _spark_named(projection: exp.Expression) -> str:
+def _spark_named(projection: exp.Expr) -> str:
     """The name Spark gives an unnamed projection, as far as it matters for telling two
     apart: its text without qualifiers, lower case (Spark's `count(1)` for `count(*)`). Two
     `count(*)` or `avg(a.x)` and `avg(b.x)` get one name in Spark, which Delta cannot

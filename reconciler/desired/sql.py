@@ -95,7 +95,7 @@ class ViewStatement:
     spans: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
     source: str = field(default="", compare=False, repr=False)
 
-    def error_at(self, message: str, node: exp.Expression | None) -> ReconcileError:
+    def error_at(self, message: str, node: exp.Expr | None) -> ReconcileError:
         """An error at `node`'s first name written (a column's or table's, a projection's
         alias) when its place is known, else at the statement's line."""
         if isinstance(node, exp.Alias):
@@ -131,7 +131,7 @@ def parse_file(source: SqlSource) -> list[Statement]:
 
 
 
-def parse_query(text: str) -> exp.Expression:
+def parse_query(text: str) -> exp.Expr:
     """`sqlglot.parse_one(text, dialect="spark")`, on the shared dialect (`SPARK`)."""
     return sqlglot.parse_one(text, dialect=SPARK)
 
@@ -224,7 +224,7 @@ def _table(expression: exp.Create, location: Location, text: str, source: str
         raise location.error(f"table '{name}' needs a column list")
     check_substitution(text, expression, f"table '{name}'", location.file, location.line)
     columns: list[ColumnDef] = []
-    key_parts: list[tuple[str, exp.Expression]] = []
+    key_parts: list[tuple[str, exp.Expr]] = []
     for item in schema.expressions:
         if isinstance(item, exp.PrimaryKey):
             key_parts = [(part.name.lower(), part) for part in item.expressions]
@@ -255,7 +255,7 @@ def _table(expression: exp.Create, location: Location, text: str, source: str
                           location=location, sql=text)
 
 
-def _at(node: exp.Expression, message: str, location: Location, source: str
+def _at(node: exp.Expr, message: str, location: Location, source: str
         ) -> ReconcileError:
     """An error at the first name written in `node`, where the parser kept its place (a
     table's tree keeps them: `drop_positions` is for views), else at the statement."""
@@ -293,7 +293,7 @@ def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
                      default=default)
 
 
-def _is_literal(value: exp.Expression) -> bool:
+def _is_literal(value: exp.Expr) -> bool:
     """A constant a DEFAULT may hold: a number, string, boolean or NULL, a negative number,
     or a typed literal (`DATE '2024-01-01'`). Nothing that calls a function."""
     if isinstance(value, exp.Neg):
@@ -334,7 +334,8 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
     if not isinstance(query, exp.Query):
         raise location.error(f"view '{name}' needs AS <query>")
     properties = expression.args.get("properties")
-    materialized, full_refresh, key = False, False, ()
+    materialized, full_refresh = False, False
+    key: tuple[str, ...] = ()
     for prop in properties.expressions if properties else []:
         if isinstance(prop, exp.MaterializedProperty):
             materialized = True
@@ -343,7 +344,7 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
             mode = value.name.lower() if isinstance(value, exp.Literal) else ""
             if mode not in ("full", "incremental"):
                 raise location.error(f"view '{name}': 'refresh' must be 'full' or "
-                                     f"'incremental', got {mode or value.sql(DIALECT)!r}")
+                                     f"'incremental', got {mode or _text(value)!r}")
             full_refresh = mode == "full"
         elif isinstance(prop, exp.Property) and prop.name.lower() == "key":
             key = declared_key(prop.args.get("value"), location, name)
@@ -363,7 +364,12 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
                          source=source)
 
 
-def declared_key(value: exp.Expression | None, location: Location, view: str
+def _text(value: exp.Expr | None) -> str:
+    """A property's value as written, for an error ('' when it has none)."""
+    return "" if value is None else value.sql(DIALECT)
+
+
+def declared_key(value: exp.Expr | None, location: Location, view: str
                  ) -> tuple[str, ...]:
     """`TBLPROPERTIES ('key' = 'a, b')`: the output columns that identify a view's rows, for
     a data preview to count rows changed where the query has no GROUP BY to say it
