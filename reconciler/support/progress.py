@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # rich is loaded only for a terminal's display (`terminal_progress`)
     from rich.progress import TaskID
@@ -107,7 +107,7 @@ def spark_log_level() -> str:
     return _spark_log_level
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever `sys.stderr` is when a record comes (a test's capture, a
     redirected stream), not to the one there was when the handler was made."""
 
