@@ -225,7 +225,7 @@ def _load_average() -> str:
 
 def tpch_schemas() -> dict[str, T.StructType]:
     """orders' and lineitem's columns, as `bench/tpch/tables.sql` declares them."""
-    from reconciler.desired.project import SqlSource
+    from reconciler.desired.pipeline_sql import SqlSource
     from reconciler.desired.sql import TableStatement, parse_file
     from reconciler.engine.spark.schema import spark_schema
 

@@ -407,11 +407,11 @@ class StateBackend(ABC):
                 self.release_lock(pipeline, info.id)
             except StateBackendError as release_exc:
                 exc.add_note(f"also failed to release the lock: {release_exc}")
-                exc.unreleased_lock = info.id  # type: ignore[attr-defined]
+                exc.unreleased_lock = info.id  # type: ignore[attr-defined]  # any exception: undeclared
             raise
         else:
             try:
                 self.release_lock(pipeline, info.id)
             except StateBackendError as release_exc:
-                release_exc.unreleased_lock = info.id  # type: ignore[attr-defined]
+                release_exc.unreleased_lock = info.id  # type: ignore[attr-defined]  # undeclared
                 raise

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -55,6 +55,14 @@ _ACQUIRE_ATTEMPTS = 5
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class _Conditions(TypedDict, total=False):
+    """PutObject's preconditions, the compare-and-swap a manifest write is: `IfNoneMatch="*"`
+    for the first, `IfMatch=<etag>` for the next (typed, so boto3's stubs check the call)."""
+
+    IfMatch: str
+    IfNoneMatch: str
 
 
 class S3Backend(StateBackend):
@@ -111,7 +119,7 @@ class S3Backend(StateBackend):
         except BotoCoreError as exc:
             raise self._error(exc, key, "read") from exc
 
-    def _put(self, key: str, data: bytes, **conditions: str) -> str:
+    def _put(self, key: str, data: bytes, **conditions: Unpack[_Conditions]) -> str:
         """PutObject; ClientErrors propagate so callers can read conflict codes."""
         try:
             response = self._client.put_object(
@@ -157,7 +165,7 @@ class S3Backend(StateBackend):
         loc = self._loc(key)
         serial = document_serial(document, loc)
         data = encode_document(document)
-        condition = (
+        condition: _Conditions = (
             {"IfNoneMatch": "*"} if expected_version is None else {"IfMatch": expected_version}
         )
         try:

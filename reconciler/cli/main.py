@@ -303,8 +303,9 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     held: list[str] = []  # bad input files: the other pipelines and connectors still step
     outcomes = []
     for name in names:
-        outcome = recorded(backend, name,
-                           lambda name=name: ops.run_pipeline(project, backend, engine, name)[0])
+        def step(name: str = name) -> Any:  # (a def: mypy infers no lambda with a default)
+            return ops.run_pipeline(project, backend, engine, name)[0]
+        outcome = recorded(backend, name, step)
         held.extend(outcome.details.get("bad_input", {}).values())
         outcomes.append(outcome)
         if outcome.result != "input-failed" and not obj.as_json:

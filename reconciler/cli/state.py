@@ -85,15 +85,14 @@ def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
     for name in names:
         with backend.locked(name, "gc"):
             done = collect_garbage(project, backend, name, dry_run=dry_run, strict=True)
-        removed[name] = {"files": list(done.files) if done else [],
-                         "bytes": done.bytes if done else 0}
+        files, size = (list(done.files), done.bytes) if done else ([], 0)
+        removed[name] = {"files": files, "bytes": size}
         if obj.as_json:
             continue
         for path in (done.files if done and dry_run else []):
             click.echo(f"  {path}")
         verb = "would remove" if dry_run else "removed"
-        click.echo(f"{name}: {verb} {len(removed[name]['files'])} file(s), "
-                   f"{removed[name]['bytes']:,} bytes")
+        click.echo(f"{name}: {verb} {len(files)} file(s), {size:,} bytes")
     if obj.as_json:
         obj.emit({"dry_run": dry_run, "pipelines": removed})
 

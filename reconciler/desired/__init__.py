@@ -2,14 +2,17 @@
 
 Owns YAML with line numbers (``documents``), ``reconcile.yaml`` and
 ``pipeline.yaml`` (``project``, the values its settings take in ``setting_values``),
-Spark SQL statements (``sql``), what a statement that does not parse got wrong
+a pipeline's SQL files found and rendered as sandboxed templates (``pipeline_sql``),
+Spark SQL statements (``sql``), their canonical text, digest and tree without source
+positions (``canonical``), what a statement that does not parse got wrong
 and where (``syntax_errors``), how deeply they may nest (``nesting``), what a
 view may do (``safety``), resolving its names as Spark's analyzer will
-(``resolution``),
+(``resolution``, with Spark's rules for what a scope sees in ``scope_rules``),
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
 be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 ``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``output_key``
-and ``fallback``, the reason a view is recomputed), whether a table can evolve in
+and ``fallback``, the reason a view is recomputed), how each view is refreshed given
+its shape and the pipeline's policy (``view_refresh``), whether a table can evolve in
 place (``table_evolution``), connector options (``connector_options``), which
 connector fields go together (``connector_shape``) and a Kafka connector's settings
 (``kafka_settings``),

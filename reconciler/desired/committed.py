@@ -31,14 +31,9 @@ from pydantic import ValidationError
 
 from reconciler.desired.documents import YamlDocument
 from reconciler.desired.kafka_settings import spec_fields
+from reconciler.desired.pipeline_sql import PipelineSource, SqlSource
 from reconciler.desired.program import Program, build_program
-from reconciler.desired.project import (
-    NAME_PATTERN,
-    ConnectorSpec,
-    PipelineSource,
-    PipelineSpec,
-    SqlSource,
-)
+from reconciler.desired.project import NAME_PATTERN, ConnectorSpec, PipelineSpec
 from reconciler.support.errors import ReconcileError
 
 _NAME = re.compile(NAME_PATTERN)

@@ -219,20 +219,26 @@ class _LimitedLoader(yaml.SafeLoader):
         self.depth = 0
         self.alias_lines: dict[int, int] = {}  # id(node) -> line of the first alias to it
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]  # unannotated stub
         if isinstance(event, yaml.AliasEvent):
             node = super().compose_node(parent, index)
-            self.alias_lines.setdefault(id(node), event.start_mark.line + 1)
+            self.alias_lines.setdefault(id(node), _line_of(event))
             return node
         if self.depth >= MAX_YAML_DEPTH:
             raise ReconcileError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep",
-                                 file=self.shown, line=event.start_mark.line + 1)
+                                 file=self.shown, line=_line_of(event))
         self.depth += 1
         try:
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+
+def _line_of(event: yaml.Event) -> int:
+    """The line an event starts on, from 1 (PyYAML's parser gives every event its marks)."""
+    assert event.start_mark is not None
+    return event.start_mark.line + 1
 
 
 def _check_expansion(root: yaml.Node, alias_lines: dict[int, int], shown: str) -> None:

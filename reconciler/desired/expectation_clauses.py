@@ -22,10 +22,10 @@ NULLs (`docs/expectations.md`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 import sqlglot
 from sqlglot import exp
@@ -39,7 +39,7 @@ from reconciler.support.errors import ReconcileError, did_you_mean
 Action = Literal["keep", "drop", "fail"]
 ACTION_WORDS: dict[Action, str] = {"keep": "", "drop": "ON VIOLATION DROP ROW",
                                    "fail": "ON VIOLATION FAIL UPDATE"}
-_ACTIONS: dict[tuple[str, str], Action] = {("DROP", "ROW"): "drop", ("FAIL", "UPDATE"): "fail"}
+_ACTIONS: dict[tuple[str, ...], Action] = {("DROP", "ROW"): "drop", ("FAIL", "UPDATE"): "fail"}
 DROP_ALIAS = "__expectations"
 """The derived table a view's query becomes when a DROP ROW expectation filters it."""
 _NOT_BOOLEAN = (exp.Literal, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.DPipe,
@@ -154,7 +154,7 @@ def _expectation(tokens: list[Token], first: int, last: int, text: str, file: st
                   or words[2:] not in _ACTIONS):
         raise error(f"expectation '{name}': after EXPECT (...) only ON VIOLATION DROP ROW "
                     f"or ON VIOLATION FAIL UPDATE may follow, not '{' '.join(words)}'")
-    action: Action = _ACTIONS[words[2:]] if words else "keep"  # type: ignore[index]
+    action: Action = _ACTIONS[words[2:]] if words else "keep"
     source = text[tokens[opened + 1].start: tokens[closed - 1].end + 1]
     condition = _condition(source, f"expectation '{name}'", error)
     check_substitution(source, condition, f"{relation_kind}: expectation '{name}'", file, line)
@@ -167,7 +167,7 @@ def _expectation(tokens: list[Token], first: int, last: int, text: str, file: st
 
 
 def _condition(source: str, subject: str,
-               error: Callable[[str], ReconcileError]) -> exp.Expression:
+               error: Callable[[str], ReconcileError]) -> exp.Expr:
     """The parsed condition (comments dropped, column names lower-cased), refused unless
     it is one row-by-row boolean expression of unqualified columns."""
     try:
@@ -261,11 +261,11 @@ def executable_view_query(statement_sql: str) -> str:
     return with_drops(create.expression, drops).sql(dialect="spark")
 
 
-def expectation_changes(old: dict[str, object], new: dict[str, object]) -> list[str]:
+def expectation_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What changed among two document entries' expectations, as a plan says it:
     `expectation positive added: EXPECT (amount > 0) ON VIOLATION DROP ROW`."""
-    before = {e["name"]: e for e in old.get("expectations", ())}  # type: ignore[attr-defined]
-    after = {e["name"]: e for e in new.get("expectations", ())}  # type: ignore[attr-defined]
+    before = {e["name"]: e for e in old.get("expectations", ())}
+    after = {e["name"]: e for e in new.get("expectations", ())}
     changes = []
     for name in sorted({*before, *after}):
         if before.get(name) == after.get(name):
@@ -280,6 +280,7 @@ def expectation_changes(old: dict[str, object], new: dict[str, object]) -> list[
     return changes
 
 
-def _shown(entry: dict[str, str]) -> str:
-    words = ACTION_WORDS[entry["action"]]  # type: ignore[index]
+def _shown(entry: Mapping[str, Any]) -> str:
+    """An expectation's document entry as a plan shows it (an entry is read JSON)."""
+    words = ACTION_WORDS[entry["action"]]
     return f"EXPECT ({entry['condition']})" + (f" {words}" if words else "")

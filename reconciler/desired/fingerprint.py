@@ -81,13 +81,13 @@ def derive(tables: Mapping[str, Mapping[str, Any]], views: Mapping[str, Mapping[
         view = views[name]
         reads_of = view["reads"]
         lineage = lineage_of(view["query"], {
-            read: tuple(columns[read]) if columns.get(read) is not None else None
+            read: tuple(known) if (known := columns.get(read)) is not None else None
             for read in reads_of})
         reads = {read: rows[read] for read in reads_of}
         if lineage.reads is None:
             reads.update({f"{read}.*": data[read] for read in reads_of})
         else:
-            reads.update({f"{read}.{column}": columns[read][column]  # type: ignore[index]
+            reads.update({f"{read}.{column}": _column(columns, read, column)
                           for read, column in lineage.reads})
         definition = {"kind": "view", "query": view["query"],
                       "materialized": view["materialized"], "reads": reads}
@@ -119,8 +119,16 @@ def _part(part: OutputLineage, reads_of: Sequence[str],
     """One output column's (or the context's) fingerprint: its text, the columns it reads,
     and the rows of every relation the view reads."""
     return stable_hash({"text": part.text, "rows": {read: rows[read] for read in reads_of},
-                        "reads": {f"{read}.{column}": columns[read][column]  # type: ignore[index]
+                        "reads": {f"{read}.{column}": _column(columns, read, column)
                                   for read, column in part.reads}})
+
+
+def _column(columns: Mapping[str, Mapping[str, str] | None], read: str, column: str) -> str:
+    """The fingerprint of `read`'s column `column`. Lineage names a column of a relation
+    only when that relation's columns are known (`columns[read]` is not None)."""
+    known = columns[read]
+    assert known is not None, read
+    return known[column]
 
 
 def rederive(document: dict[str, Any],

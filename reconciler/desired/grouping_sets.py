@@ -27,15 +27,15 @@ MAX_SETS = 64
 GroupingSets = tuple[tuple[int, ...], ...]
 
 
-def grouping_sets(group: exp.Group, resolve: Callable[[exp.Expression], exp.Expression],
-                  normal: Callable[[exp.Expression], Hashable]
-                  ) -> tuple[list[exp.Expression], GroupingSets]:
+def grouping_sets(group: exp.Group, resolve: Callable[[exp.Expr], exp.Expr],
+                  normal: Callable[[exp.Expr], Hashable]
+                  ) -> tuple[list[exp.Expr], GroupingSets]:
     """The GROUP BY's keys (each `resolve`d: a position or alias to its expression) and its
     grouping sets as key indices; no sets for a plain GROUP BY."""
-    keys: list[exp.Expression] = []
+    keys: list[exp.Expr] = []
     index: dict[Hashable, int] = {}
 
-    def key_of(node: exp.Expression) -> int:
+    def key_of(node: exp.Expr) -> int:
         key = resolve(node.this if isinstance(node, exp.Paren) else node)
         found = index.setdefault(normal(key), len(keys))
         if found == len(keys):
@@ -77,8 +77,8 @@ def grouping_id(members: tuple[int, ...], keys: int) -> int:
     return sum(1 << (keys - 1 - j) for j in range(keys) if j not in members)
 
 
-def grouping_call(node: exp.Grouping | exp.GroupingId, keys: list[exp.Expression],
-                  sets: GroupingSets, find: Callable[[exp.Expression], int | None]
+def grouping_call(node: exp.Grouping | exp.GroupingId, keys: list[exp.Expr],
+                  sets: GroupingSets, find: Callable[[exp.Expr], int | None]
                   ) -> exp.Column:
     """GROUPING(k) as the column `__grp<j>` and GROUPING_ID(...) as `__g` (both computed
     from the state's `__g` by `output_rows`)."""
@@ -106,7 +106,7 @@ def _cube(members: list[int]) -> list[tuple[int, ...]]:
             for chosen in itertools.combinations(members, size)]
 
 
-def _one_set(item: exp.Expression, key_of: Callable[[exp.Expression], int]
+def _one_set(item: exp.Expr, key_of: Callable[[exp.Expr], int]
              ) -> tuple[int, ...]:
     """One entry of GROUPING SETS: `(a, b)`, `(a)`, `a` or `()`."""
     if isinstance(item, (exp.Rollup, exp.Cube, exp.GroupingSets)):

@@ -12,14 +12,19 @@ the keys a step touches, so each use costs the touched keys' rows, not the CTE's
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from sqlglot import exp
+
+Tree = TypeVar("Tree", bound=exp.Expr)
+"""A query's tree, or a statement holding one: what `inline_ctes` takes it returns."""
 
 
 class CannotInline(Exception):
     """A `WITH` that has no derived-table form here; the message says which."""
 
 
-def inline_ctes(query: exp.Query) -> exp.Query:
+def inline_ctes(query: Tree) -> Tree:
     """`query` (a copy when it has a `WITH` anywhere) with every CTE reference replaced."""
     if query.find(exp.With) is None:  # no WITH node, so no query holding one: as it is
         return query
@@ -31,17 +36,17 @@ def inline_ctes(query: exp.Query) -> exp.Query:
     return query
 
 
-def _with_of(node: exp.Expression) -> exp.With | None:
+def _with_of(node: exp.Expr) -> exp.With | None:
     found = node.args.get("with_") or node.args.get("with")  # sqlglot 30 says `with_`
     return found if isinstance(found, exp.With) else None
 
 
-def _inline_one(holder: exp.Expression) -> None:
+def _inline_one(holder: exp.Expr) -> None:
     with_ = _with_of(holder)
     assert with_ is not None
     if with_.args.get("recursive"):
         raise CannotInline("WITH RECURSIVE")
-    bodies: dict[str, exp.Expression] = {}
+    bodies: dict[str, exp.Expr] = {}
     for cte in with_.expressions:
         alias = cte.args.get("alias")
         if alias is not None and alias.columns:
@@ -51,7 +56,7 @@ def _inline_one(holder: exp.Expression) -> None:
     _substituted(holder, bodies)
 
 
-def _substituted(node: exp.Expression, bodies: dict[str, exp.Expression]) -> exp.Expression:
+def _substituted(node: exp.Expr, bodies: dict[str, exp.Expr]) -> exp.Expr:
     """Each table reference named like a CTE in `bodies`, replaced by its query."""
     for table in list(node.find_all(exp.Table)):
         name = table.name.lower()

@@ -43,16 +43,39 @@ _SECRET = re.compile(r"(?i)(jaas|passw|secret|token|credential|\.key$|keystore\.
 
 
 class _KafkaSpec(Protocol):
-    name: str
-    table: str | None
-    format: str | None
-    path: str | None
-    options: dict[str, Any]
-    changes: bool
-    bootstrap_servers: str | None
-    topic: str | list[str] | None
-    topic_pattern: str | None
-    env_options: dict[str, str]
+    """What these checks read of a connector (`project.ConnectorSpec`, which imports this
+    module). Read-only, as the frozen model's fields are: a field narrower than its type
+    here (`format`, a Literal) still matches."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def table(self) -> str | None: ...
+
+    @property
+    def format(self) -> str | None: ...
+
+    @property
+    def path(self) -> str | None: ...
+
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+    @property
+    def changes(self) -> bool: ...
+
+    @property
+    def bootstrap_servers(self) -> str | None: ...
+
+    @property
+    def topic(self) -> str | list[str] | None: ...
+
+    @property
+    def topic_pattern(self) -> str | None: ...
+
+    @property
+    def env_options(self) -> dict[str, str]: ...
 
 
 def check_kafka_shape(spec: _KafkaSpec) -> None:

@@ -65,7 +65,7 @@ class Keyed:
     keys: tuple[str | None, ...]
     output_key: int | None = None  # the output column holding each row's key, if one does
 
-def named_columns(query: exp.Expression) -> set[str] | None:
+def named_columns(query: exp.Expr) -> set[str] | None:
     """Every name the query writes (lowercase), a superset of the columns it reads; None when
     it can read columns it does not name: a `*` in a select list (not `COUNT(*)`, not an
     `EXISTS` subquery's, whose columns nothing reads) or a `NATURAL` join."""

@@ -32,7 +32,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from reconciler.desired.sql import SPARK, drop_positions, parse_query
+from reconciler.desired.canonical import drop_positions
+from reconciler.desired.sql import SPARK, parse_query
 
 ColumnRef = tuple[str, str]  # (relation, column)
 
@@ -147,7 +148,7 @@ class _Walk:
                     found.append([(source.name, c) for c in self._columns_of(source)])
         return found
 
-    def _star_sources(self, scope: Scope, select: exp.Expression) -> list[exp.Table | Scope]:
+    def _star_sources(self, scope: Scope, select: exp.Expr) -> list[exp.Table | Scope]:
         if isinstance(select, exp.Star):
             return [source for _, source in scope.selected_sources.values()]
         if isinstance(select, exp.Column) and select.is_star:
@@ -211,12 +212,13 @@ class _Walk:
                             f"{source.name}.{name} | {context_text}",
                             tuple(sorted({(source.name, name), *context_refs})))))
                 continue
-            own = {resolved.get(id(c)) for c in projection.find_all(exp.Column)}
-            if None in own:
+            found = {resolved.get(id(c)) for c in projection.find_all(exp.Column)}
+            own = {ref for ref in found if ref is not None}
+            if len(own) != len(found):  # a column not resolved
                 return None
             outputs.append((projection.alias_or_name, OutputLineage(
                 f"{projection.sql(dialect=SPARK)} | {context_text}",
-                tuple(sorted({*own, *context_refs})))))  # type: ignore[arg-type]
+                tuple(sorted({*own, *context_refs})))))
         names = [name for name, _ in outputs]
         if len(set(names)) != len(names):
             return None

@@ -12,7 +12,7 @@ with `analysis_version` (the sqlglot version, the Python version and the source 
 every module of `desired/`, so any change to the code that analyses invalidates every
 entry) prepended, and holds only what that deterministic function returned:
 
-* a view: its statement's text (`sql.statement_digest`), the columns of each relation
+* a view: its statement's text (`canonical.statement_digest`), the columns of each relation
   it reads (as lineage and as Spark name them), `refresh:` of pipeline.yaml and whether
   an input retracts rows give the refresh (mode, reason, retracts, relations read
   whole), its output columns and its resolved output names, the resolution check
@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import sqlglot
 
 from reconciler.desired.lineage import Lineage, OutputLineage, view_lineage
-from reconciler.desired.shapes import Refresh
+from reconciler.desired.view_refresh import Refresh
 
 Columns = tuple[str, ...] | None
 Schemas = Mapping[str, Sequence[str] | None]
@@ -243,10 +243,11 @@ def _lineage(entry: Any) -> Lineage:
         text, found = _text(text), _refs(refs)
         if flags not in (0, 1, 2, 3) or (flags and context is None):
             raise ValueError(flags)
-        if flags & 1:
-            text += " | " + context.text  # type: ignore[union-attr]
-        if flags & 2:
-            found = tuple(sorted({*found, *context.reads}))  # type: ignore[union-attr]
+        if flags and context is not None:  # (there is a context whenever flags are: above)
+            if flags & 1:
+                text += " | " + context.text
+            if flags & 2:
+                found = tuple(sorted({*found, *context.reads}))
         return _text(name), OutputLineage(text, found)
 
     return Lineage(reads=None if reads is None else _refs(reads),

@@ -53,7 +53,7 @@ def output_key(statement: str, primary_keys: Mapping[str, Sequence[str]] | None 
     return names
 
 
-def _declared(tree: exp.Expression) -> list[str] | None:
+def _declared(tree: exp.Expr) -> list[str] | None:
     """The view's own `TBLPROPERTIES ('key' = 'a, b')` (`desired.sql.declared_key`)."""
     properties = tree.args.get("properties") if isinstance(tree, exp.Create) else None
     for prop in properties.expressions if properties else []:
@@ -62,7 +62,7 @@ def _declared(tree: exp.Expression) -> list[str] | None:
     return None
 
 
-def _query(tree: exp.Expression) -> exp.Expression | None:
+def _query(tree: exp.Expr) -> exp.Expr | None:
     try:
         return inline_ctes(tree.expression if isinstance(tree, exp.Create) else tree)
     except CannotInline:
@@ -97,7 +97,7 @@ def kept_primary_key(select: exp.Select, primary_keys: Mapping[str, Sequence[str
     return None if None in names else [name for name in names if name is not None]
 
 
-def _output_name(key: exp.Expression, items: list[exp.Expression]) -> str | None:
+def _output_name(key: exp.Expr, items: list[exp.Expr]) -> str | None:
     if isinstance(key, (exp.Rollup, exp.Cube, exp.GroupingSets)):
         return None
     if isinstance(key, exp.Literal) and not key.is_string:

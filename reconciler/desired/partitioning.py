@@ -73,9 +73,9 @@ class Partitioning(QueryGraph):
                     "GROUP BY without the key")
                 break
             keys: list[str | None] = [None] * len(self.tables)
-            for occurrence, column in sorted(members):
+            for occurrence, column_name in sorted(members):
                 if keys[occurrence] is None:
-                    keys[occurrence] = column
+                    keys[occurrence] = column_name
             try:
                 self._validate(set(members), keys)
             except KeyFallback as problem:
@@ -287,8 +287,8 @@ class Partitioning(QueryGraph):
             links.append(self.in_bindings[position])
         for slot, other in links:
             if slot in key and other in key:
-                ends = [self._member_of(node[0], scope) for node in (slot, other)]
-                ends = [outside if end is None else end for end in ends]
+                found = [self._member_of(node[0], scope) for node in (slot, other)]
+                ends = [outside if end is None else end for end in found]
                 if all(end in parent for end in ends):
                     parent[root(ends[0])] = root(ends[1])
         if len({root(member) for member in ([*members, outside] if bound else members)}) > 1:

@@ -23,10 +23,10 @@ from reconciler.desired.kafka_settings import kafka_document, kafka_path
 from reconciler.desired.memo import Analysis, ViewFacts
 from reconciler.desired.nesting import refuse_deep_recursion
 from reconciler.desired.output_key import check_declared_key
-from reconciler.desired.project import ConnectorSpec, PipelineSource, PublishSpec
+from reconciler.desired.pipeline_sql import PipelineSource
+from reconciler.desired.project import ConnectorSpec, PublishSpec
 from reconciler.desired.resolution import check_view_resolution
 from reconciler.desired.safety import check_bare_names
-from reconciler.desired.shapes import Refresh, refresh_of
 from reconciler.desired.sql import (
     ColumnDef,
     Location,
@@ -34,6 +34,7 @@ from reconciler.desired.sql import (
     ViewStatement,
     parse_file,
 )
+from reconciler.desired.view_refresh import Refresh, RefreshPolicy, refresh_of
 from reconciler.support.errors import ReconcileError, did_you_mean
 
 PROGRAM_FORMAT = 1
@@ -323,7 +324,7 @@ def _publish(source: PipelineSource, tables: Mapping[str, Table],
     return publish
 
 
-def _analysed(statement: ViewStatement, policy: str, views: dict[str, View],
+def _analysed(statement: ViewStatement, policy: RefreshPolicy, views: dict[str, View],
               columns: dict[str, tuple[str, ...] | None],
               resolved: dict[str, tuple[str, ...] | None], analysis: Analysis) -> ViewFacts:
     """A view's checks and analyses, in the order their errors are raised: bare names,
@@ -366,7 +367,7 @@ def _renamed(source: PipelineSource,
     return renamed
 
 
-def _refresh(statement: ViewStatement, policy: str, retracts: bool,
+def _refresh(statement: ViewStatement, policy: RefreshPolicy, retracts: bool,
              read_columns: dict[str, tuple[str, ...] | None],
              expectations: tuple[Expectation, ...]) -> Refresh:
     """How a view is refreshed; with `refresh: incremental_strict` a recomputed view is an

@@ -142,7 +142,7 @@ class QueryGraph:
                 self._union(outer_slot, inner_slot)
                 self.in_bindings[position] = (outer_slot, inner_slot)
 
-    def _equalities(self, condition: exp.Expression | None, scope: Scope,
+    def _equalities(self, condition: exp.Expr | None, scope: Scope,
                     position: int) -> list[tuple[Slot, Slot]]:
         found = []
         for part in conjuncts(condition):

@@ -5,14 +5,15 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def occurrences(query: exp.Expression) -> list[exp.Table]:
+def occurrences(query: exp.Expr) -> list[exp.Table]:
     """Every relation occurrence of the query, subqueries included, in a stable order."""
     return list(query.find_all(exp.Table))
 
 
 def function_name(window: exp.Window) -> str:
     """A window's function as Spark spells it (`ROW_NUMBER`, not sqlglot's `ROWNUMBER`)."""
-    return window.this.sql(dialect="spark").split("(", 1)[0].strip().upper()
+    function: exp.Expr = window.this
+    return function.sql(dialect="spark").split("(", 1)[0].strip().upper()
 
 
 def aggregates_rows(select: exp.Select) -> bool:
@@ -21,7 +22,7 @@ def aggregates_rows(select: exp.Select) -> bool:
                for part in select.expressions for node in part.find_all(exp.AggFunc))
 
 
-def set_branches(query: exp.Expression) -> list[exp.Select]:
+def set_branches(query: exp.Expr) -> list[exp.Select]:
     """The selects a derived table's query combines: a set operation's branches, or one."""
     if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
         return [*set_branches(query.this), *set_branches(query.expression)]
@@ -32,7 +33,7 @@ def set_branches(query: exp.Expression) -> list[exp.Select]:
     return [query]
 
 
-def conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
+def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
     """The top-level AND-ed parts of a condition."""
     if condition is None:
         return []
@@ -43,13 +44,13 @@ def conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
     return [condition]
 
 
-def from_of(select: exp.Select) -> exp.Expression | None:
+def from_of(select: exp.Select) -> exp.Expr | None:
     """The relation (or derived table) of a select's FROM."""
     source = select.args.get("from_") or select.args.get("from")  # sqlglot 30: `from_`
     return source.this if source is not None else None
 
 
-def expression_key(node: exp.Expression, *, bare: bool = False) -> tuple[object, ...]:
+def expression_key(node: exp.Expr, *, bare: bool = False) -> tuple[object, ...]:
     """A key to compare expressions by: unquoted names lower-cased, a column's qualifier
     dropped if `bare`. Built by walking the tree, without copying or generating SQL
     (plan speed: it is asked per key and per aggregate of every view)."""

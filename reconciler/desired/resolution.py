@@ -52,20 +52,28 @@ are, so a program built again in one process is not walked again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from reconciler.desired.safety import LITERAL_FUNCTIONS
+from reconciler.desired.scope_rules import (
+    has_natural_join,
+    in_filter,
+    scope_chain,
+    select_aliases,
+    source_named,
+    using_columns,
+)
 from reconciler.desired.sql import SPARK
 from reconciler.desired.syntax_errors import KEYWORDS
 from reconciler.support.errors import ReconcileError, closest, did_you_mean
 
 Columns = tuple[str, ...] | None  # None: unknown
 SchemaKey = tuple[tuple[str, Columns], ...]
-Origin = str | exp.Expression  # where an output column comes from: `x.k`, or its projection
+Origin = str | exp.Expr  # where an output column comes from: `x.k`, or its projection
 
 DISTINCT_ALIASES = "give them distinct aliases (AS ...)"
 UNADDRESSABLE = frozenset(".`")
@@ -80,7 +88,7 @@ _cache: dict[tuple[str, SchemaKey], tuple[str | None, Columns, int | None]] = {}
 
 def check_view_resolution(tree: exp.Query, query: str,
                           schemas: Mapping[str, Sequence[str] | None], view: str,
-                          error_at: Callable[[str, exp.Expression | None], ReconcileError],
+                          error_at: Callable[[str, exp.Expr | None], ReconcileError],
                           scopes: Sequence[Scope] = ()) -> Columns:
     """Refuse a view whose query Spark could not resolve, or whose output Delta could not
     store (see the module docstring), naming the view, the names and the sources; return
@@ -149,7 +157,7 @@ class _Resolver:
         self.scope_of: dict[int, Scope] = {}  # id(expression) -> its scope
         self.outputs: dict[int, Columns] = {}  # id(scope) -> its output names
         self.root_outputs: Columns = None
-        self.culprit: exp.Expression | None = None  # the name or projection at fault
+        self.culprit: exp.Expr | None = None  # the name or projection at fault
 
     def problem(self, tree: exp.Query, scopes: Sequence[Scope] = ()) -> str | None:
         scopes = scopes or traverse_scope(tree)
@@ -177,8 +185,8 @@ class _Resolver:
         qualifier = column.table.lower()
         if not qualifier:
             return self._unqualified(scope, name, column)
-        for current in _chain(scope):
-            source = _source(current, qualifier)
+        for current in scope_chain(scope):
+            source = source_named(current, qualifier)
             if source is None:
                 continue
             columns = self._columns(source)
@@ -200,26 +208,26 @@ class _Resolver:
         if name in LITERAL_FUNCTIONS or not name:
             return None
         last = scope
-        for current in _chain(scope):
+        for current in scope_chain(scope):
             if current.pivots:
                 return None
-            aliases = _aliases(current)
+            aliases = select_aliases(current)
             matches, complete = self._matches(current, name)
             found = sum(count for _, count in matches)
             if found == 1 or (found == 0 and self._in_semi_join(current, name)):
                 return None
             if found > 1:
-                if (name in _using(current) or _natural(current)
+                if (name in using_columns(current) or has_natural_join(current)
                         or (name in aliases and column.find_ancestor(*_ALIAS_CLAUSES))):
                     return None
                 return _ambiguous(name, matches)
-            if (name in aliases and (current is not scope or not _in_filter(column))) \
+            if (name in aliases and (current is not scope or not in_filter(column))) \
                     or not complete:
                 return None  # a select alias, or maybe a column of a source not known
             last = current
         if last.can_be_correlated:
             return None  # a derived table or CTE inside a subquery: maybe correlated
-        known = [column for current in _chain(scope)
+        known = [column for current in scope_chain(scope)
                  for _, source in current.selected_sources.values()
                  for column in self._columns(source) or ()]
         return (f"column '{written or name}' does not exist in {self._described(scope)}"
@@ -251,7 +259,7 @@ class _Resolver:
 
     def _is_column(self, scope: Scope, name: str) -> bool:
         """Whether some source in `scope` or an enclosing scope may have column `name`."""
-        for current in _chain(scope):
+        for current in scope_chain(scope):
             for _, source in current.selected_sources.values():
                 columns = self._columns(source)
                 if columns is None or name in columns:
@@ -316,13 +324,13 @@ class _Resolver:
             return None
         if isinstance(star, exp.Column):
             qualifier = star.table.lower()
-            sources = [(qualifier, _source(scope, qualifier))]
+            sources = [(qualifier, source_named(scope, qualifier))]
             using: set[str] = set()
         else:
-            if _natural(scope):
+            if has_natural_join(scope):
                 return None
             sources = [(alias, source) for alias, (_, source) in scope.selected_sources.items()]
-            using = _using(scope)
+            using = using_columns(scope)
         found: list[tuple[str, Origin]] = []
         for alias, source in sources:
             columns = self._columns(source) if source is not None else None
@@ -357,7 +365,7 @@ class _Resolver:
         return None
 
 
-def _output_name(projection: exp.Expression) -> str:
+def _output_name(projection: exp.Expr) -> str:
     """The name Spark gives a projection's column: its alias; a column's (a struct field's)
     own name, also in parentheses or cast; else UNNAMED (Spark names it after the
     expression, `sum(x)`, `CAST(CAST(x AS INT) AS STRING)`, `struct(a, b).a`)."""
@@ -373,7 +381,7 @@ def _output_name(projection: exp.Expression) -> str:
     return node.name.lower() if isinstance(node, exp.Column) else UNNAMED
 
 
-def _spark_named(projection: exp.Expression) -> str:
+def _spark_named(projection: exp.Expr) -> str:
     """The name Spark gives an unnamed projection, as far as it matters for telling two
     apart: its text without qualifiers, lower case (Spark's `count(1)` for `count(*)`). Two
     `count(*)` or `avg(a.x)` and `avg(b.x)` get one name in Spark, which Delta cannot
@@ -384,53 +392,18 @@ def _spark_named(projection: exp.Expression) -> str:
     return bare.sql(dialect=SPARK).lower().replace("count(*)", "count(1)").replace("`", "")
 
 
-def _chain(scope: Scope) -> Iterable[Scope]:
-    """`scope`, then, from a subquery or a generator, the scopes enclosing it (where a
-    correlated reference resolves). A derived table, CTE or set operation branch sees no
-    enclosing query's sources in Spark (its parent's sources even include itself)."""
-    current: Scope | None = scope
-    while current is not None:
-        yield current
-        if not (current.is_subquery or current.is_udtf):
-            return
-        current = current.parent
 
 
-def _source(scope: Scope, qualifier: str) -> exp.Table | Scope | None:
-    """The source `scope` reads as `qualifier` in its `FROM`/`JOIN` (semi and anti joins
-    too), the alias compared without case as Spark does."""
-    for alias, _ in scope.references:
-        if alias.lower() == qualifier:
-            return scope.sources.get(alias)
-    return None
 
 
-def _aliases(scope: Scope) -> set[str]:
-    expression = scope.expression
-    if not isinstance(expression, exp.Select):
-        return set()
-    return {projection.alias.lower() for projection in expression.selects
-            if isinstance(projection, exp.Alias)}
 
 
-def _in_filter(column: exp.Column) -> bool:
-    """Whether `column` is in a `WHERE` or a join's `ON`, where Spark takes no select alias."""
-    return isinstance(column.find_ancestor(exp.Where, exp.Join, exp.Select), (exp.Where, exp.Join))
 
 
-def _joins(scope: Scope) -> list[exp.Join]:
-    expression = scope.expression
-    return list(expression.args.get("joins") or []) if isinstance(expression, exp.Select) else []
 
 
-def _using(scope: Scope) -> set[str]:
-    """Columns joined with `USING (...)` in `scope`: one column each in Spark's output."""
-    return {identifier.name.lower() for join in _joins(scope)
-            for identifier in join.args.get("using") or []}
 
 
-def _natural(scope: Scope) -> bool:
-    return any(str(join.args.get("method") or "").upper() == "NATURAL" for join in _joins(scope))
 
 
 def _ambiguous(name: str, matches: list[tuple[str, int]]) -> str:

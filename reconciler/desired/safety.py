@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -155,16 +156,16 @@ that a regex's literal dollar (`'\\\\$'`) is read as the escaped backslash it st
 
 _WHY = "Spark substitutes '${...}' variables, the environment included, before parsing"
 
-_Refuse = Callable[[exp.Expression | None, str], ReconcileError]
+_Refuse = Callable[[exp.Expr | None, str], ReconcileError]
 
 
 def check_view_query(query: exp.Query, statement_text: str, view: str, file: str,
                      line: int, lines: Mapping[int, int] | None = None) -> None:
     """Refuse anything in `query` outside the allow-list, naming the view, file and line
-    (each node's line: `lines` by `id(node)` when its positions were taken, `sql.drop_positions`,
-    else its own)."""
+    (each node's line: `lines` by `id(node)` when its positions were taken,
+    `canonical.drop_positions`, else its own)."""
 
-    def refuse(node: exp.Expression | None, what: str) -> ReconcileError:
+    def refuse(node: exp.Expr | None, what: str) -> ReconcileError:
         at = (_line(node, lines) if node is not None else None) or line
         return ReconcileError(f"view '{view}': {what}", file=file, line=at)
 
@@ -178,7 +179,7 @@ def check_view_query(query: exp.Query, statement_text: str, view: str, file: str
             _check_function(node, refuse)  # AND, OR and other operators are Funcs too
 
 
-def check_substitution(statement_text: str, sent: exp.Expression, subject: str, file: str,
+def check_substitution(statement_text: str, sent: exp.Expr, subject: str, file: str,
                        line: int) -> None:
     """Refuse a statement from which Spark could be sent `${`, which it substitutes.
 
@@ -229,7 +230,7 @@ def check_bare_names(query: exp.Query, schemas: Mapping[str, Sequence[str] | Non
                     line=_line(node.this, lines) or line)
 
 
-def _line(node: exp.Expression, lines: Mapping[int, int] | None) -> int | None:
+def _line(node: exp.Expr, lines: Mapping[int, int] | None) -> int | None:
     """A node's line: kept aside (`lines`, by id) or still on the node."""
     return lines.get(id(node)) if lines is not None else node.meta.get("line")
 
@@ -241,7 +242,8 @@ def _declared(scope: Scope | None, name: str,
     while scope is not None:
         for _, source in scope.selected_sources.values():
             if isinstance(source, Scope):
-                names: Sequence[str] = source.expression.named_selects
+                # A selected scope's root is a query or a table function: selectable.
+                names: Sequence[str] = cast(exp.Selectable, source.expression).named_selects
             else:
                 names = schemas.get(source.name.lower()) or ()
             if name in (selected.lower() for selected in names):

@@ -40,7 +40,8 @@ from typing import Literal
 
 from sqlglot import exp
 
-from reconciler.desired.fallback import Fallback
+# Re-exported (`as`): the engine catches a shape's Fallback from here.
+from reconciler.desired.fallback import Fallback as Fallback
 from reconciler.desired.grouping_sets import grouping_call, grouping_sets
 from reconciler.desired.inline import CannotInline, inline_ctes
 from reconciler.desired.keyed import (
@@ -51,38 +52,19 @@ from reconciler.desired.keyed import (
     equated_columns,
     from_of,
     keyed,
-    occurrences,
 )
 from reconciler.desired.query_parts import expression_key
 from reconciler.desired.sql import SPARK, parse_query
 
-RefreshPolicy = Literal["incremental", "incremental_strict", "auto", "full"]
 AggregateFunction = Literal["count", "count_distinct", "sum", "avg", "min", "max",
                             "stddev_samp", "stddev_pop", "var_samp", "var_pop"]
 
-_FUNCTIONS: dict[type[exp.Expression], AggregateFunction] = {
+_FUNCTIONS: dict[type[exp.Expr], AggregateFunction] = {
     exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
     exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
     exp.Variance: "var_samp", exp.VariancePop: "var_pop"}
 
 
-@dataclass(frozen=True)
-class Refresh:
-    """How a view is kept up to date, and why when it is recomputed. `auto`: maintained,
-    or recomputed at a step where that is cheaper (`engine.refresh_choice`)."""
-
-    mode: Literal["incremental", "auto", "full"]
-    reason: str | None = None
-    retracts: bool = True  # whether its changes can delete rows (readers' MIN/MAX need not)
-    read_whole: tuple[str, ...] = ()  # keyed: relations whose change compares it in full
-
-    def describe(self) -> str:
-        if self.mode == "full":
-            return f"recomputed each step: {self.reason}"
-        return ("maintained or recomputed, whichever is cheaper" if self.mode == "auto"
-                else "maintained incrementally") + (
-            f" (a change to {', '.join(self.read_whole)} compares it in full)"
-            if self.read_whole else "")
 
 
 @dataclass(frozen=True)
@@ -98,7 +80,7 @@ class Linear:
 @dataclass(frozen=True)
 class AggregateCall:
     function: AggregateFunction
-    argument: exp.Expression | None  # None: COUNT(*)
+    argument: exp.Expr | None  # None: COUNT(*)
 
 
 @dataclass(frozen=True)
@@ -114,8 +96,8 @@ class Aggregate:
     source: Source
     keys: int
     calls: tuple[AggregateCall, ...]
-    output: tuple[exp.Expression, ...]
-    having: exp.Expression | None
+    output: tuple[exp.Expr, ...]
+    having: exp.Expr | None
     is_global: bool
     sets: tuple[tuple[int, ...], ...] = ()
     """ROLLUP, CUBE, GROUPING SETS: the key indices of each grouping set (`grouping_sets.py`);
@@ -138,17 +120,16 @@ Shape = Linear | Aggregate | Keyed | Derived
 def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     """The maintainable shape of a query (its SQL or tree), or `Fallback` with the reason.
     `columns` names each relation's columns (unqualified names are resolved with them)."""
-    if isinstance(query, str):
-        query = parse_query(query)
+    tree = parse_query(query) if isinstance(query, str) else query
     try:
-        query = inline_ctes(query)
+        tree = inline_ctes(tree)
     except CannotInline as reason:
         raise Fallback(str(reason)) from None
-    shape = _analyse(query, columns)
-    for inexact in query.find_all(*_INEXACT):
+    shape = _analyse(tree, columns)
+    for inexact in tree.find_all(*_INEXACT):
         if isinstance(shape, Keyed) and shape.output_key is not None:
             break  # a keyed view's stored rows are found by their key column (`outer.py`)
-        if isinstance(shape, Aggregate) and inexact.parent_select is query:
+        if isinstance(shape, Aggregate) and inexact.parent_select is tree:
             continue  # the aggregate's own: its rows before are computed from its state
         # a recomputed retraction must match the stored row bit for bit
         raise Fallback(f"{_name(inexact)}: a floating-point result recomputed for a "
@@ -156,7 +137,7 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     return shape
 
 
-def _analyse(query: exp.Query, columns: Columns) -> Shape:
+def _analyse(query: exp.Expr, columns: Columns) -> Shape:
     if isinstance(query, (exp.Union, exp.Except, exp.Intersect)):
         try:
             return _linear(_union_branches(query), columns)
@@ -231,7 +212,9 @@ def _derived(select: exp.Select, columns: Columns) -> Derived:
     outer.set("from_" if outer.args.get("from_") else "from",
               exp.From(this=exp.to_table("__derived")))
     _check_select(outer)
-    inner_query = from_of(select).this  # type: ignore[union-attr]
+    source = from_of(select)
+    assert source is not None  # callers pass a select over one derived table
+    inner_query = source.this
     inner = analyse(inner_query, columns)
     if isinstance(inner, Aggregate):
         try:
@@ -242,38 +225,8 @@ def _derived(select: exp.Select, columns: Columns) -> Derived:
     return Derived(select, inner)
 
 
-def refresh_of(query: str | exp.Query, columns: Columns, *, opted_out: bool,
-               policy: RefreshPolicy, input_retracts: bool) -> Refresh:
-    """The refresh of one view, given the policy and whether any of its inputs retracts."""
-    if opted_out:
-        return Refresh("full", "TBLPROPERTIES ('refresh' = 'full')")
-    if policy == "full":
-        return Refresh("full", "refresh: full in pipeline.yaml")
-    try:
-        shape = analyse(query, columns)
-    except Fallback as reason:
-        return Refresh("full", str(reason))
-    mode: Literal["incremental", "auto"] = "auto" if policy == "auto" else "incremental"
-    if isinstance(shape, Linear):
-        return Refresh(mode, retracts=input_retracts)
-    if not isinstance(shape, Aggregate):  # a match arriving retracts a NULL-padded row
-        return Refresh(mode, retracts=True, read_whole=_read_whole(shape))
-    # MIN/MAX over an input that deletes rows: the step recomputes the touched groups.
-    input_retracts = input_retracts or not isinstance(shape.source, Linear)
-    # A DISTINCT-only view over insert-only input only ever gains rows.
-    retracts = input_retracts or bool(shape.calls) or shape.is_global
-    return Refresh(mode, retracts=retracts, read_whole=_read_whole(shape.source))
 
 
-def _read_whole(shape: Shape) -> tuple[str, ...]:
-    """The relations a keyed shape reads whole (outside its key), sorted."""
-    if isinstance(shape, Keyed):
-        return tuple(sorted({table.name.lower() for table, key in
-                             zip(occurrences(shape.select), shape.keys, strict=True)
-                             if key is None}))
-    if isinstance(shape, Derived):
-        return _read_whole(shape.inner)
-    return ()
 
 
 def _linear(branches: list[exp.Select], columns: Columns) -> Linear:
@@ -281,7 +234,7 @@ def _linear(branches: list[exp.Select], columns: Columns) -> Linear:
                                          for branch in branches))
 
 
-def _union_branches(query: exp.Expression) -> list[exp.Select]:
+def _union_branches(query: exp.Expr) -> list[exp.Select]:
     if isinstance(query, exp.Union):
         if query.args.get("distinct"):
             raise Fallback("UNION without ALL")
@@ -335,7 +288,7 @@ def tables_of(select: exp.Select) -> list[exp.Table]:
 
 def _aggregates(select: exp.Select) -> list[exp.AggFunc]:
     """The select's aggregate calls (not a window's, nor a subquery's)."""
-    found = []
+    found: list[exp.AggFunc] = []
     for part in (*select.expressions, select.args.get("having")):
         if part is not None:
             found.extend(node for node in part.find_all(exp.AggFunc)
@@ -377,16 +330,16 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
     key_index = {expression_key(key): j for j, key in enumerate(keys)}
     bare_index = {expression_key(key, bare=True): j for j, key in enumerate(keys)}
 
-    def key_of(node: exp.Expression) -> int | None:
+    def key_of(node: exp.Expr) -> int | None:
         j = key_index.get(expression_key(node))
         if j is None and isinstance(node, exp.Column):
             j = bare_index.get(expression_key(node, bare=True))
         return j
 
-    def over_groups(expression: exp.Expression) -> exp.Expression:
+    def over_groups(expression: exp.Expr) -> exp.Expr:
         if expression.find(exp.Select):
             raise Fallback("subquery over the groups (in HAVING or the select list)")
-        def rewrite(node: exp.Expression) -> exp.Expression:
+        def rewrite(node: exp.Expr) -> exp.Expr:
             if isinstance(node, (exp.Grouping, exp.GroupingId)):
                 return grouping_call(node, keys, sets, key_of)
             if isinstance(node, exp.AggFunc):
@@ -425,19 +378,21 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
                      sets=sets)
 
 
-def _group_key(key: exp.Expression, select: exp.Select) -> exp.Expression:
+def _group_key(key: exp.Expr, select: exp.Select) -> exp.Expr:
     """GROUP BY 2 and GROUP BY an output alias name the select-list expression."""
     if isinstance(key, exp.Literal) and not key.is_string:
         position = int(key.this)
         if not 1 <= position <= len(select.expressions):
             raise Fallback(f"GROUP BY position {position}")
-        return select.expressions[position - 1].unalias()
+        named: exp.Expr = select.expressions[position - 1].unalias()
+        return named
     if isinstance(key, exp.Column) and not key.table:
         for item in select.expressions:
             if isinstance(item, exp.Alias) and item.alias.lower() == key.name.lower() \
                     and not any(isinstance(n, exp.Column) and n.name.lower() == key.name.lower()
                                 for n in item.this.walk()):
-                return item.this
+                aliased: exp.Expr = item.this
+                return aliased
     return key
 
 
@@ -459,6 +414,6 @@ def _call(node: exp.AggFunc) -> AggregateCall:
     return AggregateCall(function, argument)
 
 
-def _name(node: exp.Expression) -> str:
+def _name(node: exp.Expr) -> str:
     """A function's name as Spark spells it (sqlglot's own names differ: ARRAY_AGG)."""
     return node.sql(SPARK).split("(", 1)[0].strip().upper() or node.key.upper()

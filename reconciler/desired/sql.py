@@ -7,8 +7,6 @@ the file and the line of the statement, before any later layer sees it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
@@ -20,9 +18,11 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.tokens import Token, TokenType
 
+from reconciler.desired.canonical import canonical_text, drop_positions, statement_digest
 from reconciler.desired.expectation_clauses import Expectation, split_expectations
 from reconciler.desired.nesting import check_nesting, refuse_deep_recursion
-from reconciler.desired.project import NAME_PATTERN, SqlSource
+from reconciler.desired.pipeline_sql import SqlSource
+from reconciler.desired.project import NAME_PATTERN
 from reconciler.desired.safety import check_substitution, check_view_query
 from reconciler.desired.syntax_errors import command_error, misspelling, parse_error, token_error
 from reconciler.support.errors import ReconcileError, did_you_mean, error_at
@@ -32,13 +32,10 @@ SPARK: Dialect = Dialect.get_or_raise(DIALECT)
 """One Spark dialect for every parse and every generated text of this package: given the name,
 sqlglot builds a new `Dialect` on each call (`parse_one`, `Expression.sql`), thousands of
 times in a 1,000-view plan; given this instance, it uses it as it is, with the same result."""
-_OPERATOR_SYNONYMS = {"!=": "<>", "==": "="}
 TABLE_PROPERTIES = {"materialized"}
 ONLY_CREATE = "only CREATE TABLE and CREATE [MATERIALIZED] VIEW are allowed"
 _NAME = re.compile(NAME_PATTERN)
 NAME_RULE = "letters, digits and underscores, not starting with a digit"
-_POSITIONS = frozenset({"line", "col", "start", "end"})  # what sqlglot's parser puts in meta
-_STRING_TOKENS = frozenset(kind for kind in TokenType if kind.name.endswith("STRING"))
 
 # sqlglot logs a warning whenever it falls back to an opaque Command; we refuse such
 # statements with our own one-line error, so the warning would only be a stray second line.
@@ -98,7 +95,7 @@ class ViewStatement:
     spans: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
     source: str = field(default="", compare=False, repr=False)
 
-    def error_at(self, message: str, node: exp.Expression | None) -> ReconcileError:
+    def error_at(self, message: str, node: exp.Expr | None) -> ReconcileError:
         """An error at `node`'s first name written (a column's or table's, a projection's
         alias) when its place is known, else at the statement's line."""
         if isinstance(node, exp.Alias):
@@ -130,41 +127,11 @@ def parse_file(source: SqlSource) -> list[Statement]:
     return statements
 
 
-def statement_digest(source_text: str, tokens: list[Token]) -> str:
-    """SHA-256 of what a statement's parse depends on: its text, and the comments the
-    tokenizer attached to its first and last tokens (a comment before a statement goes to
-    its first token, one after its last token on the same line to the last): a comment's
-    text can reach the tree and the SQL generated from it."""
-    payload = json.dumps([source_text[tokens[0].start: tokens[-1].end + 1], tokens[0].comments,
-                          tokens[-1].comments], ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def drop_positions(tree: exp.Expression,
-                   spans: dict[int, tuple[int, int]] | None = None) -> dict[int, int]:
-    """Take from `tree` the source positions the parser keeps on each node (line, column
-    and offsets, in `meta`; anything else there stays), returning each node's line by
-    `id(node)`, for error messages; and into `spans`, when given, each node's (start, end)
-    offsets.
-
-    Copying a tree, which maintenance analysis does and SQL generation does first,
-    copies each node's `meta` through `copy.deepcopy`: most of what a copy costs, and
-    only error messages read a position.
-    """
-    lines: dict[int, int] = {}
-    for node in tree.walk():
-        meta = node._meta
-        if meta:
-            if (line := meta.get("line")) is not None:
-                lines[id(node)] = line
-            if spans is not None and "start" in meta and "end" in meta:
-                spans[id(node)] = (meta["start"], meta["end"])
-            node._meta = (None if meta.keys() <= _POSITIONS else
-                          {key: value for key, value in meta.items() if key not in _POSITIONS})
-    return lines
 
 
-def parse_query(text: str) -> exp.Expression:
+def parse_query(text: str) -> exp.Expr:
     """`sqlglot.parse_one(text, dialect="spark")`, on the shared dialect (`SPARK`)."""
     return sqlglot.parse_one(text, dialect=SPARK)
 
@@ -257,7 +224,7 @@ def _table(expression: exp.Create, location: Location, text: str, source: str
         raise location.error(f"table '{name}' needs a column list")
     check_substitution(text, expression, f"table '{name}'", location.file, location.line)
     columns: list[ColumnDef] = []
-    key_parts: list[tuple[str, exp.Expression]] = []
+    key_parts: list[tuple[str, exp.Expr]] = []
     for item in schema.expressions:
         if isinstance(item, exp.PrimaryKey):
             key_parts = [(part.name.lower(), part) for part in item.expressions]
@@ -288,7 +255,7 @@ def _table(expression: exp.Create, location: Location, text: str, source: str
                           location=location, sql=text)
 
 
-def _at(node: exp.Expression, message: str, location: Location, source: str
+def _at(node: exp.Expr, message: str, location: Location, source: str
         ) -> ReconcileError:
     """An error at the first name written in `node`, where the parser kept its place (a
     table's tree keeps them: `drop_positions` is for views), else at the statement."""
@@ -326,7 +293,7 @@ def _column(item: exp.ColumnDef, table: str, location: Location) -> ColumnDef:
                      default=default)
 
 
-def _is_literal(value: exp.Expression) -> bool:
+def _is_literal(value: exp.Expr) -> bool:
     """A constant a DEFAULT may hold: a number, string, boolean or NULL, a negative number,
     or a typed literal (`DATE '2024-01-01'`). Nothing that calls a function."""
     if isinstance(value, exp.Neg):
@@ -367,7 +334,8 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
     if not isinstance(query, exp.Query):
         raise location.error(f"view '{name}' needs AS <query>")
     properties = expression.args.get("properties")
-    materialized, full_refresh, key = False, False, ()
+    materialized, full_refresh = False, False
+    key: tuple[str, ...] = ()
     for prop in properties.expressions if properties else []:
         if isinstance(prop, exp.MaterializedProperty):
             materialized = True
@@ -376,7 +344,7 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
             mode = value.name.lower() if isinstance(value, exp.Literal) else ""
             if mode not in ("full", "incremental"):
                 raise location.error(f"view '{name}': 'refresh' must be 'full' or "
-                                     f"'incremental', got {mode or value.sql(DIALECT)!r}")
+                                     f"'incremental', got {mode or _text(value)!r}")
             full_refresh = mode == "full"
         elif isinstance(prop, exp.Property) and prop.name.lower() == "key":
             key = declared_key(prop.args.get("value"), location, name)
@@ -396,7 +364,12 @@ def _view(expression: exp.Create, tokens: list[Token], location: Location,
                          source=source)
 
 
-def declared_key(value: exp.Expression | None, location: Location, view: str
+def _text(value: exp.Expr | None) -> str:
+    """A property's value as written, for an error ('' when it has none)."""
+    return "" if value is None else value.sql(DIALECT)
+
+
+def declared_key(value: exp.Expr | None, location: Location, view: str
                  ) -> tuple[str, ...]:
     """`TBLPROPERTIES ('key' = 'a, b')`: the output columns that identify a view's rows, for
     a data preview to count rows changed where the query has no GROUP BY to say it
@@ -409,31 +382,6 @@ def declared_key(value: exp.Expression | None, location: Location, view: str
     return names
 
 
-def canonical_text(tokens: list[Token]) -> str:
-    """The canonical form of a query: its tokens, with what carries no meaning removed.
-
-    The tokenizer already drops comments and whitespace; keywords are upper-cased and
-    identifiers lower-cased (Spark resolves both case-insensitively), while string literals
-    keep their case. Working on tokens instead of regenerating SQL from the syntax tree
-    keeps `plan` fast on large pipelines (about 20x cheaper than sqlglot's generator).
-    Operator synonyms (`!=` and `<>`, `==` and `=`) are spelled one way.
-    """
-    parts = []
-    for token in tokens:
-        kind = token.token_type
-        if kind == TokenType.VAR:
-            parts.append(token.text.lower())
-        elif kind == TokenType.IDENTIFIER:
-            parts.append(f"`{token.text.lower()}`")
-        elif kind in _STRING_TOKENS:
-            quoted = token.text.replace("\\", "\\\\").replace("'", "\\'")
-            parts.append(("" if kind == TokenType.STRING else kind.name + ":") + f"'{quoted}'")
-        elif kind == TokenType.NUMBER:
-            parts.append(token.text)
-        else:
-            text = token.text.upper()
-            parts.append(_OPERATOR_SYNONYMS.get(text, text))
-    return " ".join(parts)
 
 
 def _scopes(query: exp.Query, view: str, location: Location) -> tuple[Scope, ...]:

@@ -198,7 +198,7 @@ def _written(tokens: list[Token], index: int, word: str) -> list[Token]:
     return [*tokens[:index], *replaced, *tokens[index + (2 if pair else 1):]]
 
 
-def _parsed(tokens: list[Token], text: str) -> exp.Expression | None:
+def _parsed(tokens: list[Token], text: str) -> exp.Expr | None:
     """The one statement `tokens` parse to, or None when they do not parse (an opaque
     Command comes back as a Command: callers ask for a CREATE)."""
     try:

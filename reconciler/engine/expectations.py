@@ -121,7 +121,7 @@ def _unfiltered_inserts(runtime: PipelineRuntime, frames: StepFrames, view: str,
     inner = from_of(sqlglot.parse_one(sql, dialect="spark"))
     for read in runtime.program["views"][view]["reads"]:
         runtime.frame(read).createOrReplaceTempView(read)
-    return runtime.spark.sql(inner.this.sql(dialect="spark"))  # type: ignore[union-attr]
+    return runtime.spark.sql(inner.this.sql(dialect="spark"))  # type: ignore[union-attr]  # has a FROM
 
 
 def _count(rows: DataFrame, expectations: list[dict[str, str]]) -> dict[str, dict[str, Any]]:

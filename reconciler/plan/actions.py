@@ -245,7 +245,7 @@ def _connector_changes(diff: ProgramDiff) -> list[Action]:
     for name, change in diff.connectors.items():
         document = (diff.old if change == "removed" else diff.new)["connectors"][name]
         direction, relation = document["direction"], document["relation"]
-        kind: ObjectKind = f"{direction}_connector"  # type: ignore[assignment]
+        kind: ObjectKind = f"{direction}_connector"  # type: ignore[assignment]  # input or output
         relation_change = (diff.tables.get(relation) or diff.views.get(relation) or "removed")
         if change == "removed":
             reason = (f"{relation} removed" if relation_change == "removed" else

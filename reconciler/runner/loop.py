@@ -134,8 +134,8 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                     if said.get(name) != message:
                         echo(message)
                 except Exception as error:  # any fault: nothing was committed, try again
-                    if getattr(error, "unreleased_lock", None):
-                        stranded[name] = error.unreleased_lock  # type: ignore[attr-defined]
+                    if lock := getattr(error, "unreleased_lock", None):  # state_backends
+                        stranded[name] = lock
                     record(name, "failed")
                     failed += 1
                     message = last_error = f"{name}: step failed: {public_message(error)}"

@@ -22,7 +22,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # rich is loaded only for a terminal's display (`terminal_progress`)
+    from rich.progress import TaskID
 
 Reporter = Callable[[str, str], None]
 
@@ -74,7 +77,7 @@ def terminal_progress(mode: str) -> Iterator[Reporter]:
     columns = (SpinnerColumn(), TextColumn("[bold]{task.fields[stage]}[/bold] {task.description}"),
                TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
         lock = threading.Lock()
 
         def report(stage: str, item: str) -> None:
@@ -104,11 +107,11 @@ def spark_log_level() -> str:
     return _spark_log_level
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever `sys.stderr` is when a record comes (a test's capture, a
     redirected stream), not to the one there was when the handler was made."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -21,7 +21,7 @@ from types import FrameType
 import pytest
 
 from reconciler.desired.documents import MAX_YAML_BYTES, load_yaml, read_bytes
-from reconciler.desired.project import MAX_SQL_BYTES
+from reconciler.desired.pipeline_sql import MAX_SQL_BYTES
 from reconciler.desired.view_test_files import load_view_tests
 from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import reconcile

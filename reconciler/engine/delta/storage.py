@@ -65,7 +65,7 @@ def chosen_writer(spark: SparkSession) -> Writer:
         raise ReconcileError("RECONCILE_DELTA_WRITER=delta-spark, but the Spark session has "
                              "no Delta extension (run `make jars`, or give the cluster Delta)")
     if forced != "auto":
-        return forced  # type: ignore[return-value]
+        return forced  # type: ignore[return-value]  # a writer's name: checked above
     if has_delta_extension(spark):
         return "delta-spark"
     _say_once(FALLBACK_NOTICE)

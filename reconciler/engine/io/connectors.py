@@ -117,7 +117,7 @@ def _ingest_streamed(runtime: PipelineRuntime, connector: ConnectorDefinition,
             raise
         batches.append(batch_id)
 
-    stream = configured(runtime.spark.readStream, connector, schema).load(connector.location)  # type: ignore[union-attr]
+    stream = configured(runtime.spark.readStream, connector, schema).load(connector.location)
     query = (with_file_column(stream).writeStream
              .foreachBatch(each_batch)
              .option("checkpointLocation", state.input_checkpoint)

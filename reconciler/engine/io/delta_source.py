@@ -66,7 +66,7 @@ def ingest_delta(runtime: Any, connector: ConnectorDefinition, state: ConnectorS
             deleted.select("*", F.lit("delete").alias(OP_COLUMN)))
         changes = True
     if latest != since and changes:
-        apply_change_rows(runtime, table, rows, latest, transaction)  # type: ignore[arg-type]
+        apply_change_rows(runtime, table, rows, latest, transaction)
     elif latest != since:
         runtime.storage.append(table_path, with_defaults(rows, runtime.program["tables"][table]),
                                app_id=transaction, txn_version=latest)

@@ -135,7 +135,7 @@ def write_checked(runtime: PipelineRuntime, connector: ConnectorDefinition,
         if not remaining:  # every file skipped: an empty batch still advances the offset
             return frame.limit(0)
         return with_file_column(configured(runtime.spark.read, connector, schema)
-                                .load(remaining))  # type: ignore[union-attr]
+                                .load(remaining))
 
     write_skipping(lambda rows, set_aside: write_batch(
         runtime, connector, rows, batch_id, transaction=transaction,

@@ -85,7 +85,7 @@ def _run(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Connec
          checkpoint: str, batch_id: int, files: list[str], transaction: str) -> None:
     schema = table_schema(runtime.program["tables"][connector.relation])
     frame = with_file_column(configured(runtime.spark.read, connector, schema)
-                             .load(files))  # type: ignore[union-attr]
+                             .load(files))  # type: ignore[arg-type]  # pyspark: a list too
     where = f"input connector '{connector.name}' ({connector.path})"
     try:
         write_checked(runtime, connector, state, frame, batch_id, transaction,

@@ -47,5 +47,5 @@ def _over(frames: StepFrames, shape: Derived, rows: DataFrame) -> DataFrame:
     table = exp.to_table(view)
     table.set("alias", exp.TableAlias(this=exp.to_identifier(derived.alias_or_name
                                                             or "__derived")))
-    from_of(query).replace(table)  # type: ignore[union-attr]
+    from_of(query).replace(table)  # type: ignore[union-attr]  # a select over a derived table
     return frames.spark.sql(query.sql(dialect=DIALECT))

@@ -48,7 +48,7 @@ def select_change(frames: StepFrames, select: exp.Select, equated: Equated) -> Z
             parts: list[Part] = [
                 "new" if index < position and other.name.lower() in frames.changes else "old"
                 for index, other in enumerate(occurrences)]
-            parts[position] = side  # type: ignore[call-overload]
+            parts[position] = side  # type: ignore[call-overload]  # "inserts" or "deletes"
             views = [_version(frames, other, part, _ranges(frames, equated, occurrence, side,
                                                            other))
                      for other, part in zip(occurrences, parts, strict=True)]

@@ -158,7 +158,7 @@ def _is_small(runtime: PipelineRuntime, view: str) -> bool:
     record = runtime.relations[view]
     entries = (record, record.state) if record.state is not None else (record,)
     sizes = [runtime.storage.at(entry.path, entry.version).data_bytes() for entry in entries]
-    return None not in sizes and sum(sizes) <= SMALL_AGGREGATE_BYTES  # type: ignore[arg-type]
+    return None not in sizes and sum(sizes) <= SMALL_AGGREGATE_BYTES  # type: ignore[arg-type]  # no None
 
 
 def _change(before: DataFrame | None, after: DataFrame, read: bool) -> ZSet:

@@ -236,7 +236,7 @@ class _Parser:
             if self.accept_punct("("):
                 precision = self.integer()
                 self.expect_punct(")")
-            return T.TimeType(precision)  # type: ignore[attr-defined,unused-ignore]
+            return T.TimeType(precision)
         atomic = _ATOMIC.get(name)
         if atomic is None:
             self.index -= 1
