@@ -91,13 +91,47 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+SPARK_FIXTURES = {"spark", "delta_spark", "remote", "merge_even_small"}
+"""Fixtures that start Spark: a test using one is marked `spark` without saying so."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
+
+
+def _without_spark(config: pytest.Config) -> bool:
+    """Whether the run leaves out the tests that start Spark (`make test-fast`)."""
+    return "not spark" in (config.option.markexpr or "")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def one_session_for_the_run(spark: SparkSession) -> SparkSession:
+def one_session_for_the_run(request: pytest.FixtureRequest) -> SparkSession | None:
     """The run's session is this file's, whichever test first needs Spark: a command run
     in-process would otherwise start it with its own project's settings (without the test
     conf, and without S3A's jars for a project that never reaches S3: `reaches_s3`), and
-    every later test of the worker would share that session."""
-    return spark
+    every later test of the worker would share that session. A run without the Spark tests
+    starts no JVM at all."""
+    if _without_spark(request.config):
+        return None
+    session: SparkSession = request.getfixturevalue("spark")
+    return session
+
+
+@pytest.fixture(autouse=True)
+def spark_only_where_marked(request: pytest.FixtureRequest,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a run without the Spark tests, a test that starts Spark in-process after all fails
+    at once, naming the marker it lacks, instead of making the quick loop slow."""
+    if not _without_spark(request.config) or request.node.get_closest_marker("spark"):
+        return
+    from reconciler.engine.spark import session
+
+    def refused(*args: object, **kwargs: object) -> SparkSession:
+        pytest.fail("this test starts Spark: mark it `pytest.mark.spark`", pytrace=False)
+
+    monkeypatch.setattr(session, "get_spark", refused)
 
 
 @pytest.fixture(scope="session")
