@@ -217,8 +217,8 @@ def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan
 def commit_state(project: Project, backend: StateBackend, manifest: Manifest,
                  etag: str | None) -> str:
     """Commit a manifest that only the state changes in (`destroy`'s mark, `state rm`),
-    as `operations._commit` does for the rest: paths relative to the storage root, written
-    with compare-and-swap on `etag`. No engine runs, so none is recorded."""
+    as `operations.commit.commit_manifest` does for the rest: paths relative to the storage
+    root, written with compare-and-swap on `etag`. No engine runs, so none is recorded."""
     layout = pipeline_layout(project, manifest.pipeline)
     return backend.write_manifest(manifest.pipeline, manifest.stored_document(layout), etag)
 

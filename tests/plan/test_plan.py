@@ -43,7 +43,7 @@ def diff_after(tmp_path: Path, before: str, after: str, spec_before: str = "name
                spec_after: str | None = None) -> dict:
     old = program_of(single_pipeline(tmp_path / "old", before, spec_before))
     new = program_of(single_pipeline(tmp_path / "new", after, spec_after or spec_before))
-    return plan_pipeline(new, Manifest.first("p", old.document()), "etag").document()
+    return plan_pipeline(new, Manifest.first("p", old.document()), "etag").planned().document()
 
 
 def program_diff(**lists: list[str]) -> dict:
