@@ -181,9 +181,14 @@ class Plan:
                  by_pipeline: Mapping[str, Mapping[str, Any]]) -> Plan:
         """The plan with a data preview or view tests attached to the pipelines named in
         `by_pipeline`: both describe the data, not the plan, so the id stays."""
-        return replace(self, pipelines=tuple(
-            replace(pipeline, **{part: by_pipeline[pipeline.name]})
-            if pipeline.name in by_pipeline else pipeline for pipeline in self.pipelines))
+        def with_part(pipeline: PlannedPipeline) -> PlannedPipeline:
+            value = by_pipeline.get(pipeline.name)
+            if value is None:
+                return pipeline
+            return (replace(pipeline, preview=value) if part == "preview"
+                    else replace(pipeline, tests=value))
+
+        return replace(self, pipelines=tuple(with_part(p) for p in self.pipelines))
 
 
 def plan_body_hash(pipelines: Sequence[Mapping[str, Any]]) -> str:

@@ -13,12 +13,12 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from reconciler.plan.actions import Action, printable
+from reconciler.plan.actions import Action, ActionKind, printable
 from reconciler.plan.artifact import Plan, PlannedPipeline
 
 SYMBOLS = {"create": ("+", "green"), "recompute": ("~", "yellow"), "truncate": ("~", "yellow"),
            "reset": ("~", "yellow"), "drop": ("-", "red"), "keep": (" ", "dim")}
-COUNTED = ("create", "recompute", "truncate", "reset", "drop")
+COUNTED: tuple[ActionKind, ...] = ("create", "recompute", "truncate", "reset", "drop")
 
 
 def summary_line(pipeline: PlannedPipeline) -> str:

@@ -162,7 +162,7 @@ class Manifest:
     @classmethod
     def first(cls, pipeline: str, program: dict[str, Any], **fields: Any) -> Manifest:
         """The first manifest of a new pipeline: a new lineage, serial 1."""
-        return cls(pipeline=pipeline, lineage=str(uuid.uuid4()), serial=1, status="Running",
+        return cls(pipeline=pipeline, lineage=str(uuid.uuid4()), serial=1, status=Status.RUNNING,
                    program=program, **fields)
 
 
