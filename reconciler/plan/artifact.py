@@ -106,6 +106,8 @@ class PlannedPipeline:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> PlannedPipeline:
+        """A saved plan's entry (`document`'s inverse). Parts a plan saved by an older
+        version may lack are None or empty; what apply checks is always there."""
         selection = document.get("selection")
         return cls(
             name=document["name"], base=Base.from_document(document["base"]),
@@ -159,10 +161,14 @@ class Plan:
         if plan_body_hash(document.get("pipelines", [])) != document.get("plan_id"):
             raise ReconcileError("plan_id does not match the plan's contents: the file was "
                                  "edited", file=where)
-        return cls(document["plan_id"], document.get("created_at", ""), document.get("git"),
-                   tuple(PlannedPipeline.from_document(entry)
-                         for entry in document.get("pipelines", [])),
-                   tuple(document.get("orphaned") or ()))
+        try:
+            return cls(document["plan_id"], document.get("created_at", ""), document.get("git"),
+                       tuple(PlannedPipeline.from_document(entry)
+                             for entry in document.get("pipelines", [])),
+                       tuple(document.get("orphaned") or ()))
+        except (KeyError, TypeError, AttributeError) as error:  # hashed, yet not a plan
+            raise ReconcileError(f"not a plan file: {type(error).__name__} {error}",
+                                 file=where) from None
 
     def pipeline(self, name: str) -> PlannedPipeline | None:
         return next((pipeline for pipeline in self.pipelines if pipeline.name == name), None)
