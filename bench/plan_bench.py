@@ -38,7 +38,7 @@ from typing import Any
 from reconciler.desired.program import Program
 from reconciler.desired.project import settings_summary
 from reconciler.desired.workspace import load_programs
-from reconciler.operations.pipeline import first_manifest
+from reconciler.operations.commit import first_manifest
 from reconciler.plan import planner
 from reconciler.state.reader import open_backend, pipeline_layout
 

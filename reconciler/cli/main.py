@@ -137,19 +137,21 @@ def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Pa
 
     if preview and select:
         raise ReconcileError("--preview counts the whole plan's views: it takes no --select")
-    document = compute_plan(obj.project_dir, pipeline, backend_url, apply_selection(select, None))
+    planned = compute_plan(obj.project_dir, pipeline, backend_url, apply_selection(select, None))
     if preview:
         from reconciler.operations.preview import preview_checkout  # the engine layer: Spark
-        preview_checkout(document, obj.project_dir, pipeline, backend_url, preview, obj.debug)
+        planned = preview_checkout(planned, obj.project_dir, pipeline, backend_url, preview,
+                                   obj.debug)
     if out:
-        out.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        out.write_text(json.dumps(planned.document(), indent=2, sort_keys=True) + "\n",
+                       encoding="utf-8")
     if markdown:
-        markdown.write_text(render_markdown(document), encoding="utf-8")
+        markdown.write_text(render_markdown(planned), encoding="utf-8")
     if as_json:
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        click.echo(json.dumps(planned.document(), indent=2, sort_keys=True))
     else:
-        render_plan(document, console())
-    if detailed_exitcode and any(p["has_changes"] for p in document["pipelines"]):
+        render_plan(planned, console())
+    if detailed_exitcode and planned.changed:
         sys.exit(2)
 
 
@@ -159,26 +161,17 @@ def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Pa
               default="terminal", show_default=True, help="How to render the plan.")
 def show(plan_file: Path, output_format: str) -> None:
     """Render a saved plan artifact."""
-    from reconciler.plan.document import load_plan_file
+    from reconciler.plan.artifact import load_plan_file
     from reconciler.plan.markdown import render_markdown
     from reconciler.plan.terminal import render_plan
 
-    document = load_plan_file(plan_file)
+    saved = load_plan_file(plan_file)
     if output_format == "markdown":
-        click.echo(render_markdown(document), nl=False)
+        click.echo(render_markdown(saved), nl=False)
     elif output_format == "json":
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        click.echo(json.dumps(saved.document(), indent=2, sort_keys=True))
     else:
-        render_plan(document, console())
-
-
-def _operations() -> Any:
-    """The engine layer, imported only by the commands that run Spark.
-
-    It imports PySpark (~0.5 s); `plan`, `validate`, `show` and `status` never pay for it."""
-    from reconciler.operations import pipeline as operations
-
-    return operations
+        render_plan(saved, console())
 
 
 @cli.command()
@@ -201,7 +194,7 @@ def apply(obj: CliContext, plan_file: Path | None, pipeline: str | None, select:
 
     Exits 3 when a change was only recorded, awaiting approval (`bootstrap_policy:
     await_approval` off a terminal): `reconcile approve` bootstraps it."""
-    from reconciler.plan.document import load_plan_file
+    from reconciler.plan.artifact import load_plan_file
 
     if full_refresh and not auto_approve and not (sys.stdin.isatty() and click.confirm(
             "Drop all state and re-ingest every input?", default=False)):
@@ -222,19 +215,23 @@ def approve(obj: CliContext, pipeline: str | None, silent: bool, lock_timeout: f
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Approve changes recorded as AwaitingApproval, then bootstrap them."""
     from reconciler.desired.workspace import load_programs
+
+    # The engine layer imports PySpark (~0.5 s): only the commands that run Spark import it.
+    from reconciler.operations.apply import approve_pipeline
+    from reconciler.operations.engine import Engine
+    from reconciler.state.manifest import Status
     from reconciler.state.reader import open_backend, read_manifest
 
     project, programs = load_programs(obj.project_dir, pipeline)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
-    ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress(), debug=obj.debug)
+    engine = Engine(project, master=spark_master, remote=spark_remote,
+                    report=obj.progress(), debug=obj.debug)
     outcomes = []
     for program in programs:
         manifest, _ = read_manifest(backend, program.pipeline)
-        if pipeline is None and (manifest is None or manifest.status != "AwaitingApproval"):
+        if pipeline is None and (manifest is None or manifest.status != Status.AWAITING_APPROVAL):
             continue
-        outcomes.append(ops.approve_pipeline(project, program, backend, engine, silent=silent))
+        outcomes.append(approve_pipeline(project, program, backend, engine, silent=silent))
         if not obj.as_json:
             click.echo(outcomes[-1].message)
     if obj.as_json:
@@ -269,6 +266,9 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     failed steps with backoff and stops after the current step on SIGTERM or Ctrl-C."""
     from reconciler.desired.project import load_project
     from reconciler.desired.workspace import select_pipelines
+    from reconciler.operations.engine import Engine  # PySpark: see `approve`
+    from reconciler.operations.outcome import OutcomeKind
+    from reconciler.operations.step import run_pipeline
     from reconciler.operations.step_failures import recorded
     from reconciler.runner.loop import RunnerReports, run_continuously
     from reconciler.state.reader import open_backend
@@ -280,9 +280,8 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     if lock_timeout is None:
         lock_timeout = (duration_seconds(LOCK_TIMEOUT) or 0.0) if continuous else 0.0
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
-    ops = _operations()
-    engine = ops.Engine(project, master=spark_master, remote=spark_remote,
-                        report=obj.progress(), debug=obj.debug)
+    engine = Engine(project, master=spark_master, remote=spark_remote,
+                    report=obj.progress(), debug=obj.debug)
     names = select_pipelines(project, pipeline)
     if continuous:
         metrics = None
@@ -295,7 +294,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
         reports = RunnerReports(backend.write_runner_report, interval)
         backend.on_lock_wait = lambda name, holder: reports.say(
             name, "waiting_for_lock", f"held by {holder.who} ({holder.operation})")
-        run_continuously(lambda name: recorded(backend, name, lambda: ops.run_pipeline(
+        run_continuously(lambda name: recorded(backend, name, lambda: run_pipeline(
                              project, backend, engine, name)[0]),
                          names, interval, echo=click.echo, release=backend.release_if_held,
                          max_failures=max_failures, metrics=metrics, reports=reports)
@@ -304,11 +303,11 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     outcomes = []
     for name in names:
         def step(name: str = name) -> Any:  # (a def: mypy infers no lambda with a default)
-            return ops.run_pipeline(project, backend, engine, name)[0]
+            return run_pipeline(project, backend, engine, name)[0]
         outcome = recorded(backend, name, step)
         held.extend(outcome.details.get("bad_input", {}).values())
         outcomes.append(outcome)
-        if outcome.result != "input-failed" and not obj.as_json:
+        if outcome.result != OutcomeKind.INPUT_FAILED and not obj.as_json:
             click.echo(outcome.message)
     if obj.as_json:
         obj.emit(outcomes_json(outcomes))  # the held files' errors are in `details` too

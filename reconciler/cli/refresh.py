@@ -1,7 +1,7 @@
 """`reconcile refresh`, and the apply that it and `reconcile apply` share.
 
 Kept apart from `cli.py` (which registers the command and calls `apply_pipelines`):
-both commands take the same road, `operations.apply_pipeline` under the pipeline's
+both commands take the same road, `operations.apply.apply_pipeline` under the pipeline's
 lock, with the bootstrap policy, the confirmation on a terminal and the exit codes of
 `apply`. A refresh is an apply of a selection (`plan.selection`) whose views are
 recomputed from the state already stored although their SQL did not change; no input
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -24,6 +24,7 @@ from reconciler.cli.options import (
 from reconciler.support.errors import ReconcileError
 
 if TYPE_CHECKING:
+    from reconciler.plan.artifact import Plan
     from reconciler.plan.document import PipelinePlan
     from reconciler.plan.selection import Selection
 
@@ -58,7 +59,7 @@ def refresh_command(obj: CliContext, pipeline: str | None, select: tuple[str, ..
                     backend_url=backend_url, engine=(spark_master, spark_remote))
 
 
-def apply_selection(select: tuple[str, ...], saved: dict[str, Any] | None) -> Selection | None:
+def apply_selection(select: tuple[str, ...], saved: Plan | None) -> Selection | None:
     """The selection of `plan` and `apply`: `--select`'s, or the one a saved plan was made
     with (a plan is applied as the reviewer saw it: a different `--select` is refused)."""
     from reconciler.plan.selection import Selection
@@ -66,8 +67,7 @@ def apply_selection(select: tuple[str, ...], saved: dict[str, Any] | None) -> Se
     given = Selection.parse(select)
     if saved is None:
         return given
-    chosen = next((Selection.from_document(entry["selection"]) for entry in saved["pipelines"]
-                   if entry.get("selection")), None)
+    chosen = saved.selection
     if given is not None and given != chosen:
         raise ReconcileError("--select differs from the saved plan's selection: apply the "
                              "plan as it was made, or plan again")
@@ -75,13 +75,15 @@ def apply_selection(select: tuple[str, ...], saved: dict[str, Any] | None) -> Se
 
 
 def apply_pipelines(obj: CliContext, pipeline: str | None, selection: Selection | None, *,
-                    saved: dict[str, Any] | None, bootstrap_policy: str | None,
+                    saved: Plan | None, bootstrap_policy: str | None,
                     auto_approve: bool, silent: bool, full_refresh: bool, lock_timeout: float,
                     backend_url: str | None, engine: tuple[str | None, str | None]) -> None:
     """Apply each chosen pipeline (`engine`: the Spark master and remote flags); exit
     `AWAITING_APPROVAL_EXIT` when one was parked for `reconcile approve`."""
     from reconciler.desired.workspace import load_programs
-    from reconciler.operations import pipeline as ops  # the engine layer: PySpark, when it runs
+    from reconciler.operations.apply import ApplyOptions, apply_pipeline  # PySpark, when it runs
+    from reconciler.operations.engine import Engine
+    from reconciler.operations.outcome import OutcomeKind
     from reconciler.plan.document import git_info
     from reconciler.plan.selection import one_pipeline
     from reconciler.state.reader import open_backend
@@ -91,30 +93,29 @@ def apply_pipelines(obj: CliContext, pipeline: str | None, selection: Selection 
     project, programs = load_programs(obj.project_dir, pipeline)
     one_pipeline(programs, selection)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
-    spark = ops.Engine(project, master=engine[0], remote=engine[1], report=obj.progress(),
-                       debug=obj.debug)
+    spark = Engine(project, master=engine[0], remote=engine[1], report=obj.progress(),
+                   debug=obj.debug)
     git = git_info(project.root)
     interactive = sys.stdin.isatty() and not auto_approve and not obj.as_json
     outcomes = []
     for program in programs:
         source_policy = bootstrap_policy or program.bootstrap_policy
-        outcome = ops.apply_pipeline(
-            project, program, backend, spark, policy=source_policy, auto_approve=auto_approve,
-            silent=silent, saved_plan=saved, git_sha=git["sha"] if git else None,
-            full_refresh=full_refresh, selection=selection,
-            confirm=_confirm if interactive and source_policy == "await_approval" else None)
+        outcome = apply_pipeline(project, program, backend, spark, ApplyOptions(
+            policy=source_policy, auto_approve=auto_approve, silent=silent, saved_plan=saved,
+            git_sha=git["sha"] if git else None, full_refresh=full_refresh, selection=selection,
+            confirm=_confirm if interactive and source_policy == "await_approval" else None))
         outcomes.append(outcome)
         if not obj.as_json:
             click.echo(outcome.message)
     if obj.as_json:
         obj.emit(outcomes_json(outcomes))
-    if any(outcome.result == "awaiting-approval" for outcome in outcomes):
+    if any(outcome.result == OutcomeKind.AWAITING_APPROVAL for outcome in outcomes):
         sys.exit(AWAITING_APPROVAL_EXIT)
 
 
 def _confirm(plan: PipelinePlan) -> bool:
-    from reconciler.plan.document import plan_document
+    from reconciler.plan.document import assemble_plan
     from reconciler.plan.terminal import render_plan
 
-    render_plan(plan_document([plan], Path(".")), console())
+    render_plan(assemble_plan([plan], Path(".")), console())
     return click.confirm(f"Bootstrap these changes to '{plan.name}'?", default=False)

@@ -79,7 +79,7 @@ def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
     project = load_project(obj.project_dir)
     backend = open_backend(project, backend_url)
     names = [pipeline] if pipeline else backend.list_pipelines()
-    from reconciler.operations.pipeline import collect_garbage  # the engine layer: pyspark
+    from reconciler.operations.commit import collect_garbage  # the engine layer: pyspark
 
     removed = {}
     for name in names:

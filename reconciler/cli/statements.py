@@ -30,7 +30,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
     (DELETE FROM t WHERE ...), then run a step."""
     from reconciler.desired.project import load_project
     from reconciler.desired.workspace import select_pipelines
-    from reconciler.operations import pipeline as operations
+    from reconciler.operations.engine import Engine
     from reconciler.operations.statements import execute_statement
     from reconciler.operations.step_failures import cleared
     from reconciler.state.reader import open_backend
@@ -38,8 +38,8 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
-    engine = operations.Engine(project, master=spark_master, remote=spark_remote,
-                               report=obj.progress(), debug=obj.debug)
+    engine = Engine(project, master=spark_master, remote=spark_remote,
+                    report=obj.progress(), debug=obj.debug)
     outcome, _ = execute_statement(project, backend, engine, pipeline, sql)
     cleared(backend, pipeline)
     if obj.as_json:
@@ -63,15 +63,15 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     from reconciler.cli.query_output import print_rows
     from reconciler.desired.project import load_project
     from reconciler.desired.workspace import select_pipelines
-    from reconciler.operations import pipeline as operations
+    from reconciler.operations.engine import Engine
     from reconciler.operations.statements import query_pipeline
     from reconciler.state.reader import open_backend
 
     project = load_project(obj.project_dir)
     select_pipelines(project, pipeline)
     backend = open_backend(project, backend_url)
-    engine = operations.Engine(project, master=spark_master, remote=spark_remote,
-                               report=obj.progress(), debug=obj.debug)
+    engine = Engine(project, master=spark_master, remote=spark_remote,
+                    report=obj.progress(), debug=obj.debug)
     frame = query_pipeline(backend, engine, pipeline, sql)
     # The rows are what this command prints, so they come to this process, but streamed a
     # partition at a time and never held whole. Results too large for a terminal belong in

@@ -32,6 +32,7 @@ from reconciler.github.workflow_commands import (
     mask_url_parameters,
     write_summary,
 )
+from reconciler.plan.artifact import Plan
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
@@ -97,48 +98,47 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
     try:
         git = git_info(project_dir)
         head_sha = head_sha or str((git or {}).get("sha") or "")
-        document = _plan(project_dir, context, inputs, pull)
+        plan = _plan(project_dir, context, inputs, pull)
     except (ReconcileError, StateBackendError) as error:
         return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
-    view = PlanView(key, document, render_markdown(document), head_sha, inputs.apply_command,
+    view = PlanView(key, plan, render_markdown(plan), head_sha, inputs.apply_command,
                     notice=_checkout_notice(git, head_sha))
     save_plan(view, context.temp_dir, outputs)
     write_summary(context.step_summary, view.summary())
-    outputs.set("plan-id", document["plan_id"])
+    outputs.set("plan-id", plan.plan_id)
     outputs.set("has-changes", bool(view.changed))
-    log(f"plan {document['plan_id']}: {len(view.changed)} pipeline(s) with changes")
+    log(f"plan {plan.plan_id}: {len(view.changed)} pipeline(s) with changes")
     if number is not None:
         _post_plan(context, outputs, key, int(number), view.comment())
     outputs.set("result", "planned")
     return 0
 
 
-def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Any:
+def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Plan:
     """On a pull request, under the trusted branch's settings (see `trusted`); on any other
     event (`command: plan` on a push, say) the checkout is the repository's own code. With
     the `tests` input, the changed pipelines' view tests, bounded by the settings in force."""
     if not pull:
-        document = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+        plan = compute_plan(project_dir, inputs.pipeline, inputs.backend)
         if inputs.tests:
-            add_view_tests(document, project_dir,
-                           timeout=load_project(project_dir).settings.tests.timeout_seconds)
-        return document
+            plan = add_view_tests(
+                plan, project_dir, timeout=load_project(project_dir).settings.tests.timeout_seconds)
+        return plan
     client = context.client()
     branch = trusted_branch(inputs, context.event, client, context.repository)
     tree = TrustedTree.resolve(client, context.repository, branch, project_dir)
     base_ref = str((pull.get("base") or {}).get("ref") or "")
     trusted = trusted_project(project_dir, inputs.pipeline, inputs, tree, base_ref)
-    document = trusted.plan()
+    plan = trusted.plan()
     if inputs.preview != "off":
-        _preview(document, trusted, inputs, pull)
+        plan = _preview(plan, trusted, inputs, pull)
     if inputs.tests:
-        add_view_tests(document, project_dir,
-                       timeout=trusted.project.settings.tests.timeout_seconds)
-    return document
+        plan = add_view_tests(plan, project_dir,
+                              timeout=trusted.project.settings.tests.timeout_seconds)
+    return plan
 
 
-def _preview(document: dict[str, Any], trusted: Trusted, inputs: Inputs,
-             pull: dict[str, Any]) -> None:
+def _preview(plan: Plan, trusted: Trusted, inputs: Inputs, pull: dict[str, Any]) -> Plan:
     """The data preview, under the trusted settings an apply would use, for a pull request
     from this repository: a fork's SQL never runs here with the workflow's access to state.
     A preview that fails is said in the comment; the plan stands."""
@@ -146,18 +146,16 @@ def _preview(document: dict[str, Any], trusted: Trusted, inputs: Inputs,
     base = (pull.get("base") or {}).get("repo") or {}
     if not head.get("full_name") or head.get("full_name") != base.get("full_name"):
         log("data preview skipped: the pull request comes from a fork")
-        return
+        return plan
     from reconciler.operations.engine import Engine  # Spark: only with the preview input
     from reconciler.operations.preview import preview_plan
 
     try:
-        preview_plan(document, trusted.project, trusted.programs, None,
-                     Engine(trusted.project), inputs.preview)
+        return preview_plan(plan, trusted.project, trusted.programs, None,
+                            Engine(trusted.project), inputs.preview)
     except Exception as error:  # the plan is still right; say why there are no counts
         failed = {"format": 1, "error": public_message(error), "views": {}}
-        for pipeline in document["pipelines"]:
-            if pipeline["has_changes"]:
-                pipeline["preview"] = failed
+        return plan.attached("preview", dict.fromkeys(plan.changed, failed))
 
 
 def _checkout_notice(git: dict[str, Any] | None, head_sha: str) -> str:
@@ -200,7 +198,7 @@ def save_plan(view: PlanView, temp_dir: Path, outputs: Outputs) -> Path:
     folder = temp_dir / f"reconcile-plan-{re.sub(r'[^A-Za-z0-9_.-]', '_', view.key)}"
     folder.mkdir(parents=True, exist_ok=True)
     plan_file = folder / "plan.json"
-    plan_file.write_text(json.dumps(view.document, indent=2, sort_keys=True) + "\n",
+    plan_file.write_text(json.dumps(view.plan.document(), indent=2, sort_keys=True) + "\n",
                          encoding="utf-8")
     (folder / "plan.md").write_text(view.summary(), encoding="utf-8")
     outputs.set("plan-file", str(plan_file))

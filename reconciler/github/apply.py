@@ -53,8 +53,10 @@ from reconciler.github.workflow_commands import (
     workflow_commands_off,
     write_summary,
 )
+from reconciler.operations.apply import ApplyOptions, apply_pipeline
 from reconciler.operations.engine import Engine
-from reconciler.operations.pipeline import Outcome, apply_pipeline
+from reconciler.operations.outcome import Outcome
+from reconciler.plan.artifact import Plan
 from reconciler.plan.markdown import render_markdown
 from reconciler.state.reader import open_backend
 from reconciler.support.errors import ReconcileError, public_message
@@ -125,7 +127,7 @@ def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
         if invalid is not None:
             raise invalid
         assert request is not None
-        outcomes, document = approve_and_apply(project_dir, inputs, run, request)
+        outcomes, plan = approve_and_apply(project_dir, inputs, run, request)
     except Refused as refusal:
         return _finish(run, "refused", str(refusal),
                        f"### Not applied\n\n{refusal}\n\n<sub>`{inputs.apply_command}` "
@@ -135,12 +137,12 @@ def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     except (ReconcileError, StateBackendError) as error:
         return _finish(run, "failed", public_message(error),
                        f"### Apply failed\n\n{fenced(public_message(error))}\n")
-    run.outputs.set("plan-id", document["plan_id"])
+    run.outputs.set("plan-id", plan.plan_id)
     run.outputs.set("has-changes", bool(outcomes))
     result = "applied" if outcomes else "no-changes"
     run.outputs.set("result", result)  # before replying: the apply is done whatever happens
     log(f"{result}: " + "; ".join(o.message for o in outcomes))
-    run.reply(success_reply(run.login, document, outcomes))
+    run.reply(success_reply(run.login, plan, outcomes))
     run.react("rocket")
     return 0
 
@@ -159,7 +161,7 @@ def _finish(run: CommentRun, result: str, reason: str, reply: str) -> int:
 
 
 def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
-                      request: ApplyRequest) -> tuple[list[Outcome], dict[str, Any]]:
+                      request: ApplyRequest) -> tuple[list[Outcome], Plan]:
     """Every check in order of cost, then apply the named plan with approval given."""
     repo, key = run.context.repository, project_key(project_dir, run.context.workspace)
     how = check_approver(run.client, repo, run.login, inputs.approvers)
@@ -178,36 +180,36 @@ def approve_and_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     trusted = trusted_project(project_dir, inputs.pipeline, inputs, tree,
                               str(pull["base"]["ref"]))
     check_backend(trusted.project, run.context.workspace)
-    document = trusted.plan()
-    if document["plan_id"] != shown.plan_id:
-        _refresh_sticky(run, key, document, head_sha, inputs.apply_command,
+    plan = trusted.plan()
+    if plan.plan_id != shown.plan_id:
+        _refresh_sticky(run, key, plan, head_sha, inputs.apply_command,
                         notice="> **The plan changed** since it was last shown (the state or "
                                "the specs moved). Review this plan and comment again.")
         raise Refused(f"the plan changed since it was posted (plan_id `{shown.plan_id[:12]}` "
-                      f"-> `{document['plan_id'][:12]}`); the plan comment now shows the "
+                      f"-> `{plan.plan_id[:12]}`); the plan comment now shows the "
                       "current plan: review it and comment again")
-    selected = select_changed(document, request.pipeline)
-    check_policies(document, selected)
+    selected = select_changed(plan, request.pipeline)
+    check_policies(plan, selected)
     if trusted.project.settings.tests.required:
-        add_view_tests(document, project_dir, only=selected,
-                       timeout=trusted.project.settings.tests.timeout_seconds)
-        failing = failing_tests(document, selected)
+        plan = add_view_tests(plan, project_dir, only=selected,
+                              timeout=trusted.project.settings.tests.timeout_seconds)
+        failing = failing_tests(plan, selected)
         if failing:
             raise Refused("view tests fail: " + "; ".join(failing) + " (fix them, or set "
                           "`tests: {required: false}` in the trusted branch's reconcile.yaml)")
     log(f"@{run.login} may apply ({how}); applying {', '.join(selected) or 'nothing'} "
-        f"of plan {document['plan_id'][:12]} at {head_sha}")
+        f"of plan {plan.plan_id[:12]} at {head_sha}")
     try:
-        outcomes = apply_selected(trusted, document, selected, head_sha)
+        outcomes = apply_selected(trusted, plan, selected, head_sha)
     except ApplyFailed as failure:
-        _refresh_after_apply(run, trusted, inputs, key, head_sha, document, failure.done,
+        _refresh_after_apply(run, trusted, inputs, key, head_sha, plan, failure.done,
                              failed=failure.pipeline)
         raise
-    _refresh_after_apply(run, trusted, inputs, key, head_sha, document, outcomes)
-    return outcomes, document
+    _refresh_after_apply(run, trusted, inputs, key, head_sha, plan, outcomes)
+    return outcomes, plan
 
 
-def apply_selected(trusted: Trusted, document: dict[str, Any], selected: list[str],
+def apply_selected(trusted: Trusted, plan: Plan, selected: list[str],
                    head_sha: str) -> list[Outcome]:
     """apply_pipeline with approval given, checking the plan again under each pipeline's lock."""
     if not selected:
@@ -221,8 +223,8 @@ def apply_selected(trusted: Trusted, document: dict[str, Any], selected: list[st
         for position, name in enumerate(selected):
             try:
                 outcomes.append(apply_pipeline(project, by_name[name], backend, engine,
-                                               policy="allow", saved_plan=document,
-                                               git_sha=head_sha))
+                                               ApplyOptions(policy="allow", saved_plan=plan,
+                                                            git_sha=head_sha)))
             except Exception as error:  # Spark errors too: reported on the PR, not swallowed
                 if not isinstance(error, (ReconcileError, StateBackendError)):
                     log_traceback(error)
@@ -231,10 +233,10 @@ def apply_selected(trusted: Trusted, document: dict[str, Any], selected: list[st
     return outcomes
 
 
-def _refresh_sticky(run: CommentRun, key: str, document: dict[str, Any], head_sha: str,
+def _refresh_sticky(run: CommentRun, key: str, plan: Plan, head_sha: str,
                     apply_command: str, notice: str) -> None:
     """Show the current plan so the next approval is of what would really happen."""
-    view = PlanView(key, document, render_markdown(document), head_sha, apply_command, notice)
+    view = PlanView(key, plan, render_markdown(plan), head_sha, apply_command, notice)
     try:
         upsert_sticky(run.client, run.context.repository, run.number, key, view.comment())
     except (GitHubError, ReconcileError) as error:
@@ -242,18 +244,18 @@ def _refresh_sticky(run: CommentRun, key: str, document: dict[str, Any], head_sh
 
 
 def _refresh_after_apply(run: CommentRun, trusted: Trusted, inputs: Inputs, key: str,
-                         head_sha: str, applied: dict[str, Any], outcomes: list[Outcome],
+                         head_sha: str, applied: Plan, outcomes: list[Outcome],
                          failed: str | None = None) -> None:
     """After an apply (even a failed one) the state moved and the old plan_id is spent: the
     sticky comment shows what is left, so a retry approves what would really happen."""
     if not outcomes and failed is None:
         return
     try:
-        document = trusted.plan()
+        plan = trusted.plan()
     except (ReconcileError, StateBackendError) as error:
         log(f"could not plan again after applying: {public_message(error)}")
         return
-    user, plan_id = safe_login(run.login), applied["plan_id"][:12]
+    user, plan_id = safe_login(run.login), applied.plan_id[:12]
     if failed is None:
         names = ", ".join(f"`{o.pipeline}`" for o in outcomes)
         notice = (f"> Plan `{plan_id}` was applied to {names} by @{user} at "
@@ -261,4 +263,4 @@ def _refresh_after_apply(run: CommentRun, trusted: Trusted, inputs: Inputs, key:
     else:
         notice = (f"> Applying plan `{plan_id}` failed at `{failed}` (see the reply below). "
                   "The current plan, to retry:")
-    _refresh_sticky(run, key, document, head_sha, inputs.apply_command, notice)
+    _refresh_sticky(run, key, plan, head_sha, inputs.apply_command, notice)

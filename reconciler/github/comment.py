@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.truncation import fit_comment
+from reconciler.plan.artifact import Plan
 from reconciler.state.manifest import utc_now
 
 APP_BOT_LOGIN = "github-actions[bot]"
@@ -98,7 +99,7 @@ class PlanView:
     """The plan as shown: the pieces of the sticky comment and the step summary."""
 
     key: str
-    document: dict[str, Any]
+    plan: Plan
     markdown: str
     head_sha: str
     apply_command: str
@@ -106,18 +107,18 @@ class PlanView:
 
     @property
     def changed(self) -> list[str]:
-        return [p["name"] for p in self.document["pipelines"] if p["has_changes"]]
+        return self.plan.changed
 
     def head(self) -> str:
         markers = "\n".join([
             sticky_marker(self.key),
-            f"<!-- reconcile-plan-id:{self.document['plan_id']} -->",
+            f"<!-- reconcile-plan-id:{self.plan.plan_id} -->",
             f"<!-- reconcile-head-sha:{self.head_sha} -->",
         ]) + "\n"
         return markers + (f"\n{self.notice}\n\n" if self.notice else "")
 
     def tail(self) -> str:
-        plan_id, sha = self.document["plan_id"], self.head_sha
+        plan_id, sha = self.plan.plan_id, self.head_sha
         if self.changed:
             names = ", ".join(f"`{name}`" for name in self.changed)
             command = f"{self.apply_command} {plan_id[:12]}"

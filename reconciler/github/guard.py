@@ -16,6 +16,7 @@ from reconciler.desired.project import Project
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import StickyPlan, read_sticky
 from reconciler.github.event import Refused
+from reconciler.plan.artifact import Plan
 from reconciler.plan.document import git_info
 from reconciler.support.errors import ReconcileError, public_message
 
@@ -164,24 +165,23 @@ def check_checkout(project_dir: Path, head_sha: str) -> None:
                       f"head `{head_sha[:12]}`; the workflow must check out the head SHA")
 
 
-def select_changed(document: dict[str, Any], pipeline: str | None) -> list[str]:
+def select_changed(plan: Plan, pipeline: str | None) -> list[str]:
     """The pipelines to apply: those with changes, or the one the comment names."""
-    names = [p["name"] for p in document["pipelines"]]
+    names = [p.name for p in plan.pipelines]
     if pipeline is not None and pipeline not in names:
         raise Refused(f"unknown pipeline `{pipeline}` (this plan has: "
                       f"{', '.join(f'`{n}`' for n in names) or 'none'})")
-    return [p["name"] for p in document["pipelines"]
-            if p["has_changes"] and pipeline in (None, p["name"])]
+    return [name for name in plan.changed if pipeline in (None, name)]
 
 
-def check_policies(document: dict[str, Any], selected: list[str]) -> None:
+def check_policies(plan: Plan, selected: list[str]) -> None:
     """A comment is an approval, but `bootstrap_policy: reject` forbids bootstrapping at all.
 
     The policy is the plan's, which the Action took from the trusted tree or its input.
     """
-    rejected = [entry["name"] for entry in document["pipelines"]
-                if entry["name"] in selected and entry["bootstrap_required"]
-                and entry.get("bootstrap_policy") == "reject"]
+    rejected = [entry.name for entry in plan.pipelines
+                if entry.name in selected and entry.bootstrap_required
+                and entry.bootstrap_policy == "reject"]
     if rejected:
         raise Refused(f"bootstrap_policy is 'reject' for {', '.join(rejected)}: these changes "
                       "need bootstrapping, which the policy forbids")

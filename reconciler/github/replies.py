@@ -7,7 +7,8 @@ from typing import Any
 
 from reconciler.github.comment import fenced
 from reconciler.github.guard import safe_login
-from reconciler.operations.pipeline import Outcome
+from reconciler.operations.outcome import Outcome
+from reconciler.plan.artifact import Plan
 
 
 class ApplyFailed(Exception):
@@ -41,9 +42,8 @@ def _names(values: Iterable[Any] | Mapping[str, Any]) -> list[str]:
     return [str(v) for v in (values.keys() if isinstance(values, Mapping) else values)]
 
 
-def success_reply(login: str, document: dict[str, Any], outcomes: list[Outcome]) -> str:
-    head = (f"### Applied\n\n@{safe_login(login)} approved plan "
-            f"`{document['plan_id'][:12]}`")
+def success_reply(login: str, plan: Plan, outcomes: list[Outcome]) -> str:
+    head = f"### Applied\n\n@{safe_login(login)} approved plan `{plan.plan_id[:12]}`"
     if not outcomes:
         return head + ": it has no changes, so nothing was applied.\n"
     return head + ":\n\n" + "\n".join(_outcome_line(o) for o in outcomes) + "\n"

@@ -41,6 +41,7 @@ from reconciler.desired.workspace import load_source, select_pipelines
 from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs
 from reconciler.github.guard import SHA_RE
+from reconciler.plan.artifact import Plan
 from reconciler.plan.planner import committed_memos, plan_project
 from reconciler.state.reader import open_backend, orphaned_pipelines
 from reconciler.support.errors import ReconcileError
@@ -106,8 +107,8 @@ class Trusted:
     programs: list[Program]
     notes: dict[str, tuple[str, ...]]
 
-    def plan(self) -> dict[str, Any]:
-        """The plan document under the trusted settings, with notes on what was replaced."""
+    def plan(self) -> Plan:
+        """The plan under the trusted settings, with notes on what was replaced."""
         return plan_project(self.project, self.programs, None, self.notes, orphans=(
             orphaned_pipelines(self.project, open_backend(self.project))))
 

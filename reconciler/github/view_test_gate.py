@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.github.workflow_commands import log
+from reconciler.plan.artifact import Plan
 from reconciler.support.child_process import run_reconciler
 
 
@@ -57,28 +58,28 @@ def _in_project(file: str, project_dir: Path) -> str:
         return file
 
 
-def add_view_tests(document: dict[str, Any], project_dir: Path, *, timeout: float,
-                   only: list[str] | None = None) -> None:
-    """Run the tests of every pipeline the plan changes (of `only` these, when given), each
-    pipeline's within `timeout` seconds, and attach them to the plan. A pull request that
-    changes only a test file changes no pipeline: its tests run with the next change that
-    does, and with `reconcile test`."""
-    for pipeline in document["pipelines"]:
-        if pipeline["has_changes"] and (only is None or pipeline["name"] in only):
-            pipeline["tests"] = run_view_tests(project_dir, pipeline["name"], timeout)
+def add_view_tests(plan: Plan, project_dir: Path, *, timeout: float,
+                   only: list[str] | None = None) -> Plan:
+    """`plan` with the tests of every pipeline it changes (of `only` these, when given)
+    attached, each pipeline's run within `timeout` seconds. A pull request that changes
+    only a test file changes no pipeline: its tests run with the next change that does,
+    and with `reconcile test`."""
+    return plan.attached("tests", {
+        name: run_view_tests(project_dir, name, timeout)
+        for name in plan.changed if only is None or name in only})
 
 
-def failing_tests(document: dict[str, Any], selected: list[str]) -> list[str]:
+def failing_tests(plan: Plan, selected: list[str]) -> list[str]:
     """`pipeline: test` for each test of the `selected` pipelines that failed or did not run."""
     found = []
-    for pipeline in document["pipelines"]:
-        tests = pipeline.get("tests")
-        if pipeline["name"] not in selected or not tests:
+    for pipeline in plan.pipelines:
+        tests = pipeline.tests
+        if pipeline.name not in selected or not tests:
             continue
         if tests.get("error"):  # its text may quote the pull request's files: logged only
-            log(f"view tests of {pipeline['name']} could not run: {tests['error']}")
-            found.append(f"{pipeline['name']}: the tests could not run")
+            log(f"view tests of {pipeline.name} could not run: {tests['error']}")
+            found.append(f"{pipeline.name}: the tests could not run")
             continue
-        found.extend(f"{pipeline['name']}: {test['name']}" for test in tests["results"]
+        found.extend(f"{pipeline.name}: {test['name']}" for test in tests["results"]
                      if not test["passed"])
     return found

@@ -28,7 +28,7 @@ from typing import Any
 
 from reconciler.desired.project import Project, load_pipeline_spec
 from reconciler.state.layout import Layout
-from reconciler.state.manifest import Manifest, utc_now
+from reconciler.state.manifest import Manifest, Status, utc_now
 from reconciler.state.reader import pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
 from reconciler.support.locations import is_url
@@ -193,7 +193,7 @@ def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan
             raise ReconcileError(f"pipeline '{name}' changed since the destroy plan was made "
                                  f"(serial {shown.serial}, now {found}): run destroy again")
         plan = _plan(project, backend, manifest, layout)
-        marked = manifest.next(status="Failed", status_details={
+        marked = manifest.next(status=Status.FAILED, status_details={
             "destroying": utc_now(),
             "error": f"being destroyed: run `reconcile destroy -p {name}` to finish"})
         commit_state(project, backend, marked, etag)
@@ -217,8 +217,8 @@ def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan
 def commit_state(project: Project, backend: StateBackend, manifest: Manifest,
                  etag: str | None) -> str:
     """Commit a manifest that only the state changes in (`destroy`'s mark, `state rm`),
-    as `operations._commit` does for the rest: paths relative to the storage root, written
-    with compare-and-swap on `etag`. No engine runs, so none is recorded."""
+    as `operations.commit.commit_manifest` does for the rest: paths relative to the storage
+    root, written with compare-and-swap on `etag`. No engine runs, so none is recorded."""
     layout = pipeline_layout(project, manifest.pipeline)
     return backend.write_manifest(manifest.pipeline, manifest.stored_document(layout), etag)
 

@@ -30,6 +30,7 @@ from reconciler.desired.output_key import output_key
 from reconciler.desired.program import Program
 from reconciler.desired.project import Project, settings_summary
 from reconciler.desired.workspace import load_programs
+from reconciler.plan.artifact import Plan
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
@@ -38,9 +39,9 @@ from reconciler.support.errors import ReconcileError
 PREVIEW_FORMAT = 1
 
 
-def preview_plan(document: dict[str, Any], project: Project, programs: list[Program],
-                 backend_url: str | None, engine: Any, mode: str = "counts") -> None:
-    """Add `preview` to every pipeline of the plan `document` that computes a view
+def preview_plan(plan: Plan, project: Project, programs: list[Program],
+                 backend_url: str | None, engine: Any, mode: str = "counts") -> Plan:
+    """`plan` with a `preview` attached to every pipeline that computes a view
     (`programs` and `project` as planned: the Action's carry its trusted settings); with
     `mode` rows, sample rows as reconcile.yaml's `preview` says (count, masked columns).
 
@@ -48,23 +49,24 @@ def preview_plan(document: dict[str, Any], project: Project, programs: list[Prog
     views and their kinds): it must be the one the plan was made against, or the preview
     would describe another change than the plan shows."""
     backend = open_backend(project, backend_url)
-    by_name = {entry["name"]: entry for entry in document["pipelines"]}
+    previews: dict[str, dict[str, Any]] = {}
     with ExitStack() as stack:
         bound = _Bound(stack, project, engine)
         for program in programs:
             manifest, etag = read_manifest(backend, program.pipeline,
                                            pipeline_layout(project, program.pipeline))
-            if program.pipeline not in by_name:
+            entry = plan.pipeline(program.pipeline)
+            if entry is None:
                 continue
-            planned = by_name[program.pipeline]["base"]
-            if (planned or {}).get("etag") != (etag if manifest else None):
+            if (entry.base.etag if entry.base else None) != (etag if manifest else None):
                 raise ReconcileError(f"pipeline {program.pipeline}: its state moved on while "
                                      "it was planned (a step or an apply committed); plan again")
-            plan = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
-            views = computed_views(plan)
+            again = plan_pipeline(program, manifest, etag, settings_summary(project.settings))
+            views = computed_views(again)
             if views:
-                by_name[program.pipeline]["preview"] = _previewed(
-                    project, plan, views, manifest, engine, bound, mode)
+                previews[program.pipeline] = _previewed(
+                    project, again, views, manifest, engine, bound, mode)
+    return plan.attached("preview", previews)
 
 
 def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]],
@@ -105,13 +107,14 @@ class _Bound:
         return self.bound
 
 
-def preview_checkout(document: dict[str, Any], project_dir: Path, pipeline: str | None,
-                     backend_url: str | None, mode: str, debug: bool) -> None:
+def preview_checkout(plan: Plan, project_dir: Path, pipeline: str | None,
+                     backend_url: str | None, mode: str, debug: bool) -> Plan:
     """`reconcile plan --preview`: the checkout's own project and settings."""
     from reconciler.operations.engine import Engine
 
     project, programs = load_programs(project_dir, pipeline)
-    preview_plan(document, project, programs, backend_url, Engine(project, debug=debug), mode)
+    return preview_plan(plan, project, programs, backend_url, Engine(project, debug=debug),
+                        mode)
 
 
 def computed_views(plan: PipelinePlan) -> list[tuple[str, str]]:

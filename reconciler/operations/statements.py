@@ -15,7 +15,8 @@ from typing import Any
 from reconciler.desired.project import Project
 from reconciler.engine.step import StepResult, insert_app_id
 from reconciler.operations.engine import Engine
-from reconciler.operations.pipeline import Outcome, run_pipeline
+from reconciler.operations.outcome import Outcome
+from reconciler.operations.step import run_pipeline
 from reconciler.state.reader import committed_program, pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
 from state_backends import StateBackend

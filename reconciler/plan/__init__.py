@@ -1,11 +1,13 @@
 """From a desired program and a committed manifest to a plan a person can approve.
 
 Owns the diff (``diff``: Feldera's shape, classified from deepdiff), renamed
-relations (``renames``), one action per object with its reasons (``actions``), the
-plan document and its id (``document``), the objects ``--select`` chooses and the
+relations (``renames``), one action per object with its reasons (``actions``), one
+pipeline's plan (``document``), the plan as one frozen object, its id, and its JSON
+written out and read back (``artifact``), the objects ``--select`` chooses and the
 part-committed program an apply of them commits (``selection``), planning a whole
 project against its backend (``planner``), and the renderings (``terminal``,
-``markdown`` with its Jinja2 template). The plan is plain data that crosses from planning to doing.
+``markdown`` with its Jinja2 template). The plan crosses from planning to doing as a
+frozen ``artifact.Plan``; it is JSON only where it is written out or read back.
 
 May import: ``state``, ``desired`` and ``support``. Never ``engine`` or pyspark:
 ``reconcile plan`` starts no JVM.

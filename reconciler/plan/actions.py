@@ -48,6 +48,14 @@ class Action:
             document["options_changed"] = self.options_changed
         return document
 
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> Action:
+        """The action a saved plan recorded (`document`'s inverse): what `show` renders and
+        what the terminal and Markdown read, whether the plan was just made or saved."""
+        return cls(document["kind"], document["name"], document["action"],
+                   tuple(document["reasons"]), document.get("refresh"), document.get("from"),
+                   document.get("options"), document.get("options_changed"))
+
 
 def relation_actions(diff: ProgramDiff, program: Program) -> list[Action]:
     """Every table and view, in the desired evaluation order, then removed ones."""

@@ -1,14 +1,15 @@
-"""The plan of one or more pipelines: actions (`plan.actions`), notes, refusals, and its id.
+"""One pipeline's plan: its diff, actions (`plan.actions`), notes and refusals.
 
-The plan artifact is a contract (docs/concepts.md): `plan_id` is the SHA-256 of
-the canonical plan body, so two plans of the same inputs against the same base
-have the same id, and `apply` can refuse a plan that no longer matches the
-backend (base lineage and serial) or the specs (desired fingerprint).
+A `PipelinePlan` holds the whole `ProgramDiff` an apply carries out; its entry of the
+plan artifact (`plan.artifact.PlannedPipeline`) is what a reviewer approves. The
+artifact is a contract (docs/concepts.md): `plan_id` is the SHA-256 of the canonical
+plan body, so two plans of the same inputs against the same base have the same id, and
+`apply` can refuse a plan that no longer matches the backend (base lineage and serial)
+or the specs (desired fingerprint).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,25 +18,12 @@ from reconciler.desired.fingerprint import stable_hash
 from reconciler.desired.lineage import view_lineage
 from reconciler.desired.program import Program
 from reconciler.plan.actions import Action, connector_actions, relation_actions
+from reconciler.plan.artifact import Base, Plan, PlannedPipeline
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.plan.selection import Selection, narrow
-from reconciler.state.manifest import Manifest, spark_version, utc_now
+from reconciler.state.manifest import Manifest, Status, spark_version, utc_now
 from reconciler.support.errors import ReconcileError, public_message
 from reconciler.support.git import checked_out_commit
-
-PLAN_FORMAT = 1
-@dataclass(frozen=True)
-class Base:
-    """The committed manifest a plan was computed against (None for a new pipeline)."""
-
-    lineage: str
-    serial: int
-    etag: str
-    status: str
-
-    def document(self) -> dict[str, Any]:
-        return {"lineage": self.lineage, "serial": self.serial, "etag": self.etag,
-                "status": self.status}
 
 
 @dataclass(frozen=True)
@@ -82,72 +70,28 @@ class PipelinePlan:
                                 "old": old, "new": new})
         return changes
 
-    def document(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "base": self.base.document() if self.base else None,
-            "desired_fingerprint": self.desired_fingerprint,
-            "diff": self.diff.status_details(),
-            "actions": [action.document() for action in self.actions],
-            "bootstrap_required": self.bootstrap_required,
-            "has_changes": self.has_changes,
-            "notes": list(self.notes),
-            "refusals": list(self.refusals),
-            "settings": self.settings,
-            "bootstrap_policy": self.bootstrap_policy,
-            "publish": self.publish,
-            **({"selection": {**self.selection.document(), "left_out": list(self.left_out)}}
-               if self.selection else {}),
-            "graph": {name: entry.get("reads", []) for section in ("tables", "views")
-                      for name, entry in {**self.diff.old[section],
-                                          **self.diff.new[section]}.items()},
-            "sql_changes": self.sql_changes(),
-            "deepdiff": self.diff.raw,
-        }
+    def planned(self) -> PlannedPipeline:
+        """The pipeline's entry of the plan artifact: what a reviewer approves."""
+        return PlannedPipeline(
+            name=self.name, base=self.base, desired_fingerprint=self.desired_fingerprint,
+            diff=self.diff.status_details(), actions=self.actions,
+            bootstrap_required=self.bootstrap_required, has_changes=self.has_changes,
+            notes=self.notes, refusals=self.refusals, settings=self.settings,
+            bootstrap_policy=self.bootstrap_policy, publish=self.publish,
+            selection=self.selection, left_out=self.left_out,
+            graph={name: entry.get("reads", []) for section in ("tables", "views")
+                   for name, entry in {**self.diff.old[section],
+                                       **self.diff.new[section]}.items()},
+            sql_changes=tuple(self.sql_changes()), deepdiff=self.diff.raw)
 
 
-# Derived or bulky parts of a pipeline's plan that do not define it: left out of plan_id
-# (a data preview describes the data at the base serial, not what the plan would do).
-_NOT_HASHED = ("deepdiff", "sql_changes", "graph", "preview", "tests")
-
-
-def plan_body_hash(pipelines: list[dict[str, Any]]) -> str:
-    """plan_id: the hash of what the plan would do, not of when or where it was made."""
-    return stable_hash({"format_version": PLAN_FORMAT, "pipelines": [
-        {k: v for k, v in pipeline.items() if k not in _NOT_HASHED} for pipeline in pipelines]})
-
-
-def plan_document(pipelines: list[PipelinePlan], project_dir: Path,
-                  orphaned: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The plan artifact (docs/concepts.md), with `orphaned`: the pipelines the backend holds and
-    the project no longer has (`planner.orphaned_pipelines`). No apply acts on those (only
-    `reconcile destroy` does), so they are beside `pipelines`, outside the plan's id."""
-    bodies = [pipeline.document() for pipeline in pipelines]
-    return {"format_version": PLAN_FORMAT, "plan_id": plan_body_hash(bodies),
-            "created_at": utc_now(), "git": git_info(project_dir), "pipelines": bodies,
-            "orphaned": orphaned or []}
-
-
-def load_plan_file(path: Path) -> dict[str, Any]:
-    """Read a plan artifact and check that its plan_id still matches its body."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ReconcileError(f"not a readable plan file: {error}", file=path) from None
-    if not isinstance(document, dict):
-        raise ReconcileError("not a plan file: expected a JSON object", file=path)
-    verify_plan_id(document, str(path))
-    return document
-
-
-def verify_plan_id(document: dict[str, Any], where: str) -> None:
-    """Refuse a plan file whose body was edited after it was written."""
-    if document.get("format_version") != PLAN_FORMAT:
-        raise ReconcileError(f"plan format {document.get('format_version')!r} is not supported",
-                             file=where)
-    if plan_body_hash(document.get("pipelines", [])) != document.get("plan_id"):
-        raise ReconcileError("plan_id does not match the plan's contents: the file was edited",
-                             file=where)
+def assemble_plan(pipelines: list[PipelinePlan], project_dir: Path,
+                  orphaned: list[dict[str, Any]] | None = None) -> Plan:
+    """The plan of `pipelines`, made now from the specs at `project_dir`'s commit, with
+    `orphaned`: the pipelines the backend holds and the project no longer has
+    (`planner.orphaned_pipelines`), beside them and outside the plan's id."""
+    return Plan.of([pipeline.planned() for pipeline in pipelines], utc_now(),
+                   git_info(project_dir), orphaned or ())
 
 
 def git_info(project_dir: Path) -> dict[str, Any] | None:
@@ -216,9 +160,9 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
     if recorded and recorded != spark_version():
         notes.append(f"Spark {recorded} -> {spark_version()}: an engine upgrade alone "
                      "recomputes nothing")
-    if manifest.status == "AwaitingApproval":
+    if manifest.status == Status.AWAITING_APPROVAL:
         notes.append(f"serial {manifest.serial} is awaiting approval")
-    if manifest.status == "Failed":
+    if manifest.status == Status.FAILED:
         details = manifest.status_details
         error = details.get("error") if isinstance(details, dict) else None
         notes.append(f"last apply failed: {public_message(ReconcileError(str(error)))}"

@@ -1,4 +1,4 @@
-"""Render a plan document as Markdown for pull-request comments and step summaries.
+"""Render a plan as Markdown for pull-request comments and step summaries.
 
 Each pipeline gets a table of changed objects with reasons, a Mermaid graph of
 the affected part of the pipeline, and a collapsible unified diff of its SQL.
@@ -9,10 +9,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
 
+from reconciler.plan.actions import Action
+from reconciler.plan.artifact import Plan, PlannedPipeline
 from reconciler.plan.terminal import (
     COUNTED,
     SYMBOLS,
@@ -49,53 +52,54 @@ NODE_STYLES = {
 }
 
 
-def render_markdown(plan: dict[str, Any]) -> str:
-    pipelines = [_pipeline_context(p) for p in plan["pipelines"]]
-    changed = sum(1 for p in plan["pipelines"] if p["has_changes"])
+def render_markdown(plan: Plan) -> str:
+    pipelines = [_pipeline_context(p) for p in plan.pipelines]
+    changed = len(plan.changed)
     title = (f"Reconcile plan: {changed} of {len(pipelines)} pipeline(s) change"
              if changed else "Reconcile plan: no changes")
     orphaned = [{**orphan, "state": orphan_state(orphan)}
-                for orphan in plan.get("orphaned") or []]
+                for orphan in plan.orphaned]
     return _ENVIRONMENT.get_template("plan.md.j2").render(
-        title=title, pipelines=pipelines, plan_id=plan["plan_id"], git=plan.get("git"),
+        title=title, pipelines=pipelines, plan_id=plan.plan_id, git=plan.git,
         orphaned=orphaned)
 
 
-def _pipeline_context(pipeline: dict[str, Any]) -> dict[str, Any]:
-    counts = Counter(action["action"] for action in pipeline["actions"])
-    base = pipeline["base"]
-    actions = [
-        {**action, "symbol": SYMBOLS[action["action"]][0].strip() or "·",
-         "kind": action["kind"].replace("_", " ")}
-        for action in pipeline["actions"] if is_shown(action)
-    ]
+def _pipeline_context(pipeline: PlannedPipeline) -> dict[str, Any]:
+    counts = Counter(action.action for action in pipeline.actions)
+    base = pipeline.base
+    shown = [action for action in pipeline.actions if is_shown(action)]
     return {
-        "name": pipeline["name"],
-        "status": f"serial {base['serial']}" if base else "new",
+        "name": pipeline.name,
+        "status": f"serial {base.serial}" if base else "new",
         "counts": {kind: counts[kind] for kind in COUNTED},
-        "has_changes": pipeline["has_changes"],
-        "actions": actions,
-        "notes": pipeline["notes"],
-        "refusals": pipeline["refusals"],
+        "has_changes": pipeline.has_changes,
+        "actions": [{**action.document(), "symbol": _symbol(action),
+                     "kind": action.kind.replace("_", " ")} for action in shown],
+        "notes": pipeline.notes,
+        "refusals": pipeline.refusals,
         "mermaid": mermaid_graph(pipeline),
-        "sql_diff": sql_diff(pipeline["sql_changes"]),
-        "options": options_block(actions),
-        "preview": preview_lines(pipeline["preview"]) if pipeline.get("preview") else [],
-        "preview_serial": (pipeline.get("preview") or {}).get("base_serial"),
-        "samples": sample_tables(pipeline.get("preview") or {}),
-        "tests": pipeline.get("tests"),
+        "sql_diff": sql_diff(pipeline.sql_changes),
+        "options": options_block(shown),
+        "preview": preview_lines(pipeline.preview) if pipeline.preview else [],
+        "preview_serial": (pipeline.preview or {}).get("base_serial"),
+        "samples": sample_tables(pipeline.preview or {}),
+        "tests": pipeline.tests,
     }
 
 
-def options_block(actions: list[dict[str, Any]]) -> str:
+def _symbol(action: Action) -> str:
+    return SYMBOLS[action.action][0].strip() or "·"
+
+
+def options_block(actions: list[Action]) -> str:
     """The options of new and changed connectors, for a fenced block: their values come from
     pipeline.yaml, and inside a fence no value renders as a link, HTML or a table cell
     (the plan makes each one printable line, so none can close the fence)."""
-    return "\n".join(f"{action['symbol']} {action['kind']} {action['name']}: {line}"
+    return "\n".join(f"{_symbol(action)} {action.kind.replace('_', ' ')} {action.name}: {line}"
                      for action in actions for line in option_lines(action))
 
 
-def sql_diff(changes: list[dict[str, str]]) -> str:
+def sql_diff(changes: Sequence[Mapping[str, str]]) -> str:
     """One unified diff over every added, modified or removed relation's SQL."""
     lines: list[str] = []
     for change in changes:
@@ -106,16 +110,16 @@ def sql_diff(changes: list[dict[str, str]]) -> str:
     return "\n".join(lines).replace("```", "'''")
 
 
-def mermaid_graph(pipeline: dict[str, Any]) -> str:
+def mermaid_graph(pipeline: PlannedPipeline) -> str:
     """The changed relations and their direct neighbours, styled by change."""
-    diff = pipeline["diff"]["program_diff"]
+    diff = pipeline.diff["program_diff"]
     change: dict[str, str] = {}
     for kind in ("added", "modified", "removed"):
         for name in (*diff[f"{kind}_tables"], *diff[f"{kind}_views"]):
             change[name] = kind
     if not change:
         return ""
-    graph: dict[str, list[str]] = pipeline["graph"]
+    graph = pipeline.graph
     nodes = set(change)
     edges = set()
     for reader, reads in graph.items():
@@ -123,7 +127,7 @@ def mermaid_graph(pipeline: dict[str, Any]) -> str:
             if read in change or reader in change:
                 nodes.update((read, reader))
                 edges.add((read, reader))
-    tables = {a["name"] for a in pipeline["actions"] if a["kind"] == "table"}
+    tables = {action.name for action in pipeline.actions if action.kind == "table"}
     lines = ["graph LR"]
     for name in sorted(nodes):
         shape = f'[("{name}")]' if name in tables else f'["{name}"]'

@@ -12,7 +12,8 @@ from typing import Any
 from reconciler.desired.program import Program, build_program
 from reconciler.desired.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import check_input_folders, load_source, select_pipelines
-from reconciler.plan.document import plan_document, plan_pipeline
+from reconciler.plan.artifact import Plan
+from reconciler.plan.document import assemble_plan, plan_pipeline
 from reconciler.plan.selection import Selection, one_pipeline
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import open_backend, orphaned_pipelines, pipeline_layout, read_manifest
@@ -24,8 +25,8 @@ Committed = tuple[Manifest | None, str | None]  # a pipeline's manifest and its 
 
 
 def compute_plan(project_dir: Path, pipeline: str | None,
-                 backend_url: str | None, selection: Selection | None = None) -> dict[str, Any]:
-    """The plan artifact for every selected pipeline, each against its manifest.
+                 backend_url: str | None, selection: Selection | None = None) -> Plan:
+    """The plan for every selected pipeline, each against its manifest.
 
     The manifests are read first, so that each pipeline's program is built with the
     analysis memo its manifest keeps (`desired.memo`) when no pull request can have written
@@ -38,7 +39,7 @@ def compute_plan(project_dir: Path, pipeline: str | None,
 
 
 def _compute_plan(project: Project, pipeline: str | None, backend_url: str | None,
-                  selection: Selection | None) -> dict[str, Any]:
+                  selection: Selection | None) -> Plan:
     """`compute_plan`, as `load_programs` then `plan_project` but with the memos."""
     backend = open_backend(project, backend_url)
     orphans = orphaned_pipelines(project, backend) if pipeline is None else None
@@ -112,8 +113,8 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
                  notes: Mapping[str, tuple[str, ...]] | None = None, *,
                  committed: Mapping[str, Committed] | None = None,
                  selection: Selection | None = None,
-                 orphans: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The plan artifact for `programs` under `project`'s settings (which the GitHub Action
+                 orphans: list[dict[str, Any]] | None = None) -> Plan:
+    """The plan for `programs` under `project`'s settings (which the GitHub Action
     replaces with trusted ones, adding `notes` per pipeline on what it replaced). Options
     that delete or move input files are checked here, against those final settings, then
     that every local input folder exists (`desired.workspace.check_input_folders`).
@@ -133,7 +134,7 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
             backend, program.pipeline, pipeline_layout(project, program.pipeline))
         plans.append(plan_pipeline(program, manifest, etag, settings,
                                    (notes or {}).get(program.pipeline, ()), selection))
-    return plan_document(plans, project.root, orphans)
+    return assemble_plan(plans, project.root, orphans)
 
 
 def trusted_memo(project: Project, backend: StateBackend,

@@ -1,4 +1,4 @@
-"""Render a plan document on a terminal, Terraform style: `+` create, `~` change, `-` drop.
+"""Render a plan on a terminal, Terraform style: `+` create, `~` change, `-` drop.
 
 The whole plan is assembled as one styled `Text` and printed once: per-line
 markup parsing made printing a 1,000-view plan cost as much as computing it.
@@ -7,35 +7,37 @@ markup parsing made printing a 1,000-view plan cost as much as computing it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from reconciler.plan.actions import printable
+from reconciler.plan.actions import Action, ActionKind, printable
+from reconciler.plan.artifact import Plan, PlannedPipeline
 
 SYMBOLS = {"create": ("+", "green"), "recompute": ("~", "yellow"), "truncate": ("~", "yellow"),
            "reset": ("~", "yellow"), "drop": ("-", "red"), "keep": (" ", "dim")}
-COUNTED = ("create", "recompute", "truncate", "reset", "drop")
+COUNTED: tuple[ActionKind, ...] = ("create", "recompute", "truncate", "reset", "drop")
 
 
-def summary_line(pipeline: dict[str, Any]) -> str:
-    counts = Counter(action["action"] for action in pipeline["actions"])
+def summary_line(pipeline: PlannedPipeline) -> str:
+    counts = Counter(action.action for action in pipeline.actions)
     return ", ".join(f"{counts[kind]} to {kind}" for kind in COUNTED)
 
 
-def is_shown(action: dict[str, Any]) -> bool:
+def is_shown(action: Action) -> bool:
     """Unchanged objects are left out, unless there is something to say about them (a
     connector kept with changed throughput options, say)."""
-    return action["action"] != "keep" or bool(action["reasons"]) or "options_changed" in action
+    return action.action != "keep" or bool(action.reasons) or bool(action.options_changed)
 
 
-def option_lines(action: dict[str, Any]) -> list[str]:
+def option_lines(action: Action) -> list[str]:
     """Each option of a new or changed connector: `key = value`, or `key: old -> new`."""
-    changed = action.get("options_changed", {})
+    changed = action.options_changed or {}
     lines = {key: f"{key}: {_or_unset(change['old'])} -> {_or_unset(change['new'])}"
              for key, change in changed.items()}
-    lines.update({key: f"{key} = {value}" for key, value in action.get("options", {}).items()
+    lines.update({key: f"{key} = {value}" for key, value in (action.options or {}).items()
                   if key not in changed})
     return [lines[key] for key in sorted(lines)]
 
@@ -44,7 +46,7 @@ def _or_unset(value: str | None) -> str:
     return "(unset)" if value is None else value
 
 
-def preview_lines(preview: dict[str, Any]) -> list[dict[str, str]]:
+def preview_lines(preview: Mapping[str, Any]) -> list[dict[str, str]]:
     """One row per previewed view (`reconcile.preview`): counts as text, for the terminal
     and the pull-request comment alike."""
     if preview.get("error"):
@@ -74,7 +76,7 @@ def preview_lines(preview: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def orphan_state(orphan: dict[str, Any]) -> str:
+def orphan_state(orphan: Mapping[str, Any]) -> str:
     """`serial 3, status Running`, or why its manifest could not be read."""
     if orphan.get("error"):
         return orphan["error"]
@@ -86,61 +88,61 @@ SAMPLE_COLOURS = {"added": "green", "removed": "red", "before": "yellow", "after
 """How a sample row shows in the terminal: added, removed, a changed row before and after."""
 
 
-def render_plan(plan: dict[str, Any], console: Console) -> None:
+def render_plan(plan: Plan, console: Console) -> None:
     """Print every pipeline's changed objects with their reasons, then notes and refusals."""
     text = Text()
-    for pipeline in plan["pipelines"]:
-        base = pipeline["base"]
-        where = (f"serial {base['serial']}, status {base['status']}" if base
+    for pipeline in plan.pipelines:
+        base = pipeline.base
+        where = (f"serial {base.serial}, status {base.status}" if base
                  else "not deployed yet")
-        text.append(f"Pipeline {pipeline['name']}", "bold").append(f" ({where})\n")
-        if not pipeline["has_changes"]:
+        text.append(f"Pipeline {pipeline.name}", "bold").append(f" ({where})\n")
+        if not pipeline.has_changes:
             text.append("  No changes. The pipeline matches its specs.\n")
-        for action in pipeline["actions"]:
+        for action in pipeline.actions:
             if not is_shown(action):
                 continue
-            symbol, colour = SYMBOLS[action["action"]]
-            kind = action["kind"].replace("_", " ")
-            text.append(f"  {symbol} {kind} {action['name']}", colour)
-            text.append(f"  {action['action']}", "bold")
-            if action["reasons"]:
-                text.append("  " + "; ".join(action["reasons"]), "dim")
-            if action.get("refresh") and action["action"] != "drop":
-                text.append(f"  [{action['refresh']}]", "dim")
+            symbol, colour = SYMBOLS[action.action]
+            kind = action.kind.replace("_", " ")
+            text.append(f"  {symbol} {kind} {action.name}", colour)
+            text.append(f"  {action.action}", "bold")
+            if action.reasons:
+                text.append("  " + "; ".join(action.reasons), "dim")
+            if action.refresh and action.action != "drop":
+                text.append(f"  [{action.refresh}]", "dim")
             text.append("\n")
             for line in option_lines(action):
                 text.append(f"      option {line}\n", "dim")
-        for note in pipeline["notes"]:
+        for note in pipeline.notes:
             text.append("  note: ", "cyan").append(f"{note}\n")
-        for refusal in pipeline["refusals"]:
+        for refusal in pipeline.refusals:
             text.append("  refused: ", "red").append(f"{refusal}\n")
-        if pipeline["has_changes"]:
+        if pipeline.has_changes:
             text.append(f"  Plan: {summary_line(pipeline)}.\n")
-        if pipeline.get("preview"):
-            text.append(f"  Data preview (from serial {pipeline['preview']['base_serial']}):\n",
+        if pipeline.preview:
+            text.append(f"  Data preview (from serial {pipeline.preview['base_serial']}):\n",
                         "bold")
-            for row in preview_lines(pipeline["preview"]):
+            for row in preview_lines(pipeline.preview):
                 counts = " ".join(part for part in (
                     f"rows {row['rows']}" if row["rows"] else "", row["added"], row["removed"],
                     f"changed {row['changed']}" if row["changed"] else "") if part)
                 text.append(f"    {row['kind']} view {row['view']}: {counts}")
                 text.append(f"  {row['detail']}\n" if row["detail"] else "\n", "dim")
-            for table in sample_tables(pipeline["preview"]):
+            for table in sample_tables(pipeline.preview):
                 text.append(f"    sample rows of {table['view']} "
                             f"({printable(', '.join(table['columns']))}):\n", "dim")
                 for kind, values in table["rows"]:
                     shown = " | ".join(printable(value) for value in values)
                     text.append(f"      {SAMPLE_MARKS[kind]} {shown}\n",
                                 SAMPLE_COLOURS[kind])
-    for orphan in plan.get("orphaned") or []:  # saved plans made before have none
+    for orphan in plan.orphaned:
         text.append(f"Pipeline {orphan['name']}", "bold").append(
             f" ({orphan_state(orphan)}): not in the project; its state stays in the backend\n")
         text.append(f"  remove it with `{orphan['hint']}`\n", "dim")
-    text.append(f"plan_id {plan['plan_id']}", "dim")
+    text.append(f"plan_id {plan.plan_id}", "dim")
     console.print(text)
 
 
-def sample_tables(preview: dict[str, Any]) -> list[dict[str, Any]]:
+def sample_tables(preview: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per previewed view with sample rows: its column names and rows, each marked added,
     removed, or changed (before, then after)."""
     tables = []

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from reconciler.operations.outcome import OutcomeKind
 from reconciler.support.errors import PipelinePaused, QuotesData, ReconcileError, public_message
 from state_backends.base import default_who
 
@@ -118,9 +119,10 @@ def run_continuously(step: Callable[[str], Any], names: Sequence[str], interval:
                     record(name, outcome.result, outcome)
                     held = outcome.details.get("bad_input", {})
                     say(name, "running", bad_input=held)
-                    message = outcome.message if outcome.result != "idle" else f"{name}: idle"
-                    if outcome.result == "stepped" or (
-                            outcome.result == "idle" and said.get(name) != message):
+                    idle = outcome.result == OutcomeKind.IDLE
+                    message = f"{name}: idle" if idle else outcome.message
+                    if outcome.result == OutcomeKind.STEPPED or (
+                            idle and said.get(name) != message):
                         echo(outcome.message)
                     for error in sorted(held.values()):  # each once while it holds
                         if f"{name}: {error}" not in said_held:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from reconciler.operations.outcome import OutcomeKind
+
 STATES = ("running", "paused", "failing")
+StepRecord = OutcomeKind | Literal["paused", "failed"]
+"""What a runner records of a step: the step's outcome, or that it was paused or failed."""
 
 
 class RunnerMetrics:
@@ -54,7 +58,7 @@ class RunnerMetrics:
         """Serve `/metrics` on `address:port` from a daemon thread."""
         start_http_server(port, addr=address, registry=self.registry)
 
-    def record(self, pipeline: str, result: str, outcome: Any = None) -> None:
+    def record(self, pipeline: str, result: StepRecord, outcome: Any = None) -> None:
         """One step's result: `stepped`, `idle` or `input-failed` (with its outcome), `paused`
         or `failed`."""
         self.steps.labels(pipeline, result).inc()
@@ -63,12 +67,12 @@ class RunnerMetrics:
             for connector in held | self.was_held.get(pipeline, set()):
                 self.held.labels(pipeline, connector).set(1 if connector in held else 0)
             self.was_held[pipeline] = held
-        if result in ("stepped", "idle"):
+        if result in (OutcomeKind.STEPPED, OutcomeKind.IDLE):
             self.caught_up.labels(pipeline).set(time.time())
             self.failures.labels(pipeline).set(0)
         if result == "failed":
             self.failures.labels(pipeline).inc()
-        if result == "stepped" and outcome is not None:
+        if result == OutcomeKind.STEPPED and outcome is not None:
             self.duration.labels(pipeline).observe(outcome.details.get("seconds", 0.0))
             for table, rows in outcome.details.get("rows", {}).items():
                 if rows > 0:

@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Literal
+from typing import Any
 
 from reconciler import __version__
 from reconciler.state.connectors import ConnectorState, connectors_from_json
@@ -22,8 +23,19 @@ from reconciler.state.relations import RelationRecord, relations_from_json
 from reconciler.support.errors import ReconcileError
 
 MANIFEST_FORMAT = 1
-Status = Literal["Running", "AwaitingApproval", "Bootstrapping", "Failed"]
-STATUSES: tuple[str, ...] = ("Running", "AwaitingApproval", "Bootstrapping", "Failed")
+
+
+class Status(StrEnum):
+    """A pipeline's status, as its manifest records it: a `StrEnum`, so the manifest's JSON
+    holds the same string and a status read back from JSON compares equal to its member."""
+
+    RUNNING = "Running"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    BOOTSTRAPPING = "Bootstrapping"
+    FAILED = "Failed"
+
+
+STATUSES: tuple[str, ...] = tuple(Status)
 
 
 def spark_version() -> str:
@@ -150,7 +162,7 @@ class Manifest:
     @classmethod
     def first(cls, pipeline: str, program: dict[str, Any], **fields: Any) -> Manifest:
         """The first manifest of a new pipeline: a new lineage, serial 1."""
-        return cls(pipeline=pipeline, lineage=str(uuid.uuid4()), serial=1, status="Running",
+        return cls(pipeline=pipeline, lineage=str(uuid.uuid4()), serial=1, status=Status.RUNNING,
                    program=program, **fields)
 
 

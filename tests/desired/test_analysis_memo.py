@@ -75,7 +75,7 @@ def edit(project: Path, old: str, new: str) -> None:
 def honest_plan(project: Path) -> dict[str, Any]:
     """The plan with every view analysed (the programs apply builds)."""
     loaded, programs = load_programs(project)
-    return without_time(plan_project(loaded, programs))
+    return without_time(plan_project(loaded, programs).document())
 
 
 def without_time(plan: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def planned(project: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, A
         return built[-1]
 
     monkeypatch.setattr(planner, "build_program", recording)
-    plan = without_time(compute_plan(project, None, None))
+    plan = without_time(compute_plan(project, None, None).document())
     assert built[0].analysis is not None
     return plan, built[0].analysis
 

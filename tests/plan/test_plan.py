@@ -43,7 +43,7 @@ def diff_after(tmp_path: Path, before: str, after: str, spec_before: str = "name
                spec_after: str | None = None) -> dict:
     old = program_of(single_pipeline(tmp_path / "old", before, spec_before))
     new = program_of(single_pipeline(tmp_path / "new", after, spec_after or spec_before))
-    return plan_pipeline(new, Manifest.first("p", old.document()), "etag").document()
+    return plan_pipeline(new, Manifest.first("p", old.document()), "etag").planned().document()
 
 
 def program_diff(**lists: list[str]) -> dict:
@@ -391,3 +391,17 @@ def test_where_a_pipeline_is_published_is_part_of_its_plan(tmp_path: Path) -> No
     result = CliRunner().invoke(cli, ["-C", str(project), "plan"])
     assert result.exit_code == 1
     assert "pipeline.yaml:9: publish.exclude: no table or view 'nope'" in result.output
+
+
+def test_a_saved_plan_reads_back_as_written(tmp_path: Path) -> None:
+    """A plan file is parsed into the plan object where it is read (`plan.artifact`): shown
+    as JSON or Markdown again, it is what `plan` wrote, byte for byte."""
+    project = copy_example("grades", tmp_path)
+    out, markdown = tmp_path / "plan.json", tmp_path / "plan.md"
+    runner = CliRunner()
+    runner.invoke(cli, ["-C", str(project), "plan", "--out", str(out), "--markdown",
+                        str(markdown)])
+    assert runner.invoke(cli, ["show", "--format", "json", str(out)]).output == \
+        out.read_text()
+    assert runner.invoke(cli, ["show", "--format", "markdown", str(out)]).output == \
+        markdown.read_text()
