@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-fast jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -32,6 +32,12 @@ test: $(STAMP) check-java jars
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+
+# The quick loop: every test that starts no Spark (no JVM, about 45 s on 2 cores); the
+# `spark` marker says which do (tests/conftest.py fails an unmarked one that starts Spark).
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n 2 -m "not spark"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

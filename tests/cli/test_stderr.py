@@ -26,6 +26,7 @@ def cli(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=300, check=False, cwd=project)
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_without_deltas_jars_the_fallback_writer_is_named_once(tmp_path: Path) -> None:
     project = copy_example("grades", tmp_path)
@@ -38,6 +39,7 @@ def test_without_deltas_jars_the_fallback_writer_is_named_once(tmp_path: Path) -
     assert "python -m reconciler.engine.spark.jars" in FALLBACK_NOTICE
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_a_command_on_s3_through_deltas_writer_leaves_stderr_empty(
         s3_endpoint: str, tmp_path: Path) -> None:

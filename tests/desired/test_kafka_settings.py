@@ -77,6 +77,7 @@ def test_kafka_connectors_say_what_is_missing(tmp_path: Path, connector: str,
     assert message in output, output
 
 
+@pytest.mark.spark
 def test_client_settings_and_secrets_modify_nothing_where_the_topic_resets(
         tmp_path: Path) -> None:
     root = kafka_project(tmp_path, INPUT)
@@ -139,6 +140,7 @@ def test_secrets_come_from_the_environment_and_reach_librdkafka(
                   "sasl.password": 'p"w'}
 
 
+@pytest.mark.spark
 def test_an_unreachable_broker_is_one_line_in_status(tmp_path: Path) -> None:
     root = kafka_project(tmp_path, INPUT)
     reconcile(root, "apply", "--auto-approve")

@@ -156,6 +156,7 @@ def test_view_sql_outside_the_allow_list_is_refused(tmp_path: Path, attack: str)
     assert not marker.exists()
 
 
+@pytest.mark.spark
 def test_a_refused_change_leaves_the_deployed_pipeline_as_it_was(tmp_path: Path) -> None:
     """A modification to a hostile view is refused at plan time: nothing runs, serial stays."""
     project = project_with(tmp_path, "create view v as select id from t;\n")
@@ -272,6 +273,7 @@ def test_names_that_would_leave_storage_or_break_markdown_are_refused(
     assert not (project / ".reconcile").exists()
 
 
+@pytest.mark.spark
 def test_a_crafted_manifest_cannot_make_a_drop_delete_outside_storage(tmp_path: Path) -> None:
     """A manifest (here in a local backend, as a pull request could commit it) whose
     dropped view points at another folder: refused before anything is read or deleted."""
@@ -360,6 +362,7 @@ spark.stop()
 """
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_spark_starts_with_a_clean_environment_and_ignores_a_hostile_pyspark_folder(
         tmp_path: Path) -> None:
@@ -406,6 +409,7 @@ def test_the_action_installs_without_importing_from_the_checkout(tmp_path: Path)
     assert "working-directory: ${{ github.action_path }}" in action
 
 
+@pytest.mark.spark
 def test_a_failed_bootstrap_keeps_data_values_out_of_the_manifest_and_later_plans(
         tmp_path: Path) -> None:
     """Spark's error text can quote a row (here a value that does not cast): the manifest
@@ -444,6 +448,7 @@ def test_spec_text_is_inert_in_the_markdown_plan(tmp_path: Path) -> None:
     assert "<!-- x" not in text
 
 
+@pytest.mark.spark
 def test_settings_shown_in_the_plan_lose_their_secrets(tmp_path: Path) -> None:
     project = project_with(tmp_path, "create view v as select id from t;\n")
     reconcile(project, "apply", "--auto-approve")

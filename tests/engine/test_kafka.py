@@ -32,7 +32,7 @@ from tests.kafka_broker import Broker, kafka_broker
 from tests.projects import write_files
 from tests.runner.test_continuous_runner import eventually
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 FAST_JVM_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 SQL = """
 create table orders (id bigint, customer string, amount bigint);

@@ -186,6 +186,7 @@ def test_tests_are_not_part_of_the_pipeline(tmp_path: Path) -> None:
     assert after["desired_fingerprint"] == before["desired_fingerprint"]
 
 
+@pytest.mark.spark
 def test_the_action_shows_view_tests_and_an_apply_waits_for_them(
         workspace: Workspace, github: FakeGitHub, tmp_path: Path) -> None:
     """In the pull request: the plan comment lists each test of the changed pipeline, and

@@ -27,6 +27,8 @@ from reconciler.engine.spark.session import is_connect
 from reconciler.operations.engine import Engine
 from tests.projects import single_pipeline
 
+pytestmark = pytest.mark.spark
+
 SQL = """
 create table t (id bigint not null, v int);
 create materialized view totals as select count(*) as n, sum(v) as s from t;

@@ -188,6 +188,7 @@ def test_an_upper_case_file_backend_inside_the_checkout_is_refused(
     assert not (state / "grades/manifest.json").exists()
 
 
+@pytest.mark.spark
 def test_the_plan_reuses_the_analysis_memo_of_the_trusted_backend(
         workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     """State on S3 is written by applies only: the pull request's plan analyses the one view

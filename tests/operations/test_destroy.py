@@ -52,6 +52,7 @@ def deployed(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.spark
 def test_an_orphan_is_planned_listed_and_destroyed(deployed: Path) -> None:
     stored = manifest(deployed, "gone")
     folders = [in_storage(deployed, record["path"]) for record in stored["relations"].values()]
@@ -105,6 +106,7 @@ def test_an_orphan_is_planned_listed_and_destroyed(deployed: Path) -> None:
     assert "nothing to destroy" in again
 
 
+@pytest.mark.spark
 def test_destroying_a_pipeline_still_in_the_project_warns_and_json_is_one_object(
         deployed: Path) -> None:
     output = reconcile(deployed, "destroy", "-p", "keep", "--auto-approve", "--json")
@@ -118,6 +120,7 @@ def test_destroying_a_pipeline_still_in_the_project_warns_and_json_is_one_object
     assert plan["pipelines"][0]["base"] is None  # deployed again by the next apply
 
 
+@pytest.mark.spark
 def test_a_reject_policy_refuses_a_destroy(tmp_path: Path) -> None:
     project = project_of(tmp_path / "project")
     reconcile(project, "apply", "--auto-approve")
@@ -133,6 +136,7 @@ def test_a_reject_policy_refuses_a_destroy(tmp_path: Path) -> None:
     assert "bootstrap_policy 'reject'" in output and manifest(project, "gone")["serial"] == 1
 
 
+@pytest.mark.spark
 def test_a_manifest_naming_a_path_outside_the_storage_folder_deletes_nothing(
         tmp_path: Path) -> None:
     project = project_of(tmp_path / "project")
@@ -151,6 +155,7 @@ def test_a_manifest_naming_a_path_outside_the_storage_folder_deletes_nothing(
     assert state.exists() and not (project / ".reconcile/state/gone/lock").exists()
 
 
+@pytest.mark.spark
 def test_state_rm_forgets_objects_and_the_next_plan_adds_them(deployed: Path) -> None:
     before = manifest(deployed, "keep")
     output = reconcile(deployed, "state", "rm", "-p", "keep", "view.totals")
@@ -206,6 +211,7 @@ def test_backends_list_and_delete_a_pipelines_state(backend: StateBackend) -> No
     assert backend.list_pipelines() == ["a", "b"]
 
 
+@pytest.mark.spark
 def test_an_interrupted_destroy_is_finished_by_running_it_again(
         deployed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reconciler.engine.delta.files import FileStore

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import load_project
@@ -162,6 +163,7 @@ def test_a_change_that_removes_every_row_and_a_view_without_a_key(
     assert (good["rows_before"], good["rows_after"]) == (len(old_good), len(new_good))
 
 
+@pytest.mark.spark
 def test_the_action_posts_the_preview_only_for_pull_requests_of_the_repository(
         workspace: Workspace, github: FakeGitHub) -> None:
     deploy(workspace)
@@ -292,6 +294,7 @@ cross join (select explode(sequence(1, 100000000)) as y) b;
 """
 
 
+@pytest.mark.spark
 def test_a_runaway_view_is_stopped_at_the_time_limit_and_the_plan_stands(
         tmp_path: Path) -> None:
     """In a process of its own (`python -m reconciler`, as a user runs it): Spark cancels
@@ -334,6 +337,7 @@ def test_a_job_budget_of_one_stops_after_the_first_job(spark: SparkSession,
     assert len(counted) <= 1
 
 
+@pytest.mark.spark
 def test_the_action_posts_the_plan_when_the_preview_runs_out_of_its_budget(
         workspace: Workspace, github: FakeGitHub) -> None:
     """The bound is the trusted branch's: a pull request that raises it in its own

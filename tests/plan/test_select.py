@@ -104,6 +104,7 @@ def test_a_saved_plan_is_applied_with_its_own_selection(tmp_path: Path) -> None:
     assert "differs from the saved plan's selection" in output
 
 
+@pytest.mark.spark
 def test_apply_then_refresh_a_selection(tmp_path: Path) -> None:
     project = single_pipeline(tmp_path, BEFORE)
     reconcile(project, "apply", "--auto-approve")
