@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-fast jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -31,13 +31,21 @@ jars: $(STAMP)
 test: $(STAMP) check-java jars
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not nightly"
 
 # The quick loop: every test that starts no Spark (no JVM, about 45 s on 2 cores); the
 # `spark` marker says which do (tests/conftest.py fails an unmarked one that starts Spark).
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 -m "not spark"
+
+# The long run `make test` leaves out (a nightly job's): the stories on a standalone cluster,
+# over Spark Connect and through eight JVMs sharing a metastore, Delta Lake's own writer
+# where delta-rs covers the same path in `make test`, the other kill points, and the
+# maintenance oracle with more random cases and steps (docs/development.md).
+test-nightly: $(STAMP) check-java jars
+	RECONCILE_ORACLE_EXAMPLES=8 RECONCILE_ORACLE_STEPS=3 \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "nightly or oracle"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -39,6 +39,7 @@ def test_without_deltas_jars_the_fallback_writer_is_named_once(tmp_path: Path) -
     assert "python -m reconciler.engine.spark.jars" in FALLBACK_NOTICE
 
 
+@pytest.mark.nightly
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_command_on_s3_through_deltas_writer_leaves_stderr_empty(

@@ -37,7 +37,8 @@ def seeded_and_modified(root: Path) -> Path:
     return project
 
 
-@pytest.mark.parametrize("point", ["bootstrap-started", "bootstrap-after-view:avg_grade",
+@pytest.mark.parametrize("point", [pytest.param("bootstrap-started", marks=pytest.mark.nightly),
+                                   "bootstrap-after-view:avg_grade",
                                    "bootstrap-before-commit"])
 def test_killed_bootstrap_keeps_state_and_converges(spark: SparkSession, remote: str,
                                                     tmp_path: Path, point: str) -> None:
@@ -96,8 +97,8 @@ def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession,
     assert rows == [{"n": 2}]
 
 
-@pytest.mark.parametrize(("signal_point", "code", "name"), [("term", 143, "SIGTERM"),
-                                                            ("int", 130, "SIGINT")])
+@pytest.mark.parametrize(("signal_point", "code", "name"), [
+    ("term", 143, "SIGTERM"), pytest.param("int", 130, "SIGINT", marks=pytest.mark.nightly)])
 def test_an_interrupted_apply_releases_its_lock_and_says_so(
         spark: SparkSession, remote: str, tmp_path: Path, signal_point: str, code: int,
         name: str) -> None:

@@ -110,6 +110,7 @@ def contents(project_dir: Path) -> dict[str, Counter]:
     return views
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_bootstrap_matches_fresh_deployment(spark: SparkSession, tmp_path: Path,
                                             change: str) -> None:

@@ -95,8 +95,9 @@ CLASSIC_ONLY = {"step-after-ingest"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["storage-before-commit", "step-after-ingest",
-                                   "aggregate-between-writes", "step-before-commit"])
+@pytest.mark.parametrize("point", [
+    pytest.param("storage-before-commit", marks=pytest.mark.nightly), "step-after-ingest",
+    pytest.param("aggregate-between-writes", marks=pytest.mark.nightly), "step-before-commit"])
 def test_killed_step_converges(spark: SparkSession, remote: str, tmp_path: Path,
                                point: str) -> None:
     project = write_files(tmp_path, PROJECT_FILES)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
@@ -248,6 +249,7 @@ def _integrated(spark: SparkSession, folder: Path,
     return present, weights.where("weight < 0").select(*schema.names)
 
 
+@pytest.mark.oracle
 @settings(max_examples=int(os.environ.get("RECONCILE_ORACLE_EXAMPLES", "1")), deadline=None,
           derandomize=True, database=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

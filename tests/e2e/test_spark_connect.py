@@ -45,6 +45,7 @@ def enriched(project: Path, remote: str) -> list[tuple[str, str, Decimal]]:
     return [(r["student_name"], r["class"], Decimal(r["class_avg"])) for r in rows]
 
 
+@pytest.mark.nightly
 @pytest.mark.slow
 def test_seed_story_over_spark_connect(remote: str, delta_spark: str, tmp_path: Path) -> None:
     """Delta Lake's own writer, on the server, as on a Connect cluster with Delta."""

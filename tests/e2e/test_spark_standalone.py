@@ -49,7 +49,7 @@ from reconciler.engine.spark.jars import spark_defaults
 from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
 from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example, grades_on_s3
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.nightly]
 
 START_TIMEOUT = 120.0
 

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -201,6 +202,7 @@ DROP_IN_LOG = SQL.replace("(id int not null, amount decimal(10,2), note string)"
                           "(id int, amount decimal(10,2), flag boolean)")
 
 
+@pytest.mark.nightly
 def test_delta_spark_drops_columns_in_the_log(spark: SparkSession, tmp_path: Path,
                                               delta_spark: str) -> None:
     """On Delta's writer a dropped column, a dropped NOT NULL and an added column change the

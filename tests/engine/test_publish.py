@@ -80,6 +80,7 @@ def averages(rows: list[list[str]]) -> list[tuple[str, str, Decimal]]:
     return [(name, subject, Decimal(average)) for name, subject, average in rows]
 
 
+@pytest.mark.nightly
 @pytest.mark.spark
 @pytest.mark.slow
 def test_readers_by_name_see_the_committed_state(tmp_path: Path,

@@ -211,6 +211,7 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
     assert status["last_step"]["rows"] == {"events": 5} and status["last_step"]["seconds"] > 0
 
 
+@pytest.mark.nightly
 def test_runner_rides_out_a_backend_outage(spark: SparkSession, tmp_path: Path,
                                            s3_endpoint: str,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
