@@ -25,6 +25,7 @@ from reconciler.operations.publication import publish_committed, publish_setting
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan, Selection, desired_fingerprint, plan_pipeline
 from reconciler.state.manifest import Manifest
+from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import committed_program, pipeline_layout, read_manifest
 from reconciler.support.errors import PipelinePaused, ReconcileError, public_message
 from reconciler.support.faults import crash_point
@@ -194,7 +195,7 @@ def _deploy(project: Project, program: Program, backend: StateBackend, engine: E
             git_sha: str | None, settings: dict[str, str]) -> Outcome:
     """First deployment: every table created empty, every view computed (empty)."""
     document = program.document()
-    runtime = engine.runtime(program.pipeline, document, {})
+    runtime = engine.runtime(program.pipeline, CommittedProgram.of(document), {})
     diff = diff_programs(None, document)
     # A new pipeline has empty views: there are no contents to send to its outputs yet.
     result = bootstrap(runtime, diff, {}, serial=1, silent=True)
@@ -218,7 +219,7 @@ def _bootstrap(project: Project, program: Program, plan: PipelinePlan, manifest:
         etag = _commit(project, backend, started, etag)
     crash_point("bootstrap-started")
     document = plan.diff.new  # the program: with a selection, part committed, part desired
-    runtime = engine.runtime(name, document, manifest.relations)
+    runtime = engine.runtime(name, CommittedProgram.of(document), manifest.relations)
     try:
         result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,
                            silent=silent)
@@ -267,7 +268,7 @@ def _full_refresh(project: Project, program: Program, manifest: Manifest, etag: 
     etag = _commit(project, backend, started, etag)
     document = program.document()
     # Tables keep their state entries only for the `execute` marks their logs still hold.
-    runtime = engine.runtime(program.pipeline, document, {
+    runtime = engine.runtime(program.pipeline, CommittedProgram.of(document), {
         name: state for name, state in manifest.relations.items() if name in program.tables})
     serial = started.serial + 1
     result = bootstrap(runtime, diff_programs(None, document), manifest.connectors,
@@ -364,7 +365,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                                  "finish it with `reconcile apply` or `reconcile approve`")
         program = committed_program(backend, manifest)  # the state bucket is not code
         if insert is None:  # the settings may have withdrawn what the apply allowed
-            check_committed_options(name, program, project.settings.allow_file_cleanup)
+            check_committed_options(name, program.document, project.settings.allow_file_cleanup)
         if insert is None and not has_pending_input(program, manifest.relations,
                                                     manifest.connectors, project.root):
             return Outcome(name, "idle", "; ".join([f"{name}: no new input", *missing_inputs(
