@@ -46,16 +46,6 @@ def table_schema(table: CommittedTable) -> StructType:
     return spark_schema(table.columns)
 
 
-def with_defaults(rows: DataFrame, table: CommittedTable) -> DataFrame:
-    """Input rows with the table's DEFAULTs where they hold NULL: a file or source table
-    written before a column existed has no value for it (a missing field reads NULL)."""
-    defaults = table.defaults
-    if not defaults:
-        return rows
-    return rows.select(*(F.coalesce(F.col(name), F.expr(defaults[name])).alias(name)
-                         if name in defaults else F.col(name) for name in rows.columns))
-
-
 def default_value(table: CommittedTable, column: str) -> Column:
     """A column's DEFAULT (a literal, checked when parsed) or NULL: what a row that does not
     give the column holds."""

@@ -22,9 +22,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.log import probe_latest_version
 from reconciler.engine.delta.storage import DeltaStorage
-from reconciler.engine.io.input_batch import apply_change_rows
+from reconciler.engine.io.input_batch import apply_change_rows, with_defaults
 from reconciler.engine.maintenance.zset import OP_COLUMN
-from reconciler.engine.runtime import with_defaults
 from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.support.errors import ReconcileError, error_class

@@ -32,8 +32,9 @@ from reconciler.engine.io.bad_input import (
     write_skipping,
 )
 from reconciler.engine.maintenance.zset import OP_COLUMN
-from reconciler.engine.runtime import PipelineRuntime, with_defaults
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
+from reconciler.state.program import CommittedTable
 from reconciler.support.errors import ReconcileError
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -58,6 +59,16 @@ def configured(reader: DataFrameReader | DataStreamReader, connector: ConnectorD
                              StructField(CORRUPT_COLUMN, StringType(), True)])
     return (reader.option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).schema(permissive))
+
+
+def with_defaults(rows: DataFrame, table: CommittedTable) -> DataFrame:
+    """Input rows with the table's DEFAULTs where they hold NULL: a file or source table
+    written before a column existed has no value for it (a missing field reads NULL)."""
+    defaults = table.defaults
+    if not defaults:
+        return rows
+    return rows.select(*(F.coalesce(F.col(name), F.expr(defaults[name])).alias(name)
+                         if name in defaults else F.col(name) for name in rows.columns))
 
 
 def _option(value: Any) -> str:

@@ -43,7 +43,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.files import Collected, FileStore
 from reconciler.engine.io.bad_input import BadInput
-from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows
+from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows, with_defaults
 from reconciler.engine.io.kafka_offsets import (
     OffsetClient,
     Partition,
@@ -53,7 +53,7 @@ from reconciler.engine.io.kafka_offsets import (
     offsets_json,
 )
 from reconciler.engine.maintenance.zset import OP_COLUMN
-from reconciler.engine.runtime import PipelineRuntime, with_defaults
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState, KafkaEndpoint
 from reconciler.support.errors import ReconcileError
 
