@@ -75,11 +75,6 @@ class CommittedProgram:
     def relation(self, name: str) -> CommittedTable | CommittedView:
         return self.tables[name] if name in self.tables else self.views[name]
 
-    def only_tables(self) -> CommittedProgram:
-        """The program without its views (view tests write their tables through it)."""
-        return CommittedProgram(self.tables, {}, tuple(self.tables),
-                                {**self.document, "views": {}, "order": list(self.tables)})
-
     @staticmethod
     def of(document: Mapping[str, Any]) -> CommittedProgram:
         """The records of a program document (the JSON boundary: read here, nowhere else)."""
