@@ -58,7 +58,7 @@ def cleanup_refusal(what: str, key: str, value: Any, *, file: str | None = None,
         file=file, line=line)
 
 
-def check_committed_options(pipeline: str, program: dict[str, Any], allowed: bool) -> None:
+def check_committed_options(pipeline: str, program: Mapping[str, Any], allowed: bool) -> None:
     """A committed program (the manifest's, as `run` ingests it) under the settings in
     force now: an apply allowed its cleanup options, the operator may have withdrawn that."""
     if allowed:

@@ -29,7 +29,7 @@ entry in the manifest (`relations.<name>.expectations`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +38,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from reconciler.desired.expectation_clauses import DROP_ALIAS, executable_view_query, violated
+from reconciler.desired.expectation_clauses import (
+    DROP_ALIAS,
+    Expectation,
+    executable_view_query,
+    violated,
+)
 from reconciler.desired.keyed import from_of
 from reconciler.desired.shapes import Derived
 from reconciler.engine.delta.merge import apply_changes
@@ -53,13 +58,8 @@ SAMPLE = 5
 """Violating rows a FAIL UPDATE error shows."""
 
 
-def definition_of(runtime: PipelineRuntime, relation: str) -> dict[str, Any]:
-    program = runtime.program
-    return program["tables"].get(relation) or program["views"][relation]
-
-
-def expectations_of(runtime: PipelineRuntime, relation: str) -> list[dict[str, str]]:
-    return list(definition_of(runtime, relation).get("expectations") or [])
+def expectations_of(runtime: PipelineRuntime, relation: str) -> tuple[Expectation, ...]:
+    return runtime.program.relation(relation).expectations
 
 
 def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
@@ -72,8 +72,8 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
     counts = _count(change.inserts, expectations)
     _record(runtime, table, counts)
     _fail(runtime, "table", table, change.inserts, expectations, counts)
-    drops = [e["condition"] for e in expectations
-             if e["action"] == "drop" and counts[e["name"]]["violations"]]
+    drops = [e.condition for e in expectations
+             if e.action == "drop" and counts[e.name]["violations"]]
     if not drops:
         return change
     rejected = change.inserts.filter(" OR ".join(violated(c) for c in drops))
@@ -81,7 +81,7 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
     schema = runtime.schema_of(record)
     version = apply_changes(runtime.storage, record.path, record.version, schema, None,
                             rejected.localCheckpoint(eager=True),
-                            distinct=bool(runtime.program["tables"][table]["primary_key"]))
+                            distinct=bool(runtime.program.tables[table].primary_key))
     runtime.adopt_table_version(table, version)
     return recompute()
 
@@ -95,14 +95,14 @@ def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: 
     expectations = expectations_of(runtime, view)
     if not expectations:
         return
-    kept = [e for e in expectations if e["action"] != "drop"]
+    kept = [e for e in expectations if e.action != "drop"]
     counts = _count(change.inserts, kept) if kept and change.inserts is not None else {
-        e["name"]: {"action": e["action"], "rows": 0, "violations": 0} for e in kept}
-    drops = [e for e in expectations if e["action"] == "drop"]
+        e.name: {"action": e.action, "rows": 0, "violations": 0} for e in kept}
+    drops = [e for e in expectations if e.action == "drop"]
     if drops:
         unfiltered = _unfiltered_inserts(runtime, frames, view, whole)
         counts.update(_count(unfiltered, drops) if unfiltered is not None else {
-            e["name"]: {"action": "drop", "rows": 0, "violations": 0} for e in drops})
+            e.name: {"action": "drop", "rows": 0, "violations": 0} for e in drops})
     _record(runtime, view, counts, totals)
     if change.inserts is not None:
         _fail(runtime, "view", view, change.inserts, kept, counts)
@@ -117,20 +117,20 @@ def _unfiltered_inserts(runtime: PipelineRuntime, frames: StepFrames, view: str,
     if isinstance(shape, Derived) and getattr(from_of(shape.select), "alias_or_name",
                                               None) == DROP_ALIAS:
         return change_of(frames, shape.inner).net().inserts
-    sql = executable_view_query(runtime.program["views"][view]["sql"])
+    sql = executable_view_query(runtime.program.views[view].sql)
     inner = from_of(sqlglot.parse_one(sql, dialect="spark"))
-    for read in runtime.program["views"][view]["reads"]:
+    for read in runtime.program.views[view].reads:
         runtime.frame(read).createOrReplaceTempView(read)
     return runtime.spark.sql(inner.this.sql(dialect="spark"))  # type: ignore[union-attr]  # has a FROM
 
 
-def _count(rows: DataFrame, expectations: list[dict[str, str]]) -> dict[str, dict[str, Any]]:
+def _count(rows: DataFrame, expectations: Sequence[Expectation]) -> dict[str, dict[str, Any]]:
     """Rows checked and each expectation's violations, in one aggregate job."""
-    sums = [F.sum(F.when(F.expr(violated(e["condition"])), 1).otherwise(0)).alias(f"v{i}")
+    sums = [F.sum(F.when(F.expr(violated(e.condition)), 1).otherwise(0)).alias(f"v{i}")
             for i, e in enumerate(expectations)]
     # One row of counts: an aggregate without GROUP BY.
     [result] = rows.agg(F.count(F.lit(1)).alias("rows"), *sums).collect()  # one row: counts
-    return {e["name"]: {"action": e["action"], "rows": int(result["rows"]),
+    return {e.name: {"action": e.action, "rows": int(result["rows"]),
                         "violations": int(result[f"v{i}"] or 0)}
             for i, e in enumerate(expectations)}
 
@@ -150,25 +150,25 @@ def _record(runtime: PipelineRuntime, relation: str, counts: dict[str, dict[str,
 
 
 def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
-          expectations: list[dict[str, str]], counts: dict[str, dict[str, Any]]) -> None:
+          expectations: Sequence[Expectation], counts: dict[str, dict[str, Any]]) -> None:
     for expectation in expectations:
-        count = counts[expectation["name"]]
-        if expectation["action"] != "fail" or not count["violations"]:
+        count = counts[expectation.name]
+        if expectation.action != "fail" or not count["violations"]:
             continue
-        keys = _key_columns(runtime, kind, relation, expectation["condition"], rows.columns)
+        keys = _key_columns(runtime, kind, relation, expectation.condition, rows.columns)
         # Bounded: SAMPLE rows of the key columns, for the error message.
-        sample = rows.filter(violated(expectation["condition"])).select(*keys).limit(
+        sample = rows.filter(violated(expectation.condition)).select(*keys).limit(
             SAMPLE).collect()  # at most SAMPLE key values, for the message
         raise expectation_failed(kind, relation, expectation, count, [
             ", ".join(f"{key}={row[key]!r}" for key in keys) for row in sample])
 
 
-def expectation_failed(kind: str, relation: str, expectation: dict[str, str],
+def expectation_failed(kind: str, relation: str, expectation: Expectation,
                        count: dict[str, Any], sample: list[str]) -> RepeatsEachStep:
     """The error a FAIL UPDATE expectation raises. Its public form (for pull requests,
     outputs, manifests) names the relation, the expectation and the counts; the violating
     rows' values are in its detail only, for the terminal of whoever ran the command."""
-    name, condition = expectation["name"], expectation["condition"]
+    name, condition = expectation.name, expectation.condition
     counts = f"failed on {count['violations']} of {count['rows']} new row(s)"
     stopped = "the step stopped and nothing was committed"
     return RepeatsEachStep(
@@ -184,7 +184,7 @@ def _key_columns(runtime: PipelineRuntime, kind: str, relation: str, condition: 
                  columns: list[str]) -> list[str]:
     """What names a violating row: a table's primary key, else its first column and the
     columns the condition reads."""
-    key = list(runtime.program["tables"][relation]["primary_key"]) if kind == "table" else []
+    key = list(runtime.program.tables[relation].primary_key) if kind == "table" else []
     if key:
         return key
     read = {column.name.lower()

@@ -59,10 +59,10 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     """Refresh every view that reads a changed relation (its change goes to `frames` and
     to `emit`); returns them in program order. `touched`: the rows each changed table's
     change touched, from its log (`DeltaStorage.touched_rows`, for `refresh: auto`)."""
-    views = runtime.program["views"]
-    consumed = {relation for definition in views.values() for relation in definition["reads"]}
+    views = runtime.program.views
+    consumed = {relation for definition in views.values() for relation in definition.reads}
     consumed |= set(outputs_by_relation(runtime.connectors))  # the others' changes stay lazy
-    reads = {name: [read for read in views[name]["reads"] if read in views] for name in views}
+    reads = {name: [read for read in views[name].reads if read in views] for name in views}
     chain = _longest_chains(reads)
     graph = TopologicalSorter(reads)
     graph.prepare()
@@ -71,10 +71,10 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     def refresh(view: str) -> None:
         runtime.report("refresh", view)
         try:
-            checked = bool(views[view].get("expectations"))  # counted on its change
+            checked = bool(views[view].expectations)  # counted on its change
             totals = runtime.relations[view].expectations or {}
             change_read = view in consumed or checked
-            if views[view].get("refresh") == "auto":
+            if views[view].refresh == "auto":
                 change = _refresh_chosen(runtime, frames, view, touched, change_read)
             else:
                 change = refresh_view(runtime, frames, view, change_read=change_read)
@@ -93,7 +93,7 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh") as pool:
         while graph.is_active():
             for view in sorted(graph.get_ready(), key=lambda name: -chain[name]):
-                if any(read in frames.changes for read in views[view]["reads"]):
+                if any(read in frames.changes for read in views[view].reads):
                     running[pool.submit(refresh, view)] = view
                     refreshed.add(view)
                 else:
@@ -105,7 +105,7 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
                 view = running.pop(future)
                 future.result()  # a failure: the pool waits for the others, then it raises
                 graph.done(view)
-    return [name for name in runtime.program["order"] if name in refreshed]
+    return [name for name in runtime.program.order if name in refreshed]
 
 
 def _longest_chains(reads: dict[str, list[str]]) -> dict[str, int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,6 +25,7 @@ from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.engine.spark.schema import spark_schema, struct_from_json
 from reconciler.state.connectors import ConnectorDefinition, connector_definitions
 from reconciler.state.layout import Layout
+from reconciler.state.program import CommittedProgram, CommittedTable
 from reconciler.state.relations import Kind, RelationRecord, StoredTable
 from reconciler.support.errors import ReconcileError
 from reconciler.support.progress import Reporter, no_progress
@@ -39,25 +39,17 @@ def view_query(statement_sql: str) -> str:
     return executable_view_query(statement_sql)
 
 
-def table_schema(table: dict[str, Any]) -> StructType:
-    """The Spark schema of a table from its program-document entry."""
-    return spark_schema(SimpleNamespace(**column) for column in table["columns"])
+@cache
+def table_schema(table: CommittedTable) -> StructType:
+    """The Spark schema of a table: its type strings parsed once per table record (a record
+    is frozen, so equal tables of successive programs share it)."""
+    return spark_schema(table.columns)
 
 
-def with_defaults(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
-    """Input rows with the table's DEFAULTs where they hold NULL: a file or source table
-    written before a column existed has no value for it (a missing field reads NULL)."""
-    defaults = {c["name"]: c["default"] for c in table["columns"] if c.get("default")}
-    if not defaults:
-        return rows
-    return rows.select(*(F.coalesce(F.col(name), F.expr(defaults[name])).alias(name)
-                         if name in defaults else F.col(name) for name in rows.columns))
-
-
-def default_value(table: dict[str, Any], column: str) -> Column:
+def default_value(table: CommittedTable, column: str) -> Column:
     """A column's DEFAULT (a literal, checked when parsed) or NULL: what a row that does not
     give the column holds."""
-    default = next(c.get("default") for c in table["columns"] if c["name"] == column)
+    default = table.default(column)
     return F.lit(None) if default is None else F.expr(default)
 
 
@@ -68,7 +60,7 @@ class PipelineRuntime:
     spark: SparkSession
     storage: DeltaStorage
     layout: Layout
-    program: dict[str, Any]
+    program: CommittedProgram
     relations: dict[str, RelationRecord] = field(default_factory=dict)
     report: Reporter = no_progress
     # This step's expectation counts by relation (`engine.expectations`).
@@ -80,12 +72,16 @@ class PipelineRuntime:
     project_dir: Path = field(kw_only=True)
     # The program's connectors, typed and their paths resolved once (`connector_records`).
     connectors: dict[str, ConnectorDefinition] = field(init=False)
+    # Each table's Spark schema, parsed from its columns once (`table_schema`).
+    table_schemas: dict[str, StructType] = field(init=False)
 
     # The engine's own commits for its state tables, made on first use (`state_storage`).
     _engine_storage: DeltaStorage | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.connectors = connector_definitions(self.program, self.project_dir)
+        self.connectors = connector_definitions(self.program.document, self.project_dir)
+        self.table_schemas = {name: table_schema(table)
+                              for name, table in self.program.tables.items()}
 
     def frame(self, name: str) -> DataFrame:
         return self.frame_of(self.relations[name])
@@ -106,10 +102,10 @@ class PipelineRuntime:
 
     def evaluate(self, view: str) -> DataFrame:
         """The contents of `view` computed from the pinned state of the relations it reads."""
-        definition = self.program["views"][view]
-        for read in definition["reads"]:
+        definition = self.program.views[view]
+        for read in definition.reads:
             self.frame(read).createOrReplaceTempView(read)
-        computed = self.spark.sql(view_query(definition["sql"]))
+        computed = self.spark.sql(view_query(definition.sql))
         check_storable(computed.schema, f"view '{view}'")
         return computed
 
@@ -129,15 +125,15 @@ class PipelineRuntime:
         """
         self.register_queryable()
         source = self.spark.sql(source_sql)
-        table_document = self.program["tables"][table]
-        schema = table_schema(table_document)
+        definition = self.program.tables[table]
+        schema = self.table_schemas[table]
         names = columns or [f.name for f in schema]
         if len(source.columns) != len(names):
             raise ReconcileError(f"INSERT INTO {table}: {len(source.columns)} values for "
                                  f"{len(names)} columns")
         renamed = source.toDF(*names)
         rows = renamed.select(*(
-            (F.col(f.name) if f.name in names else default_value(table_document, f.name))
+            (F.col(f.name) if f.name in names else default_value(definition, f.name))
             .cast(f.dataType).alias(f.name) for f in schema))
         self.storage.append(self.relations[table].path, rows, app_id=app_id,
                             txn_version=txn_version)
@@ -160,11 +156,11 @@ class PipelineRuntime:
                                 ).localCheckpoint(eager=True)
         if not doomed.isEmpty():  # no commit, so the step sees no change
             apply_changes(self.storage, record.path, latest, schema, None, doomed,
-                          distinct=bool(self.program["tables"][table]["primary_key"]))
+                          distinct=bool(self.program.tables[table].primary_key))
 
     def create_table(self, name: str) -> RelationRecord:
         """Create (or empty, with the new schema) a table; returns its record."""
-        schema = table_schema(self.program["tables"][name])
+        schema = self.table_schemas[name]
         path = self.layout.relation("table", name)
         version = (self.storage.overwrite(path, empty_frame(self.spark, schema), schema)
                    if self.storage.latest_version(path) is not None

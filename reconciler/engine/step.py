@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from reconciler.engine.delta.compaction import compact
 from reconciler.engine.expectations import check_table
@@ -37,6 +36,7 @@ from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.state.connectors import ConnectorState, connector_definitions
+from reconciler.state.program import CommittedProgram
 from reconciler.state.relations import RelationRecord
 from reconciler.support.faults import crash_point
 
@@ -74,7 +74,7 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
     """
     discarded = []
     app = insert_app_id(runtime.layout.pipeline)
-    for table in runtime.program["tables"]:
+    for table in runtime.program.tables:
         record = runtime.relations[table]
         latest = runtime.storage.find(record.path)  # once: its transactions and its version
         written = latest.recorded_transaction(app) if latest is not None else None
@@ -89,17 +89,17 @@ def discard_uncommitted_inserts(runtime: PipelineRuntime) -> list[str]:
     return discarded
 
 
-def missing_inputs(program: dict[str, Any], base_dir: Path) -> list[str]:
+def missing_inputs(program: CommittedProgram, base_dir: Path) -> list[str]:
     """One line per input connector whose local folder does not exist: a mistyped `path`
     would otherwise read as `no new input` forever. Object stores are not listed here."""
     return [f"input connector '{name}' reads {connector.path}, which does not exist "
             f"({connector.local_location})"
-            for name, connector in connector_definitions(program, base_dir).items()
+            for name, connector in connector_definitions(program.document, base_dir).items()
             if connector.is_input and connector.local_location is not None
             and not Path(connector.local_location).exists()]
 
 
-def has_pending_input(program: dict[str, Any], relations: dict[str, RelationRecord],
+def has_pending_input(program: CommittedProgram, relations: dict[str, RelationRecord],
                       connectors: dict[str, ConnectorState], base_dir: Path) -> bool:
     """Whether a step could find anything to do, decided without Spark.
 
@@ -109,7 +109,7 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, RelationReco
     """
     from reconciler.engine.delta.log import probe_latest_version
 
-    for name, connector in connector_definitions(program, base_dir).items():
+    for name, connector in connector_definitions(program.document, base_dir).items():
         if not connector.is_input:
             continue
         if connector.type == "delta":
@@ -121,7 +121,7 @@ def has_pending_input(program: dict[str, Any], relations: dict[str, RelationReco
         elif has_new_files(connector.location, connectors[name].input_checkpoint):
             return True
     return any(probe_latest_version(relations[table].path) != relations[table].version
-               for table in program["tables"])
+               for table in program.tables)
 
 
 def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *, serial: int,
@@ -153,7 +153,7 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
     before = dict(runtime.relations)  # records are frozen: the state the step starts from
     frames = StepFrames(runtime.spark, old=lambda name: runtime.frame_of(before[name]),
                         new=runtime.frame)
-    for table in program["tables"]:
+    for table in program.tables:
         if runtime.adopt_latest(table):  # ingestion or an `execute` wrote a new version
             frames.changes[table] = table_change(runtime, before[table], runtime.relations[table])
             result.changed_tables.append(table)
@@ -187,7 +187,7 @@ def _touched_rows(runtime: PipelineRuntime, before: dict[str, RelationRecord],
                   tables: list[str]) -> dict[str, int | None]:
     """Per changed table, the rows its change touched (from the Delta log), when a
     `refresh: auto` view will choose by them; else nothing is read."""
-    if not any(view.get("refresh") == "auto" for view in runtime.program["views"].values()):
+    if not any(view.refresh == "auto" for view in runtime.program.views.values()):
         return {}
     return {table: runtime.storage.touched_rows(runtime.relations[table].path,
                                                 before[table].version,

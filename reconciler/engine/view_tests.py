@@ -43,6 +43,7 @@ from reconciler.engine.spark.session import with_safe_sql_conf
 from reconciler.engine.step import run_step
 from reconciler.plan.diff import diff_programs
 from reconciler.state.layout import Layout
+from reconciler.state.program import CommittedProgram
 from reconciler.support.errors import ReconcileError
 
 SHOWN_ROWS = 20
@@ -136,11 +137,12 @@ def _checks(document: dict[str, Any], test: ViewTest) -> list[_Check]:
     """What a test checks, in the order its outcome reports the first failure: the view
     computed from the given rows; with a change, recomputed and maintained after it."""
     program = lineage_of(document, test.view)
+    typed = CommittedProgram.of(program)
     computed = _Check("computed from the given rows", lambda spark: _difference(
-        _computed(spark, program, test.view, test.given), test.expect))
+        _computed(spark, typed, test.view, test.given), test.expect))
     if test.expect_after is None:
         return [computed]
-    given_views = sorted(set(test.given) & set(program["views"]))
+    given_views = sorted(set(test.given) & set(typed.views))
     if given_views:
         raise ReconcileError(f"test '{test.name}' gives rows of view(s) "
                              f"{', '.join(given_views)}: a test with a change gives tables "
@@ -150,7 +152,7 @@ def _checks(document: dict[str, Any], test: ViewTest) -> list[_Check]:
     expect_after = test.expect_after
     return [computed,
             _Check("recomputed after the change", lambda spark: _difference(
-                _computed(spark, program, test.view, changed), expect_after)),
+                _computed(spark, typed, test.view, changed), expect_after)),
             _Check("maintained through the change (the recomputed view is right: an "
                    "incremental rule is wrong here)", lambda spark: _difference(
                        _maintained(spark, program, test), expect_after), longest=True)]
@@ -171,18 +173,18 @@ def lineage_of(document: dict[str, Any], view: str) -> dict[str, Any]:
             "order": [name for name in document["order"] if name in needed]}
 
 
-def _computed(spark: SparkSession, program: dict[str, Any], view: str,
+def _computed(spark: SparkSession, program: CommittedProgram, view: str,
               given: dict[str, list[Row]]) -> DataFrame:
     """`view` over temporary views of the given rows, computing upstream views in order."""
     frames: dict[str, DataFrame] = {}
-    for name in program["order"]:
-        if name in program["tables"]:
+    for name in program.order:
+        if name in program.tables:
             frames[name] = rows_frame(spark, given.get(name, []),
-                                      table_schema(program["tables"][name]))
+                                      table_schema(program.tables[name]))
             continue
-        for read in program["views"][name]["reads"]:
+        for read in program.views[name].reads:
             frames[read].createOrReplaceTempView(read)
-        computed = spark.sql(view_query(program["views"][name]["sql"]))
+        computed = spark.sql(view_query(program.views[name].sql))
         frames[name] = (rows_frame(spark, given[name], computed.schema) if name in given
                         else computed)
     return frames[view]
@@ -200,19 +202,20 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
     # delta-rs commits fixture-sized writes from here, without a Spark job each: the
     # maintenance rules under test are the same with either writer.
     runtime = PipelineRuntime(spark, DeltaStorage(spark, writer="delta-rs"),
-                              Layout(str(scratch / "storage"), "test"), program, {},
+                              Layout(str(scratch / "storage"), "test"),
+                              CommittedProgram.of(program), {},
                               project_dir=scratch)
     tables_only = {**program, "views": {}, "order": list(program["tables"])}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
     for name, rows in test.given.items():  # fixture rows: written by delta-rs, no Spark job
         path = table_uri(runtime.relations[name].path)
-        schema = table_schema(program["tables"][name])
+        schema = runtime.table_schemas[name]
         write_deltalake(path, arrow_rows(_values(rows, schema), schema), mode="append")
         runtime.adopt_latest(name)
     started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
                         silent=True)
     for name in sorted({*test.inserts, *test.deletes}):
-        record, schema = runtime.relations[name], table_schema(program["tables"][name])
+        record, schema = runtime.relations[name], runtime.table_schemas[name]
         latest = runtime.storage.latest_version(record.path)
         deletes = test.deletes.get(name, [])
         apply_changes(runtime.storage, record.path, latest, schema,

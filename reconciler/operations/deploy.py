@@ -28,6 +28,7 @@ from reconciler.operations.publication import publish_committed
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan
 from reconciler.state.manifest import Manifest, Status
+from reconciler.state.program import CommittedProgram
 from reconciler.support.errors import public_message
 from reconciler.support.faults import crash_point
 from state_backends import StateBackend
@@ -52,7 +53,7 @@ def deploy(target: ApplyTarget, git_sha: str | None, settings: dict[str, str]) -
     """First deployment: every table created empty, every view computed (empty)."""
     program, engine = target.program, target.engine
     document = program.document()
-    runtime = engine.runtime(program.pipeline, document, {})
+    runtime = engine.runtime(program.pipeline, CommittedProgram.of(document), {})
     diff = diff_programs(None, document)
     # A new pipeline has empty views: there are no contents to send to its outputs yet.
     result = bootstrap(runtime, diff, {}, serial=1, silent=True)
@@ -81,7 +82,7 @@ def bootstrap_changes(target: ApplyTarget, plan: PipelinePlan, manifest: Manifes
         etag = commit_manifest(target.project, target.backend, started, etag)
     crash_point("bootstrap-started")
     document = plan.diff.new  # the program: with a selection, part committed, part desired
-    runtime = engine.runtime(name, document, manifest.relations)
+    runtime = engine.runtime(name, CommittedProgram.of(document), manifest.relations)
     try:
         result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,
                            silent=silent)
@@ -129,7 +130,7 @@ def full_refresh(target: ApplyTarget, manifest: Manifest, etag: str | None,
     etag = commit_manifest(target.project, target.backend, started, etag)
     document = program.document()
     # Tables keep their state entries only for the `execute` marks their logs still hold.
-    runtime = engine.runtime(program.pipeline, document, {
+    runtime = engine.runtime(program.pipeline, CommittedProgram.of(document), {
         name: state for name, state in manifest.relations.items() if name in program.tables})
     serial = started.serial + 1
     result = bootstrap(runtime, diff_programs(None, document), manifest.connectors,

@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.desired.project import PIPELINE_FILE, Project
 from reconciler.engine.spark.jars import needs_s3a
+from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import pipeline_layout
 from reconciler.state.relations import RelationRecord
 from reconciler.support.progress import Reporter, no_progress
@@ -82,7 +83,7 @@ class Engine:
 
         return DeltaStorage(self.spark)
 
-    def runtime(self, pipeline: str, program: dict[str, Any],
+    def runtime(self, pipeline: str, program: CommittedProgram,
                 relations: dict[str, RelationRecord]) -> Any:
         from reconciler.engine.runtime import PipelineRuntime
 

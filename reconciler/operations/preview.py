@@ -33,6 +33,7 @@ from reconciler.desired.workspace import load_programs
 from reconciler.plan.artifact import Plan
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.state.manifest import Manifest
+from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
 
@@ -76,7 +77,7 @@ def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]
     lineage, under the bound shared by the whole preview."""
     from reconciler.engine.preview.counts import Samples, preview_views  # Spark: --preview
 
-    runtime = engine.runtime(plan.name, plan.diff.new,
+    runtime = engine.runtime(plan.name, CommittedProgram.of(plan.diff.new),
                              manifest.relations if manifest else {})
     settings = project.settings.preview
     samples = Samples(settings.samples if mode == "rows" else 0,

@@ -11,6 +11,7 @@ being edited still runs and publishes its committed program.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from reconciler.desired.project import Project, PublishSpec, load_pipeline_spec
@@ -32,7 +33,7 @@ def publish_setting(project: Project, pipeline: str) -> PublishSpec | None:
     return spec.publish
 
 
-def publish_committed(engine: Any, manifest: Manifest, program: dict[str, Any],
+def publish_committed(engine: Any, manifest: Manifest, program: Mapping[str, Any],
                       setting: PublishSpec | None) -> None:
     """Publish the committed manifest's materialized tables and views (less `exclude`)."""
     if setting is None:
@@ -53,7 +54,7 @@ def publish_committed(engine: Any, manifest: Manifest, program: dict[str, Any],
                              f"but not published: {error}") from None
 
 
-def _materialized(program: dict[str, Any], name: str) -> bool:
+def _materialized(program: Mapping[str, Any], name: str) -> bool:
     """Whether `name` is a materialized table or view of the committed program."""
     for kind in ("tables", "views"):
         if name in program[kind]:

@@ -50,7 +50,7 @@ def execute_statement(project: Project, backend: StateBackend, engine: Engine, n
 
 
 def _target_table(runtime: Any, name: str, table: str, verb: str) -> None:
-    if table not in runtime.program["tables"]:
+    if table not in runtime.program.tables:
         raise ReconcileError(f"'{table}' is not a table of pipeline '{name}' "
                              f"(only tables accept {verb})")
 
@@ -114,10 +114,10 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
         relation = table.name.lower()
         if relation in ctes:
             continue
-        if relation in program["tables"] and not program["tables"][relation]["materialized"]:
+        if relation in program.tables and not program.tables[relation].materialized:
             raise ReconcileError(f"table '{relation}' has 'materialized'='false' and cannot be "
                                  "queried")
-        if relation not in program["views"] and relation not in program["tables"]:
+        if relation not in program.views and relation not in program.tables:
             raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
     runtime = engine.runtime(name, program, manifest.relations)
     runtime.register_queryable()

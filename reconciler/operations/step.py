@@ -41,7 +41,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                                  "finish it with `reconcile apply` or `reconcile approve`")
         program = committed_program(backend, manifest)  # the state bucket is not code
         if insert is None:  # the settings may have withdrawn what the apply allowed
-            check_committed_options(name, program, project.settings.allow_file_cleanup)
+            check_committed_options(name, program.document, project.settings.allow_file_cleanup)
         if insert is None and not has_pending_input(program, manifest.relations,
                                                     manifest.connectors, project.root):
             said = [f"{name}: no new input", *missing_inputs(program, project.root)]
@@ -70,7 +70,7 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                else {}),
             **({"choices": runtime.refresh_choices} if runtime.refresh_choices else {})})
         commit_manifest(project, backend, committed, etag, engine)
-        publish_committed(engine, committed, program, publish_setting(project, name))
+        publish_committed(engine, committed, program.document, publish_setting(project, name))
         collect_garbage(project, backend, name)
         return Outcome(name, OutcomeKind.STEPPED,
                        f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "

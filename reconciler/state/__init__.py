@@ -1,7 +1,8 @@
 """Committed state: the manifest, the only commit point, and where its objects live.
 
 Owns the manifest document (``manifest``) with its typed records of relations
-(``relations``) and connectors (``connectors``), where a pipeline's tables, views and
+(``relations``) and connectors (``connectors``), the program a runtime runs read
+once into typed records of its tables and views (``program``), where a pipeline's tables, views and
 checkpoints sit under the storage root (``layout``), and reading a pipeline's committed
 manifest and program from its backend (``reader``; the backends themselves are the
 top-level ``state_backends`` package).

@@ -23,6 +23,7 @@ so a step neither looks fields up in the document nor resolves a path again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -129,7 +130,7 @@ class ConnectorDefinition:
         return self.direction == "input"
 
 
-def connector_definitions(program: dict[str, Any], base_dir: Path
+def connector_definitions(program: Mapping[str, Any], base_dir: Path
                           ) -> dict[str, ConnectorDefinition]:
     """A program document's connectors, typed, their paths resolved against `base_dir`
     (the project folder)."""

@@ -9,6 +9,7 @@ from reconciler.desired.committed import check_committed_program
 from reconciler.desired.project import Project
 from reconciler.state.layout import Layout
 from reconciler.state.manifest import Manifest
+from reconciler.state.program import CommittedProgram
 from reconciler.support.errors import ReconcileError, public_message
 from state_backends import StateBackend, StateBackendError, backend_from_url
 
@@ -46,12 +47,13 @@ def read_manifest(backend: StateBackend, pipeline: str,
     return manifest, stored.version
 
 
-def committed_program(backend: StateBackend, manifest: Manifest) -> dict[str, Any]:
+def committed_program(backend: StateBackend, manifest: Manifest) -> CommittedProgram:
     """The manifest's program, once checked as if a pull request wrote it
-    (`desired.committed`): whatever runs it (a step, `execute`, `query`) calls this first."""
+    (`desired.committed`), as records: whatever runs it (a step, `execute`, `query`) calls
+    this first."""
     check_committed_program(manifest.pipeline, manifest.program,
                             f"{backend.url}/{manifest.pipeline}/manifest.json")
-    return manifest.program
+    return CommittedProgram.of(manifest.program)
 
 
 def orphaned_pipelines(project: Project, backend: StateBackend) -> list[dict[str, Any]]:

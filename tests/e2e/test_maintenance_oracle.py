@@ -52,10 +52,11 @@ import reconciler.engine.maintenance.view as view_refresh
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.maintenance.aggregate import regroups
-from reconciler.engine.runtime import PipelineRuntime, table_schema
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.step import run_step
 from reconciler.plan.diff import diff_programs
 from reconciler.state.layout import Layout
+from reconciler.state.program import CommittedProgram
 from tests.comparison import differing
 from tests.projects import program_of, write_files
 
@@ -265,7 +266,7 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
     document = program.document()
     base = root / "pipelines" / "shop"
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "shop"),
-                              document, {}, project_dir=base)
+                              CommittedProgram.of(document), {}, project_dir=base)
     started = bootstrap(runtime, diff_programs(None, document), {}, serial=1)
     assert all(runtime.relations[view].state is not None for view in
                ("by_store", "totals", "regions", "region_qty", "report", "region_sales"))
@@ -276,7 +277,7 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
         for table, rows in drawn.items():
             rows = _rows(table, rows, next_id)
             runtime.storage.append(runtime.relations[table].path, spark.createDataFrame(
-                rows, table_schema(document["tables"][table])))
+                rows, runtime.table_schemas[table]))
         next_id += len(drawn["sales"])
         by_change = serial % 2 == 0  # every aggregate here is small: force the other way
         with patch.object(view_refresh, "SMALL_AGGREGATE_BYTES",

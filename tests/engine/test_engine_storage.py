@@ -35,9 +35,7 @@ from reconciler.engine.delta.tables import KEPT_VERSIONS
 from reconciler.engine.spark.failures import engine_failure
 from reconciler.engine.spark.schema import (
     CHAR_VARCHAR_METADATA_KEY,
-    TypeParseError,
     arrow_schema,
-    parse_type,
     same_schema,
     spark_schema,
     struct_from_json,
@@ -48,6 +46,7 @@ from reconciler.engine.spark.session import (
     session_settings,
     spark_conf,
 )
+from reconciler.engine.spark.type_strings import TypeParseError, parse_type
 from reconciler.support.errors import ReconcileError
 
 SIMPLE = spark_schema([ColumnDef("id", "BIGINT", False), ColumnDef("name", "STRING", True)])

@@ -126,6 +126,7 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     from reconciler.desired.project import load_project
     from reconciler.engine.io.connectors import ingest
     from reconciler.operations.engine import Engine
+    from reconciler.state.program import CommittedProgram
     from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 
     source = tmp_path / "input"
@@ -138,7 +139,8 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
     loaded = load_project(project)
     committed, _ = read_manifest(open_backend(loaded), "p", pipeline_layout(loaded, "p"))
     assert committed is not None
-    runtime = Engine(loaded).runtime("p", committed.program, committed.relations)
+    runtime = Engine(loaded).runtime("p", CommittedProgram.of(committed.program),
+                                     committed.relations)
     connector = committed.connectors["orders_in"].copy_for_step()
     assert ingest(runtime, runtime.connectors["orders_in"],
                   connector) is not None  # appended, never committed

@@ -24,6 +24,7 @@ from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.step import run_step
 from reconciler.plan.diff import diff_programs
 from reconciler.state.layout import Layout
+from reconciler.state.program import CommittedProgram
 from tests.comparison import differing
 from tests.projects import program_of, write_files
 
@@ -43,8 +44,8 @@ def deployed(spark: SparkSession, tmp_path: Path) -> Iterator[PipelineRuntime]:
                            "pipelines/p/program.sql": SQL})
     document = program_of(tmp_path).document()
     storage = DeltaStorage(spark, writer="delta-spark")
-    runtime = PipelineRuntime(spark, storage, Layout(str(tmp_path / "state"), "p"), document,
-                              {}, project_dir=tmp_path)
+    runtime = PipelineRuntime(spark, storage, Layout(str(tmp_path / "state"), "p"),
+                              CommittedProgram.of(document), {}, project_dir=tmp_path)
     bootstrap(runtime, diff_programs(None, document), {}, serial=1, silent=True)
     storage.append(runtime.relations["events"].path, step_events(spark, 0, ROWS))
     users = spark.range(100).selectExpr("cast(id as int) as id",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import Any
 
 from deltalake import CommitProperties, DeltaTable
 from deltalake.schema import Schema
@@ -34,14 +33,15 @@ from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage, table_uri
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.spark.schema import arrow_schema
 from reconciler.engine.spark.session import session_settings
+from reconciler.state.program import CommittedTable
 from reconciler.state.relations import RelationRecord
 
 
 def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> RelationRecord:
     """Evolve table `name` to its desired columns; returns (and records) its new record."""
     record = runtime.relations[name]
-    table = runtime.program["tables"][name]
-    schema = table_schema(table)
+    table = runtime.program.tables[name]
+    schema = runtime.table_schemas[name]
     storage, path, pinned = runtime.storage, record.path, record.version
     pending = _pending_files(storage, path, pinned)
     if pending == [] and (evolved.metadata_only or in_the_log(storage, evolved)):
@@ -56,7 +56,7 @@ def evolve_table(runtime: PipelineRuntime, name: str, evolved: Evolution) -> Rel
     return runtime.relations[name]
 
 
-def evolved_rows(rows: DataFrame, table: dict[str, Any]) -> DataFrame:
+def evolved_rows(rows: DataFrame, table: CommittedTable) -> DataFrame:
     """`rows` in `table`'s columns: kept columns cast (widenings cannot fail), dropped ones
     left out, new ones filled with their DEFAULT or NULL."""
     present = set(rows.columns)

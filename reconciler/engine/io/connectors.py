@@ -40,7 +40,7 @@ from reconciler.engine.io.input_files import has_new_files
 from reconciler.engine.io.kafka_sink import send
 from reconciler.engine.io.kafka_source import ingest_kafka
 from reconciler.engine.io.listed_ingest import ingest_listed, uses_listed_batches
-from reconciler.engine.runtime import PipelineRuntime, table_schema
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.session import is_connect
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.support.errors import ReconcileError
@@ -106,7 +106,7 @@ def _ingest_streamed(runtime: PipelineRuntime, connector: ConnectorDefinition,
     # Why a batch failed, kept here rather than fished out of the
     # StreamingQueryException text (which also holds a Python traceback).
     failures: list[Exception] = []
-    schema = table_schema(runtime.program["tables"][connector.relation])
+    schema = runtime.table_schemas[connector.relation]
 
     def each_batch(frame: DataFrame, batch_id: int) -> None:
         try:

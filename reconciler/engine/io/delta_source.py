@@ -22,9 +22,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.log import probe_latest_version
 from reconciler.engine.delta.storage import DeltaStorage
-from reconciler.engine.io.input_batch import apply_change_rows
+from reconciler.engine.io.input_batch import apply_change_rows, with_defaults
 from reconciler.engine.maintenance.zset import OP_COLUMN
-from reconciler.engine.runtime import table_schema, with_defaults
 from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.support.errors import ReconcileError, error_class
@@ -45,7 +44,7 @@ def ingest_delta(runtime: Any, connector: ConnectorDefinition, state: ConnectorS
     if not has_new_versions(connector, state):
         return None
     table = connector.relation
-    schema = table_schema(runtime.program["tables"][table])
+    schema = runtime.table_schemas[table]
     table_path = runtime.relations[table].path
     since = state.source_version
     # A step that crashed after its append but before its commit left the rows up to
@@ -68,7 +67,7 @@ def ingest_delta(runtime: Any, connector: ConnectorDefinition, state: ConnectorS
     if latest != since and changes:
         apply_change_rows(runtime, table, rows, latest, transaction)
     elif latest != since:
-        runtime.storage.append(table_path, with_defaults(rows, runtime.program["tables"][table]),
+        runtime.storage.append(table_path, with_defaults(rows, runtime.program.tables[table]),
                                app_id=transaction, txn_version=latest)
     state.source_version = latest
     return latest

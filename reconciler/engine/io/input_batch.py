@@ -32,8 +32,9 @@ from reconciler.engine.io.bad_input import (
     write_skipping,
 )
 from reconciler.engine.maintenance.zset import OP_COLUMN
-from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
+from reconciler.state.program import CommittedTable
 from reconciler.support.errors import ReconcileError
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -60,6 +61,16 @@ def configured(reader: DataFrameReader | DataStreamReader, connector: ConnectorD
             .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).schema(permissive))
 
 
+def with_defaults(rows: DataFrame, table: CommittedTable) -> DataFrame:
+    """Input rows with the table's DEFAULTs where they hold NULL: a file or source table
+    written before a column existed has no value for it (a missing field reads NULL)."""
+    defaults = table.defaults
+    if not defaults:
+        return rows
+    return rows.select(*(F.coalesce(F.col(name), F.expr(defaults[name])).alias(name)
+                         if name in defaults else F.col(name) for name in rows.columns))
+
+
 def _option(value: Any) -> str:
     """YAML booleans as Spark spells them (`true`, not Python's `True`)."""
     if isinstance(value, bool):
@@ -80,7 +91,7 @@ def write_batch(runtime: PipelineRuntime, connector: ConnectorDefinition, frame:
     """
     name, table = connector.name, connector.relation
     quarantine = connector.on_error == "quarantine"
-    schema = table_schema(runtime.program["tables"][table])
+    schema = runtime.table_schemas[table]
     # Cached only when malformed rows are looked for (json, csv): that check and the write
     # are two passes over the batch. A parquet batch is read once, by the write itself.
     checked = CORRUPT_COLUMN in frame.columns
@@ -100,7 +111,7 @@ def write_batch(runtime: PipelineRuntime, connector: ConnectorDefinition, frame:
             apply_change_rows(runtime, table, good, batch_id, transaction)
             return
         rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
-                             runtime.program["tables"][table])
+                             runtime.program.tables[table])
         runtime.storage.append(runtime.relations[table].path, rows, app_id=transaction,
                                txn_version=batch_id)
     finally:
@@ -129,7 +140,7 @@ def write_checked(runtime: PipelineRuntime, connector: ConnectorDefinition,
                   files: Callable[[], list[str]]) -> None:
     """Write one batch of a files connector, its bad files failing it or skipped
     (`engine.bad_input`); `files` lists the batch's files, asked only to skip one."""
-    schema = table_schema(runtime.program["tables"][connector.relation])
+    schema = runtime.table_schemas[connector.relation]
 
     def reread(remaining: list[str]) -> DataFrame:
         if not remaining:  # every file skipped: an empty batch still advances the offset
@@ -149,7 +160,7 @@ def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, bat
     """A `changes: true` batch: rows marked `_op` = insert are added, `_op` = delete remove
     one equal row each (a delete of a row the table does not hold removes nothing). One
     Delta commit, recorded as the batch's app transaction, so a replay changes nothing."""
-    schema = table_schema(runtime.program["tables"][table])
+    schema = runtime.table_schemas[table]
     marked = rows.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema),
                          F.lower(F.col(OP_COLUMN)).alias(OP_COLUMN)).cache()
     try:
@@ -160,15 +171,15 @@ def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, bat
                                  "neither 'insert' nor 'delete'")
         names = [column for column in marked.columns if column != OP_COLUMN]
         inserts = with_defaults(marked.filter(F.col(OP_COLUMN) == "insert").select(*names),
-                                runtime.program["tables"][table])
+                                runtime.program.tables[table])
         deletes = with_defaults(marked.filter(F.col(OP_COLUMN) == "delete").select(*names),
-                                runtime.program["tables"][table])
+                                runtime.program.tables[table])
         record = runtime.relations[table]
         latest = runtime.storage.latest_version(record.path)
         assert latest is not None
         apply_changes(runtime.storage, record.path, latest, schema, inserts,
             None if deletes.isEmpty() else deletes.localCheckpoint(eager=True),
             app_transaction=(transaction, batch_id),
-            distinct=bool(runtime.program["tables"][table]["primary_key"]))
+            distinct=bool(runtime.program.tables[table].primary_key))
     finally:
         marked.unpersist()

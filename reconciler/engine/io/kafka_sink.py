@@ -31,10 +31,10 @@ _ROW = "_row"
 
 def key_columns(runtime: PipelineRuntime, relation: str) -> list[str]:
     """The columns that identify the relation's rows, or none."""
-    view = runtime.program["views"].get(relation)
+    view = runtime.program.views.get(relation)
     if view is not None:
-        return output_key(view["query"]) or []
-    return list(runtime.program["tables"][relation].get("primary_key") or [])
+        return output_key(view.query) or []
+    return list(runtime.program.tables[relation].primary_key)
 
 
 def send(runtime: PipelineRuntime, connector: ConnectorDefinition, rows: DataFrame,

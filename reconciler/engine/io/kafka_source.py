@@ -43,7 +43,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.files import Collected, FileStore
 from reconciler.engine.io.bad_input import BadInput
-from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows
+from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows, with_defaults
 from reconciler.engine.io.kafka_offsets import (
     OffsetClient,
     Partition,
@@ -53,7 +53,7 @@ from reconciler.engine.io.kafka_offsets import (
     offsets_json,
 )
 from reconciler.engine.maintenance.zset import OP_COLUMN
-from reconciler.engine.runtime import PipelineRuntime, table_schema, with_defaults
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState, KafkaEndpoint
 from reconciler.support.errors import ReconcileError
 
@@ -227,8 +227,7 @@ def _read(runtime: PipelineRuntime, connector: ConnectorDefinition,
         assign.setdefault(topic, []).append(number)
     options = {key: str(value) for key, value in connector.reader_options.items()
                if key.lower() not in _OURS}
-    columns = [field.name for field in table_schema(
-        runtime.program["tables"][connector.relation])]
+    columns = [field.name for field in runtime.table_schemas[connector.relation]]
     return (runtime.spark.read.format("kafka")
             .options(**{**options, **client_options(endpoint_of(connector), options)})
             .option("assign", json.dumps(assign))
@@ -247,7 +246,7 @@ def _fails_on_malformed(connector: ConnectorDefinition) -> bool:
 
 def _message_schema(runtime: PipelineRuntime, connector: ConnectorDefinition) -> StructType:
     """A json message's fields: the table's columns (with `_op` for a changes connector)."""
-    schema = table_schema(runtime.program["tables"][connector.relation])
+    schema = runtime.table_schemas[connector.relation]
     if connector.changes:
         schema = StructType([*schema.fields, StructField(OP_COLUMN, StringType(), True)])
     return schema
@@ -273,8 +272,8 @@ def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conne
           records: DataFrame, batch: int) -> DataFrame:
     """The batch's rows in the table's columns (with `_op` for a changes connector):
     `records` as read (raw), or `_parsed` (json)."""
-    table = runtime.program["tables"][connector.relation]
-    schema = table_schema(table)
+    table = runtime.program.tables[connector.relation]
+    schema = runtime.table_schemas[connector.relation]
     if connector.format == "raw":
         unknown = [field.name for field in schema if field.name not in RECORD_COLUMNS]
         if unknown:

@@ -36,7 +36,7 @@ from reconciler.engine.io.input_files import (
     pending_stream_batch,
     seen_files,
 )
-from reconciler.engine.runtime import PipelineRuntime, table_schema
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.support.errors import ReconcileError
 from reconciler.support.faults import crash_point
@@ -83,7 +83,7 @@ def ingest_listed(runtime: PipelineRuntime, connector: ConnectorDefinition,
 
 def _run(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState,
          checkpoint: str, batch_id: int, files: list[str], transaction: str) -> None:
-    schema = table_schema(runtime.program["tables"][connector.relation])
+    schema = runtime.table_schemas[connector.relation]
     frame = with_file_column(configured(runtime.spark.read, connector, schema)
                              .load(files))  # type: ignore[arg-type]  # pyspark: a list too
     where = f"input connector '{connector.name}' ({connector.path})"

@@ -41,6 +41,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.state.program import CommittedProgram
+
 RECOMPUTE_SHARE = 0.25
 """A change touching at least this share of a view's inputs' rows is recomputed."""
 
@@ -107,13 +109,13 @@ def timed(timings: dict[str, Any] | None, *, recompute: bool, seconds: float,
     return updated
 
 
-def input_tables(program: dict[str, Any], view: str) -> set[str]:
+def input_tables(program: CommittedProgram, view: str) -> set[str]:
     """The tables a view reads, directly or through other views."""
     tables: set[str] = set()
     pending = [view]
     while pending:
-        for read in program["views"][pending.pop()]["reads"]:
-            if read in program["views"]:
+        for read in program.views[pending.pop()].reads:
+            if read in program.views:
                 pending.append(read)
             else:
                 tables.add(read)

@@ -62,12 +62,12 @@ def _shape(statement_sql: str, columns: tuple[tuple[str, tuple[str, ...]], ...]
 
 def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
     """The shape a step maintains `view` by, or None when it is recomputed."""
-    definition = runtime.program["views"][view]
-    if definition.get("refresh") not in ("incremental", "auto"):
+    definition = runtime.program.views[view]
+    if not definition.maintained:
         return None
     columns = tuple((read, tuple(runtime.schema(read).fieldNames()))
-                    for read in definition["reads"])
-    return _shape(definition["sql"], columns)
+                    for read in definition.reads)
+    return _shape(definition.sql, columns)
 
 
 def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
@@ -188,6 +188,6 @@ def _regroups(runtime: PipelineRuntime, frames: StepFrames, view: str,
         return False
     if regroups(shape, deletes=False) or not isinstance(shape.source, Linear):
         return True  # keyed and derived sources retract rows
-    reads = runtime.program["views"][view]["reads"]
+    reads = runtime.program.views[view].reads
     return any(frames.changes[read].deletes is not None for read in reads
                if read in frames.changes)

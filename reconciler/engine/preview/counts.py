@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 
 from reconciler.desired.masking import NO_MASK, ColumnMask
 from reconciler.engine.preview.bound import OutOfBound, PreviewBound
-from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
+from reconciler.engine.runtime import PipelineRuntime, view_query
 from reconciler.engine.spark.local_rows import empty_frame
 
 WEIGHT = "__preview_weight"
@@ -89,8 +89,8 @@ def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
     results: dict[str, dict[str, Any]] = {}
     skipped = dict(unavailable)
     for view, kind in views:
-        definition = runtime.program["views"][view]
-        blocked = next((read for read in definition["reads"] if read in skipped), None)
+        definition = runtime.program.views[view]
+        blocked = next((read for read in definition.reads if read in skipped), None)
         if bound.reason:  # out of time or jobs: no query of the rest runs
             skipped.setdefault(view, bound.reason)
         if view in skipped or blocked is not None:
@@ -109,10 +109,10 @@ def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
 def _previewed(runtime: PipelineRuntime, view: str, kind: str, key: list[str] | None,
                computed: dict[str, DataFrame], samples: ViewSamples) -> dict[str, Any]:
     """One view's counts (and samples); its query joins `computed` for the views after it."""
-    definition = runtime.program["views"][view]
-    for read in definition["reads"]:
+    definition = runtime.program.views[view]
+    for read in definition.reads:
         _input(runtime, read, computed).createOrReplaceTempView(read)
-    after = runtime.spark.sql(view_query(definition["sql"]))
+    after = runtime.spark.sql(view_query(definition.sql))
     before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
     result = (_new_view(after, samples) if before is None
               else _compared(before, after, key, samples))
@@ -125,7 +125,7 @@ def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) 
         return computed[name]
     if name in runtime.relations:
         return runtime.frame(name)
-    return empty_frame(runtime.spark, table_schema(runtime.program["tables"][name]))
+    return empty_frame(runtime.spark, runtime.table_schemas[name])
 
 
 def _new_view(after: DataFrame, samples: ViewSamples) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Owns the Java check (``java``), the jars an embedded session needs (``jars``), the
 session (``session``) and what its JVM inherits (``launch``: a cleaned environment, a
 filtered stderr), a warm local Spark Connect server the CLI's commands share
-(``warm``), Spark dying under a command (``failures``), column types (``schema``) and
-rows the driver holds as DataFrames (``local_rows``).
+(``warm``), Spark dying under a command (``failures``), column types (``schema``, of
+type strings parsed without a session in ``type_strings``) and rows the driver holds as
+DataFrames (``local_rows``).
 
 May import: ``desired``, ``state`` and ``support``. Never another engine folder:
 the rest of the engine stands on this one.
