@@ -50,8 +50,8 @@ test-nightly: $(STAMP) check-java jars
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# mypy, configured in pyproject.toml ([tool.mypy]): strict on desired/, support/ and
-# state_backends/, the rest of the package at a basic level (about a minute cold, seconds warm).
+# mypy, configured in pyproject.toml ([tool.mypy]): strict on desired/, state/, plan/,
+# support/ and state_backends/, the rest of the package at a basic level (about a minute cold, seconds warm).
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

@@ -205,7 +205,7 @@ def _column_reasons(diff: ProgramDiff, old: dict[str, Any], new: dict[str, Any])
 
 def _column_type(document: dict[str, Any], table: str, column: str) -> str:
     entry = next(c for c in document["tables"][table]["columns"] if c["name"] == column)
-    return entry["type"] + ("" if entry["nullable"] else " NOT NULL")
+    return f"{entry['type']}{'' if entry['nullable'] else ' NOT NULL'}"
 
 
 def connector_actions(diff: ProgramDiff) -> list[Action]:

@@ -308,7 +308,7 @@ def _shown_report(deep: Any, texts: Texts) -> dict[str, Any]:
     """deepdiff's report as JSON, with the text changes left out of it (`_comparable`) as
     it reports them, connector values as a plan shows them: the report quotes old and new
     values, and a connector's option or path may hold a secret."""
-    raw = json.loads(deep.to_json())
+    raw: dict[str, Any] = json.loads(deep.to_json())
     for (section, name), fields in texts.items():
         for key, (before, after) in fields.items():
             raw.setdefault("values_changed", {})[f"root['{section}']['{name}']['{key}']"] = {

@@ -79,7 +79,7 @@ def preview_lines(preview: Mapping[str, Any]) -> list[dict[str, str]]:
 def orphan_state(orphan: Mapping[str, Any]) -> str:
     """`serial 3, status Running`, or why its manifest could not be read."""
     if orphan.get("error"):
-        return orphan["error"]
+        return str(orphan["error"])
     return f"serial {orphan['serial']}, status {orphan['status']}"
 
 
