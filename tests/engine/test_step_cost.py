@@ -68,7 +68,7 @@ def counted_step(runtime: PipelineRuntime, serial: int) -> tuple[int, Any]:
 def assert_views_equal_their_queries(runtime: PipelineRuntime) -> None:
     """Each view's stored rows against its query over the tables (`evaluate`: from scratch)."""
     assert differing({view: (runtime.frame(view), runtime.evaluate(view))
-                      for view in runtime.program["views"]}) == []
+                      for view in runtime.program.views}) == []
 
 
 def append_events(runtime: PipelineRuntime, start: int) -> None:
