@@ -42,7 +42,7 @@ test-fast: $(STAMP)
 # The long run `make test` leaves out (a nightly job's): the stories on a standalone cluster,
 # over Spark Connect and through eight JVMs sharing a metastore, Delta Lake's own writer
 # where delta-rs covers the same path in `make test`, the other kill points, and the
-# maintenance oracle with more random cases and steps (docs/development.md).
+# oracles again, the maintenance one with more random cases and steps (docs/development.md).
 test-nightly: $(STAMP) check-java jars
 	RECONCILE_ORACLE_EXAMPLES=8 RECONCILE_ORACLE_STEPS=3 \
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "nightly or oracle"
