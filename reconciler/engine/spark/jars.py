@@ -230,9 +230,9 @@ def fetch(jar_set: JarSet) -> list[Path]:
             raise ReconcileError(f"mvn could not fetch {jar_set.describe()}: {detail}")
         jars = sorted(listing.read_text(encoding="utf-8").strip().split(os.pathsep))
     (folder / COMPLETE).write_text("\n".join(jars) + "\n", encoding="utf-8")
-    jars = cached(jar_set)
-    assert jars is not None
-    return jars
+    fetched = cached(jar_set)
+    assert fetched is not None  # COMPLETE was just written, listing the jars mvn fetched
+    return fetched
 
 
 def spark_defaults() -> str:

@@ -219,16 +219,16 @@ def jars_conf(master: str, s3a: bool = True, kafka: bool = False) -> dict[str, s
     if not master.startswith("local"):
         return {}
     conf: dict[str, str] = {}
-    delta, s3a = delta_jars(), s3a_jars() if s3a else None
+    delta, s3a_paths = delta_jars(), s3a_jars() if s3a else None
     if delta is not None:
         conf |= {"spark.sql.extensions": DELTA_EXTENSION,
                  "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
                  # Delta rebuilds a snapshot from its log in 50 tasks by default: a
                  # cluster's figure; on a laptop each of them is overhead.
                  "spark.databricks.delta.snapshotPartitions": "2"}
-    if s3a is not None:  # `s3://` is S3A too, as on EMR and Databricks
+    if s3a_paths is not None:  # `s3://` is S3A too, as on EMR and Databricks
         conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    jars = [*(delta or []), *(s3a or []), *((kafka_jars() or []) if kafka else [])]
+    jars = [*(delta or []), *(s3a_paths or []), *((kafka_jars() or []) if kafka else [])]
     if jars:
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
     return conf
@@ -371,8 +371,8 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
         try:
             yield
         finally:
-            for key, value in previous.items():
-                if value is None:
+            for key, earlier in previous.items():
+                if earlier is None:
                     spark.conf.unset(key)
                 else:
-                    spark.conf.set(key, value)
+                    spark.conf.set(key, earlier)
