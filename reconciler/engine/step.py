@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from reconciler.engine.delta.compaction import compact
@@ -163,14 +164,18 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
 
     def emit_change(relation: str, change: ZSet) -> None:
         rows = change.changes()
-        for connector in outputs.get(relation, []) if rows is not None else []:
+        if rows is None:
+            return
+        for connector in outputs.get(relation, []):
             result.emitted[connector] = emit(runtime, runtime.connectors[connector], rows,
                                              serial, snapshot=False)
+
+    def changed(table: str) -> ZSet:  # read when called: after a DROP ROW delete, the new one
+        return table_change(runtime, before[table], runtime.relations[table])
     try:
         for table in result.changed_tables:
-            frames.changes[table] = check_table(
-                runtime, table, frames.changes[table],
-                lambda table=table: table_change(runtime, before[table], runtime.relations[table]))
+            frames.changes[table] = check_table(runtime, table, frames.changes[table],
+                                                partial(changed, table))
             emit_change(table, frames.changes[table])
         result.refreshed = refresh_views(runtime, frames, emit_change,
                                          _touched_rows(runtime, before, result.changed_tables))

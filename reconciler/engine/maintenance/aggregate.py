@@ -190,7 +190,7 @@ def output_rows(frames: StepFrames, shape: Aggregate, state: DataFrame,
         F.shiftright("__g", shape.keys - 1 - j).bitwiseAND(1).cast("tinyint").alias(f"__grp{j}")
         for j in range(shape.keys) if shape.sets))
     query = exp.select(*(item.copy() for item in shape.output)).from_(frames.temporary(values))
-    conditions = [] if shape.is_global else [exp.column("__rows") > 0]
+    conditions: list[exp.Expr] = [] if shape.is_global else [exp.column("__rows") > 0]
     if shape.having is not None:
         conditions.append(shape.having.copy())
     if conditions:

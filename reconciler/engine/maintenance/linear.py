@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from reconciler.desired.keyed import Equated, occurrences
@@ -37,18 +38,21 @@ def select_change(frames: StepFrames, select: exp.Select, equated: Equated) -> Z
     term over a few new orders reads the lineitems of their key range, and Parquet skips
     the files outside it where the table is clustered on the key (compaction does it)."""
     occurrences = tables_of(select)
-    inserts, deletes = [], []
+    inserts: list[DataFrame] = []
+    deletes: list[DataFrame] = []
+    sides: tuple[tuple[Side, list[DataFrame]], ...] = (("inserts", inserts),
+                                                       ("deletes", deletes))
     for position, occurrence in enumerate(occurrences):
         change = frames.changes.get(occurrence.name.lower())
         if change is None:
             continue
-        for side, found in (("inserts", inserts), ("deletes", deletes)):
+        for side, found in sides:
             if getattr(change, side) is None:
                 continue
             parts: list[Part] = [
                 "new" if index < position and other.name.lower() in frames.changes else "old"
                 for index, other in enumerate(occurrences)]
-            parts[position] = side  # type: ignore[call-overload]  # "inserts" or "deletes"
+            parts[position] = side
             views = [_version(frames, other, part, _ranges(frames, equated, occurrence, side,
                                                            other))
                      for other, part in zip(occurrences, parts, strict=True)]
@@ -62,7 +66,7 @@ def _ranges(frames: StepFrames, equated: Equated,
     column of `other` equated to one of `changed`, that column's range in the change."""
     if other is changed:
         return ()
-    ranges = []
+    ranges: list[Range] = []
     for members in equated:
         mine = [column for table, column in members if table is changed]
         theirs = [column for table, column in members if table is other]

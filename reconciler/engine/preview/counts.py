@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -98,8 +98,8 @@ def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
             results[view] = {"kind": kind, "unavailable": skipped[view]}
             continue
         try:
-            results[view] = {"kind": kind, **bound.run(lambda view=view, kind=kind: _previewed(
-                runtime, view, kind, keys.get(view), computed, samples.of(view)))}
+            results[view] = {"kind": kind, **bound.run(partial(
+                _previewed, runtime, view, kind, keys.get(view), computed, samples.of(view)))}
         except OutOfBound as stopped:
             skipped[view] = str(stopped)
             results[view] = {"kind": kind, "unavailable": str(stopped)}
@@ -183,9 +183,10 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
     before and after (one small job each)."""
     columns = [F.col(f"`{name}`") for name in names]
     # Each collect below is bounded by `samples.count` (<= 50): rows a person asked to see.
-    shown = {side: samples.shown(differing.where(condition).select(*columns)
-                                 .limit(samples.count).collect(), names)  # <= 50 rows
-             for side, condition in (("added", F.col(NET) > 0), ("removed", F.col(NET) < 0))}
+    shown: dict[str, list[dict[str, Any]]] = {
+        side: samples.shown(differing.where(condition).select(*columns)
+                            .limit(samples.count).collect(), names)  # <= 50 rows
+        for side, condition in (("added", F.col(NET) > 0), ("removed", F.col(NET) < 0))}
     if key:
         new, old = (differing.where(condition).alias(alias) for condition, alias in
                     ((F.col(NET) > 0, "new"), (F.col(NET) < 0, "old")))
