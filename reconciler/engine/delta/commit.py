@@ -149,16 +149,17 @@ def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, *
         app_transactions=[Transaction(*app_transaction)] if app_transaction else None)
     now = int(time.time() * 1000)
     data_change = changes_rows or not replaces
-    actions: list[AddAction | RemoveAction] = [
-        file.add_action(data_change=data_change) for file in files]
-    actions += [RemoveAction(path, data_change, now, size) for path, size in replaces]
+    adds = [file.add_action(data_change=data_change) for file in files]
+    removes = [RemoveAction(path, data_change, now, size) for path, size in replaces]
+    if table is None and removes:  # a caller's mistake: only an existing table has files
+        raise ValueError(f"{uri}: no table yet, so no files to replace")
     try:
         if table is None:
-            create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema(schema)), actions,
+            create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema(schema)), adds,
                                           mode="error", storage_options=storage_options,
                                           commit_properties=properties)
         else:
-            table.create_write_transaction(actions, mode, arrow_schema(schema),
+            table.create_write_transaction([*adds, *removes], mode, arrow_schema(schema),
                                            commit_properties=properties)
     except DeltaError as error:
         lines = [line for line in str(error).splitlines() if line.strip()]

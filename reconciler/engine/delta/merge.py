@@ -120,6 +120,8 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     if unknown:  # never drop a deletion silently: the table must be as the log says
         raise ReconcileError(f"{uri}: data file {unknown[0]} holds a deleted row but is not in "
                              f"version {version}'s log")
+    # Every file's size, none being unknown (checked above): the commit removes them.
+    known = [(relative, size) for relative, size in replaced if size is not None]
     root = uri.rstrip("/")
     rewritten = storage.scan([f"{root}/{relative}" for relative, _ in replaced], schema)
     rows = _without(rewritten, deletes, unique_by).union(inserts) if replaced else inserts
@@ -127,7 +129,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     tag, before = uuid.uuid4().hex, latest.version
     commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                  table=latest.table,
-                 storage_options=storage.storage_options(uri), replaces=replaced,
+                 storage_options=storage.storage_options(uri), replaces=known,
                  changes_rows=True, app_transaction=app_transaction)
     return storage.rs_commit_version(uri, tag, before)
 
