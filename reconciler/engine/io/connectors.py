@@ -199,6 +199,8 @@ def emit(runtime: PipelineRuntime, connector: ConnectorDefinition, changes: Data
             runtime.storage.create(path, contents.schema, deletion_vectors=False)
         version = runtime.storage.overwrite(path, contents, contents.schema)
         return runtime.storage.row_count(path, version)
+    # A files connector: reading the program checked it has a format (`connector_shape`).
+    assert connector.format is not None
     kind = "snapshot" if snapshot else "changes"
     name_in_folder = f"{serial:010d}-{kind}.{connector.format}"
     # Spark writes the file (one task, as the file is one by contract), never the driver.

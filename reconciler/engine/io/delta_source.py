@@ -87,6 +87,7 @@ def read_source_change(storage: DeltaStorage, source: str, since: int | None,
     try:
         inserts, deletes, from_feed = storage.change_between(after, since, schema)
         if from_feed:
+            assert inserts is not None  # the feed's read gives both sides (`read_change_feed`)
             _ = inserts.schema  # analysed here, so a feed not kept since `since` says so
     except ReconcileError:
         raise

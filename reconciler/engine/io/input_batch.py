@@ -14,7 +14,7 @@ streaming path and the listed path (`engine.listed_ingest`) go through here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
@@ -39,9 +39,10 @@ from reconciler.support.errors import ReconcileError
 
 CORRUPT_COLUMN = "_corrupt_record"
 
+Reader = TypeVar("Reader", DataFrameReader, DataStreamReader)
 
-def configured(reader: DataFrameReader | DataStreamReader, connector: ConnectorDefinition,
-               schema: StructType) -> DataFrameReader | DataStreamReader:
+
+def configured(reader: Reader, connector: ConnectorDefinition, schema: StructType) -> Reader:
     """A (batch or streaming) reader of a files connector: its format and options, the
     table's columns, and for json and csv the corrupt-record column.
 
@@ -49,6 +50,8 @@ def configured(reader: DataFrameReader | DataStreamReader, connector: ConnectorD
     so the program keeps them apart, but Spark must still get them.
     """
     fmt = connector.format
+    # A files connector: reading the program checked it has a format (`connector_shape`).
+    assert fmt is not None
     reader = reader.format(fmt).options(**{k: _option(v) for k, v in
                                            connector.reader_options.items()})
     if connector.changes:  # each row says what it does to the table

@@ -85,7 +85,7 @@ def _run(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Connec
          checkpoint: str, batch_id: int, files: list[str], transaction: str) -> None:
     schema = runtime.table_schemas[connector.relation]
     frame = with_file_column(configured(runtime.spark.read, connector, schema)
-                             .load(files))  # type: ignore[arg-type]  # pyspark: a list too
+                             .load(files))
     where = f"input connector '{connector.name}' ({connector.path})"
     try:
         write_checked(runtime, connector, state, frame, batch_id, transaction,
