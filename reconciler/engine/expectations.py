@@ -118,10 +118,15 @@ def _unfiltered_inserts(runtime: PipelineRuntime, frames: StepFrames, view: str,
                                               None) == DROP_ALIAS:
         return change_of(frames, shape.inner).net().inserts
     sql = executable_view_query(runtime.program.views[view].sql)
-    inner = from_of(sqlglot.parse_one(sql, dialect="spark"))
+    # The view has DROP ROW expectations (the caller's `drops`), so its query runs as
+    # `SELECT * FROM (<query>) AS __expectations WHERE ...` (`with_drops`): a select with a FROM.
+    query = sqlglot.parse_one(sql, dialect="spark")
+    assert isinstance(query, exp.Select)
+    inner = from_of(query)
+    assert inner is not None
     for read in runtime.program.views[view].reads:
         runtime.frame(read).createOrReplaceTempView(read)
-    return runtime.spark.sql(inner.this.sql(dialect="spark"))  # type: ignore[union-attr]  # has a FROM
+    return runtime.spark.sql(inner.this.sql(dialect="spark"))
 
 
 def _count(rows: DataFrame, expectations: Sequence[Expectation]) -> dict[str, dict[str, Any]]:

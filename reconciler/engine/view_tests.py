@@ -217,6 +217,7 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
     for name in sorted({*test.inserts, *test.deletes}):
         record, schema = runtime.relations[name], runtime.table_schemas[name]
         latest = runtime.storage.latest_version(record.path)
+        assert latest is not None  # the first bootstrap above created every table
         deletes = test.deletes.get(name, [])
         apply_changes(runtime.storage, record.path, latest, schema,
                       rows_frame(spark, test.inserts.get(name, []), schema),

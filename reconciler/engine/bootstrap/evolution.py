@@ -126,11 +126,11 @@ def alter_columns(storage: DeltaStorage, path: str, schema: T.StructType,
     if added:
         statements.append(f"{table_sql} ADD COLUMNS ({added})")
     for statement in statements:
-        tag, before = uuid.uuid4().hex, storage.latest_version(uri)
+        tag, previous = uuid.uuid4().hex, storage.latest_version(uri)
         with session_settings(storage.spark,
                               {"spark.databricks.delta.commitInfo.userMetadata": tag}):
             storage.spark.sql(statement)
-    return storage.rs_commit_version(uri, tag, before) if statements else before
+    return storage.rs_commit_version(uri, tag, previous) if statements else before
 
 
 def add_columns(storage: DeltaStorage, table: DeltaTable, schema: T.StructType,
