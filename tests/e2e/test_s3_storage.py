@@ -6,6 +6,9 @@ connector (both fetched by `make jars`), as on a cluster with Delta: Delta's S3
 log store assumes one writer per table, which the pipeline lock guarantees. The
 seed pipeline is deployed, fed, stepped, changed (a bootstrap), a view dropped
 (its prefix removed), and everything is read again by a fresh run from the manifest.
+
+Nightly (`make test-nightly`): S3A against moto is the slowest storage the suite has. In
+`make test`, `tests/github/test_github_s3a.py` applies and bootstraps on the same path.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def keys(s3, bucket: str, prefix: str) -> list[str]:  # type: ignore[no-untyped-
     return [item["Key"] for item in listed.get("Contents", [])]
 
 
+@pytest.mark.nightly  # in `make test`: tests/github/test_github_s3a.py (apply and bootstrap)
 def test_the_seed_pipeline_runs_with_state_and_data_on_s3(
         spark: SparkSession, delta_spark: str, s3_endpoint: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -141,6 +141,7 @@ def test_files_connector_steps_over_spark_connect_and_a_killed_client(
         {"n": 5, "s": 21}]
 
 
+@pytest.mark.nightly  # in `make test`: test_bootstrap_crash.py kills the same client there
 @pytest.mark.slow
 def test_a_client_killed_mid_bootstrap_over_spark_connect_converges(remote: str,
                                                                     tmp_path: Path) -> None:
