@@ -10,6 +10,16 @@ def occurrences(query: exp.Expr) -> list[exp.Table]:
     return list(query.find_all(exp.Table))
 
 
+def relations_named(sql: str) -> set[str]:
+    """The names (lower case) every relation occurrence of a statement's text has, subqueries
+    and CTE names included: what a statement can read, so only those need registering."""
+    import sqlglot
+
+    from reconciler.desired.sql import DIALECT
+
+    return {table.name.lower() for table in occurrences(sqlglot.parse_one(sql, read=DIALECT))}
+
+
 def function_name(window: exp.Window) -> str:
     """A window's function as Spark spells it (`ROW_NUMBER`, not sqlglot's `ROWNUMBER`)."""
     function: exp.Expr = window.this

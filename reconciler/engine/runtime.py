@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from reconciler.desired.expectation_clauses import executable_view_query
+from reconciler.desired.query_parts import relations_named
 from reconciler.desired.resolution import UNADDRESSABLE
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
@@ -109,9 +110,11 @@ class PipelineRuntime:
         check_storable(computed.schema, f"view '{view}'")
         return computed
 
-    def register_queryable(self) -> None:
-        """Every relation as a temporary view under its own name, at its pinned version."""
-        for relation in self.relations:
+    def register_queryable(self, sql: str) -> None:
+        """Each relation `sql` names as a temporary view under its own name, at its pinned
+        version. Only those: each registration opens the relation's log and lists its
+        files, which for every relation of a large pipeline took seconds per statement."""
+        for relation in sorted(relations_named(sql) & self.relations.keys()):
             self.frame(relation).createOrReplaceTempView(relation)
 
     def insert(self, table: str, source_sql: str, columns: list[str] | None, *,
@@ -123,7 +126,7 @@ class PipelineRuntime:
         and appended as the Delta app transaction (`app_id`, `txn_version`), so a
         retried insert is written once.
         """
-        self.register_queryable()
+        self.register_queryable(source_sql)
         source = self.spark.sql(source_sql)
         definition = self.program.tables[table]
         schema = self.table_schemas[table]
@@ -150,10 +153,10 @@ class PipelineRuntime:
         latest = self.storage.latest_version(record.path)
         assert latest is not None
         schema = self.schema_of(record)
-        self.register_queryable()
+        doomed_sql = f"SELECT * FROM `{table}` WHERE {condition_sql}"
+        self.register_queryable(doomed_sql)
         self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
-        doomed = self.spark.sql(f"SELECT * FROM `{table}` WHERE {condition_sql}"
-                                ).localCheckpoint(eager=True)
+        doomed = self.spark.sql(doomed_sql).localCheckpoint(eager=True)
         if not doomed.isEmpty():  # no commit, so the step sees no change
             apply_changes(self.storage, record.path, latest, schema, None, doomed,
                           distinct=bool(self.program.tables[table].primary_key))

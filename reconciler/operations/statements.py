@@ -120,5 +120,5 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
         if relation not in program.views and relation not in program.tables:
             raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
     runtime = engine.runtime(name, program, manifest.relations)
-    runtime.register_queryable()
+    runtime.register_queryable(sql)
     return runtime.spark.sql(sql)
