@@ -42,8 +42,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.files import Collected, FileStore
-from reconciler.engine.io.bad_input import BadInput
-from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows, with_defaults
+from reconciler.engine.io.input_batch import (
+    CORRUPT_COLUMN,
+    BadInput,
+    apply_change_rows,
+    with_defaults,
+)
 from reconciler.engine.io.kafka_offsets import (
     OffsetClient,
     Partition,
