@@ -123,12 +123,13 @@ def write_from_scratch(runtime: PipelineRuntime, frames: StepFrames, view: str, 
         runtime.relations[view] = replace(runtime.relations[view], state=None)
     if isinstance(shape, Aggregate) and computed_from_state(shape):
         state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
-        runtime.write_view(view, output_rows(
-            frames, shape, state, argument_types(source_rows(frames, shape)),
-            runtime.evaluate(view).schema))
+        arguments = argument_types(source_rows(frames, shape))
+        schema = runtime.evaluate(view).schema
+        runtime.write_view(view, output_rows(frames, shape, state, arguments, schema))
         runtime.write_state(view, state)
     else:
-        runtime.write_view(view, runtime.evaluate(view))
+        contents = runtime.evaluate(view)
+        runtime.write_view(view, contents)
         if keep_state:
             _start_state(runtime, frames, view)
 
@@ -139,7 +140,8 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
     contributions), then its contents from that state."""
     state_table = runtime.relations[view].state
     assert state_table is not None
-    merged = merged_state(frames, shape, runtime.frame_of(state_table))
+    stored_state = runtime.frame_of(state_table)
+    merged = merged_state(frames, shape, stored_state)
     if merged is None:
         return ZSet()
     state, arguments = merged
@@ -148,8 +150,8 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
     crash_point("aggregate-between-writes")  # the state moved on, the view did not
     state_table = runtime.relations[view].state
     assert state_table is not None
-    rows = output_rows(frames, shape, runtime.frame_of(state_table),
-                       arguments, schema)
+    new_state = runtime.frame_of(state_table)
+    rows = output_rows(frames, shape, new_state, arguments, schema)
     runtime.replace_view_contents(view, rows)
     return _change(before, runtime.frame(view), change_read)
 
