@@ -31,7 +31,7 @@ from reconciler.engine.io.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.io.delta_source import has_new_versions
 from reconciler.engine.io.input_batch import BadInput
 from reconciler.engine.io.input_files import has_new_files
-from reconciler.engine.io.kafka_source import has_new_records
+from reconciler.engine.io.kafka_offsets import has_new_records
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
