@@ -184,7 +184,7 @@ class PipelineRuntime:
         """Replace a maintained view's stored contents, keeping its state entry (the caller
         has just written the state these contents come from)."""
         version = self._overwrite(self.relations[name], contents)
-        self._repin(name, version)
+        self.repin(name, version)
 
     def replace_state_contents(self, name: str, contents: DataFrame) -> None:
         """Replace an aggregate view's per-group state, keeping its schema."""
@@ -225,7 +225,7 @@ class PipelineRuntime:
         schema = self.schema_of(record)
         version = apply_changes(self.storage, record.path, record.version, schema, inserts,
                                 deletes, steady_source=True)
-        self._repin(name, version)
+        self.repin(name, version)
 
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
@@ -256,13 +256,10 @@ class PipelineRuntime:
                                        rows=self.storage.rows_in(latest))
         return True
 
-    def adopt_table_version(self, name: str, version: int) -> RelationRecord:
-        """Point a table's record at a newer Delta version written by ingestion or `execute`."""
-        return self._repin(name, version)
-
-    def _repin(self, name: str, version: int) -> RelationRecord:
+    def repin(self, name: str, version: int) -> RelationRecord:
         """A relation's record pinned at `version` (its state entry kept), with its row count
-        read from that version's log."""
+        read from that version's log: a table's after a write of the step's own (a DROP ROW
+        expectation's delete), a maintained view's after its change."""
         record = self.relations[name]
         self.relations[name] = replace(record, version=version,
                                        rows=self.storage.row_count(record.path, version))
