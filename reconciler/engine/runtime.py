@@ -32,14 +32,6 @@ from reconciler.support.progress import Reporter, no_progress
 
 
 @cache
-def view_query(statement_sql: str) -> str:
-    """The executable query of a `CREATE [MATERIALIZED] VIEW v AS <query>` statement: its
-    expectation clauses taken out, its DROP ROW ones filtering it
-    (`desired.expectation_clauses`)."""
-    return executable_view_query(statement_sql)
-
-
-@cache
 def table_schema(table: CommittedTable) -> StructType:
     """The Spark schema of a table: its type strings parsed once per table record (a record
     is frozen, so equal tables of successive programs share it)."""
@@ -105,7 +97,7 @@ class PipelineRuntime:
         definition = self.program.views[view]
         for read in definition.reads:
             self.frame(read).createOrReplaceTempView(read)
-        computed = self.spark.sql(view_query(definition.sql))
+        computed = self.spark.sql(executable_view_query(definition.sql))
         check_storable(computed.schema, f"view '{view}'")
         return computed
 

@@ -27,6 +27,7 @@ from functools import cache
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.keyed import Keyed
 from reconciler.desired.shapes import Aggregate, Fallback, Linear, Shape, analyse
 from reconciler.engine.maintenance.aggregate import (
@@ -43,7 +44,7 @@ from reconciler.engine.maintenance.aggregate import (
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet, positional
-from reconciler.engine.runtime import PipelineRuntime, view_query
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.support.faults import crash_point
 
 SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
@@ -55,7 +56,7 @@ each step: two jobs, and a step writes at most this much for the view."""
 def _shape(statement_sql: str, columns: tuple[tuple[str, tuple[str, ...]], ...]
            ) -> Shape | None:
     try:
-        return analyse(view_query(statement_sql), dict(columns))
+        return analyse(executable_view_query(statement_sql), dict(columns))
     except Fallback:
         return None
 
