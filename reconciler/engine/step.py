@@ -178,7 +178,8 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
                                                 partial(changed, table))
             emit_change(table, frames.changes[table])
         result.refreshed = refresh_views(runtime, frames, emit_change,
-                                         _touched_rows(runtime, before, result.changed_tables))
+                                         _touched_rows(runtime, before, result.changed_tables),
+                                         output=outputs)
     finally:
         frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files
