@@ -126,7 +126,8 @@ def write_from_scratch(runtime: PipelineRuntime, frames: StepFrames, view: str, 
         state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
         arguments = argument_types(source_rows(frames, shape))
         schema = runtime.evaluate(view).schema
-        runtime.write_view(view, output_rows(frames, shape, state, arguments, schema))
+        contents = output_rows(frames, shape, state, arguments, schema)
+        runtime.write_view(view, contents)
         runtime.write_state(view, state)
     else:
         contents = runtime.evaluate(view)
@@ -173,7 +174,8 @@ def _start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> Non
     """Compute a maintained aggregate view's per-group state from its inputs as they stand."""
     shape = maintained_shape(runtime, view)
     if isinstance(shape, Aggregate):
-        runtime.write_state(view, initial_state(frames, shape))
+        state = initial_state(frames, shape)
+        runtime.write_state(view, state)
 
 
 def _positional(change: ZSet, schema: StructType) -> ZSet:
