@@ -82,7 +82,7 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
     version = apply_changes(runtime.storage, record.path, record.version, schema, None,
                             rejected.localCheckpoint(eager=True),
                             distinct=bool(runtime.program.tables[table].primary_key))
-    runtime.adopt_table_version(table, version)
+    runtime.repin(table, version)
     return recompute()
 
 

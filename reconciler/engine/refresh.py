@@ -25,7 +25,7 @@ CLI's `engine_failure`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from graphlib import TopologicalSorter
@@ -33,7 +33,6 @@ from graphlib import TopologicalSorter
 from pyspark.errors import PySparkException
 
 from reconciler.engine.expectations import check_view
-from reconciler.engine.io.connectors import outputs_by_relation
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import (
     Choice,
@@ -55,13 +54,14 @@ REFRESH_WORKERS = 2
 
 def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
                   emit: Callable[[str, ZSet], None], touched: dict[str, int | None],
-                  workers: int = REFRESH_WORKERS) -> list[str]:
+                  output: Collection[str], workers: int = REFRESH_WORKERS) -> list[str]:
     """Refresh every view that reads a changed relation (its change goes to `frames` and
     to `emit`); returns them in program order. `touched`: the rows each changed table's
-    change touched, from its log (`DeltaStorage.touched_rows`, for `refresh: auto`)."""
+    change touched, from its log (`DeltaStorage.touched_rows`, for `refresh: auto`).
+    `output`: the relations an output connector sends."""
     views = runtime.program.views
     consumed = {relation for definition in views.values() for relation in definition.reads}
-    consumed |= set(outputs_by_relation(runtime.connectors))  # the others' changes stay lazy
+    consumed |= set(output)  # the others' changes stay lazy
     reads = {name: [read for read in views[name].reads if read in views] for name in views}
     chain = _longest_chains(reads)
     graph = TopologicalSorter(reads)

@@ -33,14 +33,6 @@ from reconciler.support.progress import Reporter, no_progress
 
 
 @cache
-def view_query(statement_sql: str) -> str:
-    """The executable query of a `CREATE [MATERIALIZED] VIEW v AS <query>` statement: its
-    expectation clauses taken out, its DROP ROW ones filtering it
-    (`desired.expectation_clauses`)."""
-    return executable_view_query(statement_sql)
-
-
-@cache
 def table_schema(table: CommittedTable) -> StructType:
     """The Spark schema of a table: its type strings parsed once per table record (a record
     is frozen, so equal tables of successive programs share it)."""
@@ -106,7 +98,7 @@ class PipelineRuntime:
         definition = self.program.views[view]
         for read in definition.reads:
             self.frame(read).createOrReplaceTempView(read)
-        computed = self.spark.sql(view_query(definition.sql))
+        computed = self.spark.sql(executable_view_query(definition.sql))
         check_storable(computed.schema, f"view '{view}'")
         return computed
 
@@ -186,20 +178,22 @@ class PipelineRuntime:
     def replace_view_contents(self, name: str, contents: DataFrame) -> None:
         """Replace a maintained view's stored contents, keeping its state entry (the caller
         has just written the state these contents come from)."""
-        self._repin(name, self._overwrite(self.relations[name], contents))
+        version = self._overwrite(self.relations[name], contents)
+        self.repin(name, version)
 
     def replace_state_contents(self, name: str, contents: DataFrame) -> None:
         """Replace an aggregate view's per-group state, keeping its schema."""
         record = self.relations[name]
         assert record.state is not None
-        self.relations[name] = replace(record, state=record.state.at(
-            self.state_storage(record.state.path).overwrite(
-                record.state.path, contents, self.schema_of(record.state))))
+        storage = self.state_storage(record.state.path)
+        schema = self.schema_of(record.state)
+        version = storage.overwrite(record.state.path, contents, schema)
+        self.relations[name] = replace(record, state=record.state.at(version))
 
     def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
         """A small view's contents replaced (`_rewrite_aggregate` rewrites only those)."""
-        return self.storage.replace_small(self.storage.at(stored.path), contents,
-                                          self.schema_of(stored))
+        schema = self.schema_of(stored)
+        return self.storage.replace_small(self.storage.at(stored.path), contents, schema)
 
     def state_storage(self, path: str) -> DeltaStorage:
         """What writes an aggregate's per-group state at `path`. Only the engine reads it, and
@@ -223,9 +217,10 @@ class PipelineRuntime:
                            deletes: DataFrame | None) -> None:
         """Apply a maintained view's change to its stored contents (its state entry stays)."""
         record = self.relations[name]
-        self._repin(name, apply_changes(self.storage, record.path, record.version,
-                                        self.schema_of(record), inserts, deletes,
-                                        steady_source=True))
+        schema = self.schema_of(record)
+        version = apply_changes(self.storage, record.path, record.version, schema, inserts,
+                                deletes, steady_source=True)
+        self.repin(name, version)
 
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
@@ -238,10 +233,10 @@ class PipelineRuntime:
                             unique_by: list[str]) -> None:
         record = self.relations[name]
         assert record.state is not None
-        version = apply_changes(self.state_storage(record.state.path), record.state.path,
-                                record.state.version,
-                                self.schema_of(record.state), inserts, deletes,
-                                unique_by=unique_by, steady_source=True)
+        storage = self.state_storage(record.state.path)
+        schema = self.schema_of(record.state)
+        version = apply_changes(storage, record.state.path, record.state.version, schema,
+                                inserts, deletes, unique_by=unique_by, steady_source=True)
         self.relations[name] = replace(record, state=record.state.at(version))
 
     def adopt_latest(self, name: str) -> bool:
@@ -256,13 +251,10 @@ class PipelineRuntime:
                                        rows=self.storage.rows_in(latest))
         return True
 
-    def adopt_table_version(self, name: str, version: int) -> RelationRecord:
-        """Point a table's record at a newer Delta version written by ingestion or `execute`."""
-        return self._repin(name, version)
-
-    def _repin(self, name: str, version: int) -> RelationRecord:
+    def repin(self, name: str, version: int) -> RelationRecord:
         """A relation's record pinned at `version` (its state entry kept), with its row count
-        read from that version's log."""
+        read from that version's log: a table's after a write of the step's own (a DROP ROW
+        expectation's delete), a maintained view's after its change."""
         record = self.relations[name]
         self.relations[name] = replace(record, version=version,
                                        rows=self.storage.row_count(record.path, version))

@@ -1,7 +1,7 @@
 """One step of a running pipeline: ingest, refresh, emit; the caller commits.
 
 A step ingests every input connector to the end of its available input (one held
-by a bad input file, `engine.bad_input`, is left at its offset while the others go
+by a bad input file, `engine.io.input_batch`, is left at its offset while the others go
 on), then
 refreshes the views whose inputs changed (in dependency order): a maintained
 view from its inputs' changes (`engine/maintenance`), any other by recomputing
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from reconciler.engine.delta.compaction import compact
 from reconciler.engine.expectations import check_table
-from reconciler.engine.io.bad_input import BadInput
 from reconciler.engine.io.connectors import emit, ingest, outputs_by_relation
 from reconciler.engine.io.delta_source import has_new_versions
+from reconciler.engine.io.input_batch import BadInput
 from reconciler.engine.io.input_files import has_new_files
-from reconciler.engine.io.kafka_source import has_new_records
+from reconciler.engine.io.kafka_offsets import has_new_records
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
@@ -178,7 +178,8 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
                                                 partial(changed, table))
             emit_change(table, frames.changes[table])
         result.refreshed = refresh_views(runtime, frames, emit_change,
-                                         _touched_rows(runtime, before, result.changed_tables))
+                                         _touched_rows(runtime, before, result.changed_tables),
+                                         output=outputs)
     finally:
         frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files

@@ -32,12 +32,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.log import table_uri
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
-from reconciler.engine.runtime import PipelineRuntime, table_schema, view_query
+from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.spark.local_rows import arrow_rows, local_frame
 from reconciler.engine.spark.session import with_safe_sql_conf
 from reconciler.engine.step import run_step
@@ -184,7 +185,7 @@ def _computed(spark: SparkSession, program: CommittedProgram, view: str,
             continue
         for read in program.views[name].reads:
             frames[read].createOrReplaceTempView(read)
-        computed = spark.sql(view_query(program.views[name].sql))
+        computed = spark.sql(executable_view_query(program.views[name].sql))
         frames[name] = (rows_frame(spark, given[name], computed.schema) if name in given
                         else computed)
     return frames[view]

@@ -11,11 +11,11 @@ import pytest
 
 from reconciler.engine.io.kafka_offsets import (
     PartitionRange,
+    capped_ends,
     client_options,
     lag,
     librdkafka_config,
 )
-from reconciler.engine.io.kafka_source import capped_ends
 from reconciler.state.connectors import KafkaEndpoint
 from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import reconcile

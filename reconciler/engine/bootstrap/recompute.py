@@ -33,7 +33,7 @@ from reconciler.engine.bootstrap.evolution import evolve_table
 from reconciler.engine.bootstrap.state_moves import move_relation
 from reconciler.engine.expectations import check_view
 from reconciler.engine.io.connectors import emit, outputs_by_relation
-from reconciler.engine.io.kafka_source import starting_offsets
+from reconciler.engine.io.kafka_offsets import starting_offsets
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import timed
 from reconciler.engine.maintenance.view import write_from_scratch

@@ -1,9 +1,9 @@
 """Connectors: input ingested into tables, views written out.
 
-Owns the connectors of a pipeline (``connectors``), one step's input (``input_batch``)
-from files (``input_files``, ``listed_ingest``), Delta tables (``delta_source``) and
-Kafka (``kafka_source``, with ``kafka_offsets`` asking the broker without Spark), bad
-input held with its errors (``bad_input``) and Kafka output (``kafka_sink``).
+Owns the connectors of a pipeline (``connectors``), one step's input (``input_batch``,
+with bad input files held or skipped) from files (``input_files``, ``listed_ingest``),
+Delta tables (``delta_source``) and Kafka (``kafka_source``, with ``kafka_offsets``
+asking the broker without Spark), and Kafka output (``kafka_sink``).
 
 May import: ``engine.spark``, ``engine.delta``, the step's context (``engine.runtime``), a
 change's representation (``engine.maintenance.zset``), ``state``, ``desired`` and

@@ -28,14 +28,15 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
-from reconciler.engine.io.bad_input import (
+from reconciler.engine.io.delta_source import ingest_delta
+from reconciler.engine.io.input_batch import (
     BadInput,
+    configured,
     note_skipped,
     stream_batch_files,
     with_file_column,
+    write_checked,
 )
-from reconciler.engine.io.delta_source import ingest_delta
-from reconciler.engine.io.input_batch import configured, write_checked
 from reconciler.engine.io.input_files import has_new_files
 from reconciler.engine.io.kafka_sink import send
 from reconciler.engine.io.kafka_source import ingest_kafka

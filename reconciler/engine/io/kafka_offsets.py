@@ -1,10 +1,12 @@
 """A Kafka connector's partitions and offsets, asked of the broker without Spark.
 
 A step must know the end offsets it will read to before it reads (they are what the
-manifest commits), `run` must tell an idle topic from a busy one without starting a
-Spark job, and `reconcile status` shows each input's lag without a JVM. All three ask
-the broker here, with librdkafka (`confluent_kafka`): the topics' partitions and each
-partition's earliest and latest offsets, in one request each.
+manifest commits; `batch_range` plans them, data loss and `maxOffsetsPerTrigger`
+included), an apply fixes a new connector's `startingOffsets: latest`, `run` must tell
+an idle topic from a busy one without starting a Spark job (`has_new_records`), and
+`reconcile status` shows each input's lag without a JVM. All of them ask the broker
+here, with librdkafka (`confluent_kafka`): the topics' partitions and each partition's
+earliest and latest offsets, in one request each.
 
 The client gets the connector's servers and its security settings as Spark's Kafka
 client would: `kafka.security.protocol`, `kafka.sasl.mechanism`, and the user name and
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.state.connectors import KafkaEndpoint
+from reconciler.state.connectors import ConnectorDefinition, ConnectorState, KafkaEndpoint
 from reconciler.support.errors import ReconcileError
 
 TIMEOUT_SECONDS = 15.0
@@ -177,3 +179,106 @@ def connector_lag(name: str, endpoint: KafkaEndpoint, options: Mapping[str, Any]
         return None
     return {f"{topic}/{partition}": count for (topic, partition), count
             in lag(offsets_from_json(committed), ranges).items()}
+
+
+def endpoint_of(connector: ConnectorDefinition) -> KafkaEndpoint:
+    assert connector.kafka is not None, "a kafka connector's definition has its endpoint"
+    return connector.kafka
+
+
+def _option(connector: ConnectorDefinition, name: str) -> str | None:
+    return next((str(value) for key, value in connector.reader_options.items()
+                 if key.lower() == name.lower()), None)
+
+
+def fails_on_data_loss(connector: ConnectorDefinition) -> bool:
+    return (_option(connector, "failOnDataLoss") or "true").lower() != "false"
+
+
+def starting_offsets(connector: ConnectorDefinition) -> dict[str, dict[str, int]] | None:
+    """A new connector's offsets: None for `earliest` (every partition from its earliest
+    offset, as the step finds it), the latest offsets now for `latest`, so a message
+    written after the apply is read even if no step ran before it."""
+    if (_option(connector, "startingOffsets") or "earliest") != "latest":
+        return None
+    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
+    return offsets_json({partition: found.latest
+                         for partition, found in client.all_ranges().items()})
+
+
+def has_new_records(connector: ConnectorDefinition, state: ConnectorState) -> bool:
+    """Whether the topic holds records past the committed offsets (no Spark)."""
+    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
+    committed = offsets_from_json(state.kafka_offsets)
+    return any(found.latest > committed.get(partition, found.earliest)
+               for partition, found in client.all_ranges().items())
+
+
+def batch_range(connector: ConnectorDefinition, committed: Mapping[Partition, int]
+                ) -> tuple[dict[Partition, int], dict[Partition, int]]:
+    """The offsets one batch reads, per partition, from the broker as it stands: where each
+    read starts (`_starts`) and where it ends (`capped_ends`, `maxOffsetsPerTrigger`)."""
+    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
+    ranges = client.all_ranges()
+    starts = _starts(connector, committed, ranges)
+    return starts, capped_ends(starts, ranges, _cap(connector))
+
+
+def _cap(connector: ConnectorDefinition) -> int | None:
+    cap = _option(connector, "maxOffsetsPerTrigger")
+    try:
+        return None if cap is None else max(1, int(cap))
+    except ValueError:
+        raise ReconcileError(f"connector '{connector.name}': maxOffsetsPerTrigger is a "
+                             f"number of records, not '{cap}'") from None
+
+
+def _starts(connector: ConnectorDefinition, committed: Mapping[Partition, int],
+            ranges: Mapping[Partition, PartitionRange]) -> dict[Partition, int]:
+    """Where each partition's read starts: its committed offset, or its earliest for a
+    partition not read yet; a committed offset the broker no longer holds is data loss."""
+    starts = {}
+    for partition, found in ranges.items():
+        offset = committed.get(partition, found.earliest)
+        if not found.earliest <= offset <= found.latest:
+            if fails_on_data_loss(connector):
+                raise _data_loss(connector, partition, offset, found)
+            offset = found.earliest
+        starts[partition] = offset
+    return starts
+
+
+def _data_loss(connector: ConnectorDefinition, partition: Partition, offset: int,
+               found: PartitionRange) -> ReconcileError:
+    topic, number = partition
+    where = f"input connector '{connector.name}': topic {topic} partition {number}"
+    if offset < found.earliest:
+        what = (f"offsets {offset} to {found.earliest - 1} were deleted by the topic's "
+                "retention before they were read")
+    else:
+        what = (f"the partition ends at offset {found.latest}, before the committed offset "
+                f"{offset} (was the topic deleted and made again?)")
+    return ReconcileError(f"{where}: {what}; set the connector's option failOnDataLoss: "
+                          "false to go on from the earliest offset kept")
+
+
+def capped_ends(starts: Mapping[Partition, int], ranges: Mapping[Partition, PartitionRange],
+                cap: int | None) -> dict[Partition, int]:
+    """Each partition's end offset for this batch: its latest, or with `cap` at most that
+    many records in all, shared in equal turns so a busy partition does not starve the
+    others (Spark's `maxOffsetsPerTrigger` shares in proportion; equal turns bound each
+    partition's wait the same way and need no rounding rule)."""
+    ends = {partition: ranges[partition].latest for partition in starts}
+    if cap is None:
+        return ends
+    waiting = {partition: ends[partition] - start for partition, start in starts.items()}
+    taken = dict.fromkeys(starts, 0)
+    left = cap
+    while left > 0 and any(taken[p] < waiting[p] for p in starts):
+        hungry = [p for p in starts if taken[p] < waiting[p]]
+        share = max(1, left // len(hungry))
+        for partition in hungry:
+            more = min(share, waiting[partition] - taken[partition], left)
+            taken[partition] += more
+            left -= more
+    return {partition: start + taken[partition] for partition, start in starts.items()}

@@ -4,13 +4,14 @@ Offsets are state, committed with everything else. The connector's manifest stat
 holds the next offset to read per topic and partition (`kafka_offsets`) and how many
 batches it has appended (`kafka_batch`). A step:
 
-1. asks the broker for the partitions and their offsets (`engine.kafka_offsets`, no
-   Spark): a partition it has not read starts at its earliest offset (a new connector
-   with `startingOffsets: latest` had its offsets fixed by the apply that started it);
-2. fixes the end of its batch (the latest offsets, at most `maxOffsetsPerTrigger`
-   records in all, shared fairly between partitions) and writes `kafka/<batch>.json`
-   in the connector's checkpoint folder before anything is read (the files of batches
-   the manifest has committed are removed as the next ones are written);
+1. asks the broker for the partitions and their offsets and plans its batch
+   (`kafka_offsets.batch_range`, no Spark): a partition it has not read starts at its
+   earliest offset (a new connector with `startingOffsets: latest` had its offsets fixed
+   by the apply that started it), and the batch ends at the latest offsets, at most
+   `maxOffsetsPerTrigger` records in all, shared fairly between partitions;
+2. writes that range to `kafka/<batch>.json` in the connector's checkpoint folder
+   before anything is read (the files of batches the manifest has committed are removed
+   as the next ones are written);
 3. reads exactly that range as a batch DataFrame (`startingOffsets`/`endingOffsets`,
    which works over Spark Connect too), and appends its rows as the Delta app
    transaction (connector generation, batch);
@@ -42,19 +43,24 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.files import Collected, FileStore
-from reconciler.engine.io.bad_input import BadInput
-from reconciler.engine.io.input_batch import CORRUPT_COLUMN, apply_change_rows, with_defaults
+from reconciler.engine.io.input_batch import (
+    CORRUPT_COLUMN,
+    BadInput,
+    apply_change_rows,
+    with_defaults,
+)
 from reconciler.engine.io.kafka_offsets import (
-    OffsetClient,
     Partition,
-    PartitionRange,
+    batch_range,
     client_options,
+    endpoint_of,
+    fails_on_data_loss,
     offsets_from_json,
     offsets_json,
 )
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.state.connectors import ConnectorDefinition, ConnectorState, KafkaEndpoint
+from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.support.errors import ReconcileError
 
 RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp",
@@ -63,39 +69,6 @@ _OURS = frozenset({"startingoffsets", "maxoffsetspertrigger", "minoffsetspertrig
                    "maxtriggerdelay", "failondataloss"})
 _MESSAGE = "_message"
 MALFORMED = "reconcile: a malformed Kafka message"
-
-
-def endpoint_of(connector: ConnectorDefinition) -> KafkaEndpoint:
-    assert connector.kafka is not None, "a kafka connector's definition has its endpoint"
-    return connector.kafka
-
-
-def _option(connector: ConnectorDefinition, name: str) -> str | None:
-    return next((str(value) for key, value in connector.reader_options.items()
-                 if key.lower() == name.lower()), None)
-
-
-def fails_on_data_loss(connector: ConnectorDefinition) -> bool:
-    return (_option(connector, "failOnDataLoss") or "true").lower() != "false"
-
-
-def starting_offsets(connector: ConnectorDefinition) -> dict[str, dict[str, int]] | None:
-    """A new connector's offsets: None for `earliest` (every partition from its earliest
-    offset, as the step finds it), the latest offsets now for `latest`, so a message
-    written after the apply is read even if no step ran before it."""
-    if (_option(connector, "startingOffsets") or "earliest") != "latest":
-        return None
-    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
-    return offsets_json({partition: found.latest
-                         for partition, found in client.all_ranges().items()})
-
-
-def has_new_records(connector: ConnectorDefinition, state: ConnectorState) -> bool:
-    """Whether the topic holds records past the committed offsets (no Spark)."""
-    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
-    committed = offsets_from_json(state.kafka_offsets)
-    return any(found.latest > committed.get(partition, found.earliest)
-               for partition, found in client.all_ranges().items())
 
 
 def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
@@ -111,18 +84,14 @@ def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
         state.kafka_batch = appended
         return appended
     committed = offsets_from_json(state.kafka_offsets)
-    client = OffsetClient(connector.name, endpoint_of(connector), connector.reader_options)
-    ranges = client.all_ranges()
-    starts = _starts(connector, committed, ranges)
-    ends = capped_ends(starts, ranges, _cap(connector))
+    starts, ends = batch_range(connector, committed)
     if ends == starts:
         return None
     batch = done + 1
     if done > 1:  # batches up to `done` are committed: their ranges are the manifest's now
         log.remove(_batch_file(state, done - 1), 0, dry_run=False, done=Collected())
-    log.write_bytes(_batch_file(state, batch),
-                    json.dumps({"from": offsets_json(starts),
-                                "to": offsets_json({**committed, **ends})}).encode())
+    planned = {"from": offsets_json(starts), "to": offsets_json({**committed, **ends})}
+    log.write_bytes(_batch_file(state, batch), json.dumps(planned).encode())
     records = _read(runtime, connector, starts, ends)
     parsed = (_parsed(records, _message_schema(runtime, connector))
               if connector.format == "json" else records)
@@ -156,66 +125,6 @@ def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
 
 def _batch_file(state: ConnectorState, batch: int) -> str:
     return f"{state.input_checkpoint.rstrip('/')}/kafka/{batch}.json"
-
-
-def _cap(connector: ConnectorDefinition) -> int | None:
-    cap = _option(connector, "maxOffsetsPerTrigger")
-    try:
-        return None if cap is None else max(1, int(cap))
-    except ValueError:
-        raise ReconcileError(f"connector '{connector.name}': maxOffsetsPerTrigger is a "
-                             f"number of records, not '{cap}'") from None
-
-
-def _starts(connector: ConnectorDefinition, committed: Mapping[Partition, int],
-            ranges: Mapping[Partition, PartitionRange]) -> dict[Partition, int]:
-    """Where each partition's read starts: its committed offset, or its earliest for a
-    partition not read yet; a committed offset the broker no longer holds is data loss."""
-    starts = {}
-    for partition, found in ranges.items():
-        offset = committed.get(partition, found.earliest)
-        if not found.earliest <= offset <= found.latest:
-            if fails_on_data_loss(connector):
-                raise _data_loss(connector, partition, offset, found)
-            offset = found.earliest
-        starts[partition] = offset
-    return starts
-
-
-def _data_loss(connector: ConnectorDefinition, partition: Partition, offset: int,
-               found: PartitionRange) -> ReconcileError:
-    topic, number = partition
-    where = f"input connector '{connector.name}': topic {topic} partition {number}"
-    if offset < found.earliest:
-        what = (f"offsets {offset} to {found.earliest - 1} were deleted by the topic's "
-                "retention before they were read")
-    else:
-        what = (f"the partition ends at offset {found.latest}, before the committed offset "
-                f"{offset} (was the topic deleted and made again?)")
-    return ReconcileError(f"{where}: {what}; set the connector's option failOnDataLoss: "
-                          "false to go on from the earliest offset kept")
-
-
-def capped_ends(starts: Mapping[Partition, int], ranges: Mapping[Partition, PartitionRange],
-                cap: int | None) -> dict[Partition, int]:
-    """Each partition's end offset for this batch: its latest, or with `cap` at most that
-    many records in all, shared in equal turns so a busy partition does not starve the
-    others (Spark's `maxOffsetsPerTrigger` shares in proportion; equal turns bound each
-    partition's wait the same way and need no rounding rule)."""
-    ends = {partition: ranges[partition].latest for partition in starts}
-    if cap is None:
-        return ends
-    waiting = {partition: ends[partition] - start for partition, start in starts.items()}
-    taken = dict.fromkeys(starts, 0)
-    left = cap
-    while left > 0 and any(taken[p] < waiting[p] for p in starts):
-        hungry = [p for p in starts if taken[p] < waiting[p]]
-        share = max(1, left // len(hungry))
-        for partition in hungry:
-            more = min(share, waiting[partition] - taken[partition], left)
-            taken[partition] += more
-            left -= more
-    return {partition: start + taken[partition] for partition, start in starts.items()}
 
 
 def _read(runtime: PipelineRuntime, connector: ConnectorDefinition,

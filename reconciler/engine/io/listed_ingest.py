@@ -25,8 +25,7 @@ import json
 import os
 from pathlib import Path
 
-from reconciler.engine.io.bad_input import BadInput, with_file_column
-from reconciler.engine.io.input_batch import configured, write_checked
+from reconciler.engine.io.input_batch import BadInput, configured, with_file_column, write_checked
 from reconciler.engine.io.input_files import (
     LISTED,
     input_files,

@@ -27,6 +27,7 @@ from functools import cache
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
+from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.keyed import Keyed
 from reconciler.desired.shapes import Aggregate, Fallback, Linear, Shape, analyse
 from reconciler.engine.maintenance.aggregate import (
@@ -43,7 +44,7 @@ from reconciler.engine.maintenance.aggregate import (
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet, positional
-from reconciler.engine.runtime import PipelineRuntime, view_query
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.support.faults import crash_point
 
 SMALL_AGGREGATE_BYTES = 4 * 1024 * 1024
@@ -55,7 +56,7 @@ each step: two jobs, and a step writes at most this much for the view."""
 def _shape(statement_sql: str, columns: tuple[tuple[str, tuple[str, ...]], ...]
            ) -> Shape | None:
     try:
-        return analyse(view_query(statement_sql), dict(columns))
+        return analyse(executable_view_query(statement_sql), dict(columns))
     except Fallback:
         return None
 
@@ -123,12 +124,14 @@ def write_from_scratch(runtime: PipelineRuntime, frames: StepFrames, view: str, 
         runtime.relations[view] = replace(runtime.relations[view], state=None)
     if isinstance(shape, Aggregate) and computed_from_state(shape):
         state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
-        runtime.write_view(view, output_rows(
-            frames, shape, state, argument_types(source_rows(frames, shape)),
-            runtime.evaluate(view).schema))
+        arguments = argument_types(source_rows(frames, shape))
+        schema = runtime.evaluate(view).schema
+        contents = output_rows(frames, shape, state, arguments, schema)
+        runtime.write_view(view, contents)
         runtime.write_state(view, state)
     else:
-        runtime.write_view(view, runtime.evaluate(view))
+        contents = runtime.evaluate(view)
+        runtime.write_view(view, contents)
         if keep_state:
             _start_state(runtime, frames, view)
 
@@ -139,7 +142,8 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
     contributions), then its contents from that state."""
     state_table = runtime.relations[view].state
     assert state_table is not None
-    merged = merged_state(frames, shape, runtime.frame_of(state_table))
+    stored_state = runtime.frame_of(state_table)
+    merged = merged_state(frames, shape, stored_state)
     if merged is None:
         return ZSet()
     state, arguments = merged
@@ -148,8 +152,8 @@ def _rewrite_aggregate(runtime: PipelineRuntime, frames: StepFrames, view: str,
     crash_point("aggregate-between-writes")  # the state moved on, the view did not
     state_table = runtime.relations[view].state
     assert state_table is not None
-    rows = output_rows(frames, shape, runtime.frame_of(state_table),
-                       arguments, schema)
+    new_state = runtime.frame_of(state_table)
+    rows = output_rows(frames, shape, new_state, arguments, schema)
     runtime.replace_view_contents(view, rows)
     return _change(before, runtime.frame(view), change_read)
 
@@ -170,7 +174,8 @@ def _start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> Non
     """Compute a maintained aggregate view's per-group state from its inputs as they stand."""
     shape = maintained_shape(runtime, view)
     if isinstance(shape, Aggregate):
-        runtime.write_state(view, initial_state(frames, shape))
+        state = initial_state(frames, shape)
+        runtime.write_state(view, state)
 
 
 def _positional(change: ZSet, schema: StructType) -> ZSet:

@@ -37,9 +37,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.masking import NO_MASK, ColumnMask
 from reconciler.engine.preview.bound import OutOfBound, PreviewBound
-from reconciler.engine.runtime import PipelineRuntime, view_query
+from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.local_rows import empty_frame
 
 WEIGHT = "__preview_weight"
@@ -112,7 +113,7 @@ def _previewed(runtime: PipelineRuntime, view: str, kind: str, key: list[str] | 
     definition = runtime.program.views[view]
     for read in definition.reads:
         _input(runtime, read, computed).createOrReplaceTempView(read)
-    after = runtime.spark.sql(view_query(definition.sql))
+    after = runtime.spark.sql(executable_view_query(definition.sql))
     before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
     result = (_new_view(after, samples) if before is None
               else _compared(before, after, key, samples))
