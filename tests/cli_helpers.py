@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -10,6 +14,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from reconciler.cli.main import cli
+from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example
 
 
 def reconcile(project: Path, *args: str, expect: int = 0) -> str:
@@ -47,3 +52,24 @@ def versions(project: Path, pipeline: str) -> dict[str, int]:
     """The Delta version the committed manifest pins for each relation."""
     return {name: state["version"]
             for name, state in manifest(project, pipeline)["relations"].items()}
+
+
+_SEEDED: dict[str | None, Path] = {}
+"""The seeded grades project each writer's tests copy, built once per test process."""
+
+
+def seeded_grades(destination: Path) -> Path:
+    """The grades example deployed with the story's students and grades, as a private copy
+    under `destination`. The first call of a test process deploys and seeds it (an apply and
+    two executes); later calls copy that folder, state and tables included: a project's
+    state holds only paths relative to it, so a copy is a deployment of its own."""
+    writer = os.environ.get("RECONCILE_DELTA_WRITER")
+    if writer not in _SEEDED:
+        template = Path(tempfile.mkdtemp(prefix="seeded-grades-"))
+        atexit.register(shutil.rmtree, template, ignore_errors=True)
+        project = copy_example("grades", template)
+        reconcile(project, "apply", "--auto-approve")
+        reconcile(project, "execute", "-p", "grades", SEED_STUDENTS)
+        reconcile(project, "execute", "-p", "grades", SEED_GRADES)
+        _SEEDED[writer] = project
+    return Path(shutil.copytree(_SEEDED[writer], destination / "grades"))

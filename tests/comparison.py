@@ -21,10 +21,17 @@ def comparable(frame: DataFrame) -> DataFrame:
 
 def differing(pairs: dict[str, tuple[DataFrame, DataFrame]]) -> list[str]:
     """Names whose two frames differ as multisets, all found by one Spark job (the rows
-    collected are names, one per difference)."""
+    collected are names, one per difference).
+
+    Each pair is one aggregation: every row counted +1 on the left and -1 on the right,
+    grouped by all its columns; a group whose count is not 0 is a row one side holds more
+    often. (Two `exceptAll`s say the same with two aggregations and a row replication each;
+    columns are renamed by position, as `exceptAll` compares them.)"""
     parts = []
     for name, (left, right) in pairs.items():
-        left, right = comparable(left), comparable(right)
-        parts.append(left.exceptAll(right).union(right.exceptAll(left)).limit(1)
-                     .select(F.lit(name).alias("name")))
+        columns = [f"c{index}" for index in range(len(left.columns))]
+        signed = comparable(left).toDF(*columns).withColumn("sign", F.lit(1)).union(
+            comparable(right).toDF(*columns).withColumn("sign", F.lit(-1)))
+        parts.append(signed.groupBy(*columns).agg(F.sum("sign").alias("count"))
+                     .where("count != 0").limit(1).select(F.lit(name).alias("name")))
     return sorted(row.name for row in reduce(DataFrame.union, parts).collect())

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.cli_helpers import manifest, query, reconcile
-from tests.e2e.test_seed_story import GRADES, STUDENTS, enriched
-from tests.projects import apply_seed_modification, copy_example
+from tests.cli_helpers import manifest, query, reconcile, seeded_grades
+from tests.e2e.test_seed_story import enriched
+from tests.projects import apply_seed_modification
 
 OLD = [("Alice", "algebra", 97), ("Alice", "physics", 89), ("Bob", "algebra", 85),
        ("Bob", "physics", 93)]
@@ -29,10 +29,7 @@ NEW = [("Alice", "algebra", 96), ("Alice", "physics", 88), ("Bob", "algebra", 91
 
 def seeded_and_modified(root: Path) -> Path:
     """The seed story deployed with its rows, then changed (a bootstrap to approve)."""
-    project = copy_example("grades", root)
-    reconcile(project, "apply", "--auto-approve")
-    reconcile(project, "execute", "-p", "grades", STUDENTS)
-    reconcile(project, "execute", "-p", "grades", GRADES)
+    project = seeded_grades(root)
     apply_seed_modification(project)
     return project
 
@@ -68,10 +65,7 @@ def test_abandoned_bootstrap_does_not_leak_an_emptied_table(spark: SparkSession,
                                                              tmp_path: Path) -> None:
     """A bootstrap killed after truncating a modified table, then the change reverted:
     the table's committed rows must stay, not the uncommitted empty version."""
-    project = copy_example("grades", tmp_path)
-    reconcile(project, "apply", "--auto-approve")
-    reconcile(project, "execute", "-p", "grades", STUDENTS)
-    reconcile(project, "execute", "-p", "grades", GRADES)
+    project = seeded_grades(tmp_path)
     sql = project / "pipelines/grades/program.sql"
     original = sql.read_text()
     # NOT NULL added: the table cannot evolve in place, so the bootstrap empties it first.

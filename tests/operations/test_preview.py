@@ -25,14 +25,13 @@ from pyspark.sql import SparkSession
 from reconciler.desired.project import load_project
 from reconciler.engine.preview.bound import GRACE_SECONDS
 from reconciler.state.reader import open_backend
-from tests.cli_helpers import query, reconcile, versions
+from tests.cli_helpers import query, reconcile, seeded_grades, versions
 from tests.fake_github import FakeGitHub
 from tests.github_harness import Workspace, deploy, only_sticky
 from tests.projects import (
     SEED_GRADES,
     SEED_STUDENTS,
     apply_seed_modification,
-    copy_example,
     single_pipeline,
 )
 
@@ -41,14 +40,6 @@ where class_date >= date '2025-09-01' and class_date <= date '{end}'
 group by student_id, class"""
 OLD_AVERAGES = AVERAGES.format(end="2025-12-15")  # avg_grade is not materialized: no query
 NEW_AVERAGES = AVERAGES.format(end="2026-06-10")
-
-
-def seeded(tmp_path: Path) -> Path:
-    project = copy_example("grades", tmp_path)
-    reconcile(project, "apply", "--auto-approve")
-    reconcile(project, "execute", "-p", "grades", SEED_STUDENTS)
-    reconcile(project, "execute", "-p", "grades", SEED_GRADES)
-    return project
 
 
 def previewed(project: Path) -> dict[str, Any]:
@@ -84,7 +75,7 @@ def storage_snapshot(project: Path) -> dict[str, float]:
 
 def test_seed_story_preview_counts_match_a_computation_from_scratch(
         spark: SparkSession, tmp_path: Path) -> None:
-    project = seeded(tmp_path)
+    project = seeded_grades(tmp_path)
     apply_seed_modification(project)
     before_files, before_versions = storage_snapshot(project), versions(project, "grades")
     backend = open_backend(load_project(project))
@@ -134,7 +125,7 @@ def test_seed_story_preview_counts_match_a_computation_from_scratch(
 
 def test_a_change_that_removes_every_row_and_a_view_without_a_key(
         spark: SparkSession, tmp_path: Path) -> None:
-    project = seeded(tmp_path)
+    project = seeded_grades(tmp_path)
     program = project / "pipelines/grades/program.sql"
     program.write_text(program.read_text().replace(
         "class_date <= date '{{ end_date }}'", "class_date <= date '{{ end_date }}' and 1 = 0"))
@@ -194,7 +185,7 @@ def test_the_action_posts_the_preview_only_for_pull_requests_of_the_repository(
 
 def test_rows_show_a_few_samples_with_masked_columns(spark: SparkSession,
                                                      tmp_path: Path) -> None:
-    project = seeded(tmp_path)
+    project = seeded_grades(tmp_path)
     settings = project / "reconcile.yaml"
     settings.write_text(settings.read_text() + "preview:\n  samples: 2\n  mask: [CLASS_AVG]\n")
     apply_seed_modification(project)
@@ -257,7 +248,7 @@ def previewed_rows(project: Path) -> dict[str, Any]:
 
 def test_the_mask_follows_lineage_whatever_the_output_is_called(
         spark: SparkSession, tmp_path: Path) -> None:
-    project = seeded(tmp_path)
+    project = seeded_grades(tmp_path)
     names = [str(row["name"]) for row in query(project, "grades", "select name from students")]
     ids = {str(row["id"]) for row in query(project, "grades", "select id from students")}
     assert names and ids
@@ -300,7 +291,7 @@ def test_a_runaway_view_is_stopped_at_the_time_limit_and_the_plan_stands(
     """In a process of its own (`python -m reconciler`, as a user runs it): Spark cancels
     the runaway's job at once, but a task inside one giant generator row checks for
     cancellation only between rows and would keep the test run's shared JVM busy."""
-    project = seeded(tmp_path)
+    project = seeded_grades(tmp_path)
     with_settings(project, "  timeout_seconds: 5\n")
     program = project / "pipelines/grades/program.sql"
     program.write_text(program.read_text() + RUNAWAY)
@@ -322,7 +313,7 @@ def test_a_runaway_view_is_stopped_at_the_time_limit_and_the_plan_stands(
 
 def test_a_job_budget_of_one_stops_after_the_first_job(spark: SparkSession,
                                                        tmp_path: Path) -> None:
-    project = seeded(tmp_path)
+    project = seeded_grades(tmp_path)
     apply_seed_modification(project)
     honest = previewed(project)["views"]
     with_settings(project, "  max_jobs: 1\n")
