@@ -8,6 +8,7 @@ own names and running the view's query with Spark SQL.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -102,11 +103,12 @@ class PipelineRuntime:
         check_storable(computed.schema, f"view '{view}'")
         return computed
 
-    def register_queryable(self, sql: str) -> None:
-        """Each relation `sql` names as a temporary view under its own name, at its pinned
-        version. Only those: each registration opens the relation's log and lists its
-        files, which for every relation of a large pipeline took seconds per statement."""
-        for relation in sorted(relations_named(sql) & self.relations.keys()):
+    def register_queryable(self, names: Collection[str]) -> None:
+        """Each relation of `names` (a statement's, `relations_named`; others are ignored)
+        as a temporary view under its own name, at its pinned version. Only those: each
+        registration opens the relation's log and lists its files, which for every relation
+        of a large pipeline took seconds per statement."""
+        for relation in sorted(set(names) & self.relations.keys()):
             self.frame(relation).createOrReplaceTempView(relation)
 
     def insert(self, table: str, source_sql: str, columns: list[str] | None, *,
@@ -118,7 +120,7 @@ class PipelineRuntime:
         and appended as the Delta app transaction (`app_id`, `txn_version`), so a
         retried insert is written once.
         """
-        self.register_queryable(source_sql)
+        self.register_queryable(relations_named(source_sql))
         source = self.spark.sql(source_sql)
         definition = self.program.tables[table]
         schema = self.table_schemas[table]
@@ -146,7 +148,7 @@ class PipelineRuntime:
         assert latest is not None
         schema = self.schema_of(record)
         doomed_sql = f"SELECT * FROM `{table}` WHERE {condition_sql}"
-        self.register_queryable(doomed_sql)
+        self.register_queryable(relations_named(doomed_sql) - {table})  # the table: latest
         self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
         doomed = self.spark.sql(doomed_sql).localCheckpoint(eager=True)
         if not doomed.isEmpty():  # no commit, so the step sees no change

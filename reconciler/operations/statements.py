@@ -110,15 +110,14 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
         raise ReconcileError(f"pipeline '{name}' is not deployed: run `reconcile apply`")
     program = committed_program(backend, manifest)  # checked as if a pull request wrote it
     ctes = {cte.alias_or_name.lower() for cte in select.find_all(exp.CTE)}
-    for table in select.find_all(exp.Table):
-        relation = table.name.lower()
-        if relation in ctes:
-            continue
+    named = [relation for relation in dict.fromkeys(
+        table.name.lower() for table in select.find_all(exp.Table)) if relation not in ctes]
+    for relation in named:  # in the order the query names them: the first wrong one is said
         if relation in program.tables and not program.tables[relation].materialized:
             raise ReconcileError(f"table '{relation}' has 'materialized'='false' and cannot be "
                                  "queried")
         if relation not in program.views and relation not in program.tables:
             raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
     runtime = engine.runtime(name, program, manifest.relations)
-    runtime.register_queryable(sql)
+    runtime.register_queryable(named)
     return runtime.spark.sql(sql)

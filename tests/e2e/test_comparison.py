@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from tests.comparison import differing
 
 
 def test_differing_names_exactly_the_pairs_that_differ_as_multisets(
         spark: SparkSession) -> None:
-    def frame(rows: list[tuple[int | None, float | None]]):  # type: ignore[no-untyped-def]
+    def frame(rows: list[tuple[int | None, float | None]]) -> DataFrame:
         return spark.createDataFrame(rows, "k int, x double")
 
     rows = [(1, 0.1), (1, 0.1), (None, None), (2, -0.0)]
