@@ -8,10 +8,33 @@ tests exercise botocore's real request signing, headers such as
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from moto.server import ThreadedMotoServer
+
+WsgiApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
+
+
+def conditional_requests_one_at_a_time(app: WsgiApp) -> WsgiApp:
+    """`app` serving requests with `If-Match`/`If-None-Match` one at a time.
+
+    S3 checks a conditional write's precondition and writes atomically, and the manifest's
+    compare-and-set rests on that; moto checks, then writes, in whichever request thread
+    runs, so two concurrent writes from the same version could both succeed (seen under
+    load in `test_concurrent_cas_has_one_winner[s3]`). Serializing them gives the tests the
+    atomicity real S3 has; other requests run concurrently as before."""
+    lock = threading.Lock()
+
+    def serve(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if "HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ:
+            with lock:
+                return list(app(environ, start_response))
+        return app(environ, start_response)
+
+    return serve
 
 
 @contextmanager
@@ -27,6 +50,9 @@ def moto_s3_server() -> Iterator[str]:
     werkzeug_log.setLevel(logging.WARNING)  # one INFO line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    wsgi = server._server
+    assert wsgi is not None
+    wsgi.app = conditional_requests_one_at_a_time(wsgi.app)
     try:
         host, port = server.get_host_and_port()
         yield f"http://{host}:{port}"
