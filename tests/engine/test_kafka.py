@@ -321,6 +321,7 @@ def test_starting_offsets_latest_reads_what_comes_after_the_apply(broker: Broker
         r["orders"] for r in expected_totals(orders(6, 4)))
 
 
+@pytest.mark.nightly  # in `make test`: the runner on files (tests/runner), Kafka's steps here
 def test_a_continuous_runner_keeps_up_with_a_topic(broker: Broker, tmp_path: Path) -> None:
     topic = new_topic(broker)
     root = project(tmp_path / "project", broker, topic)
