@@ -155,7 +155,7 @@ def _preview(plan: Plan, trusted: Trusted, inputs: Inputs, pull: dict[str, Any])
                             Engine(trusted.project), inputs.preview)
     except Exception as error:  # the plan is still right; say why there are no counts
         failed = {"format": 1, "error": public_message(error), "views": {}}
-        return plan.attached("preview", dict.fromkeys(plan.changed, failed))
+        return plan.with_previews(dict.fromkeys(plan.changed, failed))
 
 
 def _checkout_notice(git: dict[str, Any] | None, head_sha: str) -> str:

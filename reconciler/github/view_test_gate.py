@@ -16,37 +16,37 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from reconciler.github.workflow_commands import log
 from reconciler.plan.artifact import Plan
+from reconciler.plan.view_test_report import ViewTestReport, ViewTestResult
 from reconciler.support.child_process import run_reconciler
 
 
-def run_view_tests(project_dir: Path, pipeline: str, timeout: float) -> dict[str, Any]:
-    """`{"passed": n, "failed": n, "results": [...]}` for one pipeline's tests, or `{"error":
-    why}` when they could not run (a test file that does not load, a JVM that failed, over
-    `timeout` seconds: the trusted `tests.timeout_seconds`, since they run a pull request's
-    SQL; the child is killed then, and its JVM exits with it)."""
+def run_view_tests(project_dir: Path, pipeline: str, timeout: float) -> ViewTestReport:
+    """One pipeline's test results, or why they could not run (a test file that does not
+    load, a JVM that failed, over `timeout` seconds: the trusted `tests.timeout_seconds`,
+    since they run a pull request's SQL; the child is killed then, and its JVM exits with
+    it)."""
     args = ["-C", str(project_dir.resolve()), "test", "-p", pipeline, "--json"]
     try:
         done = run_reconciler(args, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"the view tests took over {timeout:.0f} s (tests.timeout_seconds "
-                         "in reconcile.yaml)"}
+        return ViewTestReport.could_not_run(
+            f"the view tests took over {timeout:.0f} s (tests.timeout_seconds in reconcile.yaml)")
     except OSError as error:
-        return {"error": f"cannot start the view tests: {error.strerror}"}
+        return ViewTestReport.could_not_run(f"cannot start the view tests: {error.strerror}")
     try:
         report = json.loads(done.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        return {"error": lines[-1].strip()[:300] if lines else f"exit code {done.returncode}"}
-    results = [{**{key: test[key] for key in ("name", "passed", "failure")},
-                "file": _in_project(test["file"], project_dir)} for test in report["tests"]]
-    failed = sum(not test["passed"] for test in results)
-    log(f"view tests of {pipeline}: {len(results) - failed} passed, {failed} failed")
-    return {"format": report["format"], "passed": len(results) - failed, "failed": failed,
-            "results": results}
+        return ViewTestReport.could_not_run(
+            lines[-1].strip()[:300] if lines else f"exit code {done.returncode}")
+    tests = ViewTestReport(tuple(
+        ViewTestResult(test["name"], _in_project(test["file"], project_dir), test["passed"],
+                       test["failure"]) for test in report["tests"]), format=report["format"])
+    log(f"view tests of {pipeline}: {tests.passed} passed, {tests.failed} failed")
+    return tests
 
 
 def _in_project(file: str, project_dir: Path) -> str:
@@ -64,7 +64,7 @@ def add_view_tests(plan: Plan, project_dir: Path, *, timeout: float,
     attached, each pipeline's run within `timeout` seconds. A pull request that changes
     only a test file changes no pipeline: its tests run with the next change that does,
     and with `reconcile test`."""
-    return plan.attached("tests", {
+    return plan.with_view_tests({
         name: run_view_tests(project_dir, name, timeout)
         for name in plan.changed if only is None or name in only})
 
@@ -76,10 +76,10 @@ def failing_tests(plan: Plan, selected: list[str]) -> list[str]:
         tests = pipeline.tests
         if pipeline.name not in selected or not tests:
             continue
-        if tests.get("error"):  # its text may quote the pull request's files: logged only
-            log(f"view tests of {pipeline.name} could not run: {tests['error']}")
+        if tests.error is not None:  # its text may quote the pull request's files: logged only
+            log(f"view tests of {pipeline.name} could not run: {tests.error}")
             found.append(f"{pipeline.name}: the tests could not run")
             continue
-        found.extend(f"{pipeline.name}: {test['name']}" for test in tests["results"]
-                     if not test["passed"])
+        found.extend(f"{pipeline.name}: {test.name}" for test in tests.results
+                     if not test.passed)
     return found

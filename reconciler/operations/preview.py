@@ -67,7 +67,7 @@ def preview_plan(plan: Plan, project: Project, programs: list[Program],
             if views:
                 previews[program.pipeline] = _previewed(
                     project, again, views, manifest, engine, bound, mode)
-    return plan.attached("preview", previews)
+    return plan.with_previews(previews)
 
 
 def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]],

@@ -17,11 +17,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from reconciler.desired.fingerprint import stable_hash
 from reconciler.plan.actions import Action
 from reconciler.plan.selection import Selection
+from reconciler.plan.view_test_report import ViewTestReport
 from reconciler.support.errors import ReconcileError
 
 PLAN_FORMAT = 1
@@ -57,8 +58,9 @@ class PlannedPipeline:
     """One pipeline's entry of a plan, as the reviewer saw it: what `apply` of a saved plan
     checks the backend and the specs against, and what the renderings show.
 
-    The diff's summary, graph, SQL changes, deepdiff, data preview and view tests stay the
-    JSON they are written as: only renderings read them, each as a whole.
+    The diff's summary, graph, SQL changes, deepdiff and data preview stay the JSON they
+    are written as: only renderings read them, each as a whole. The view tests are typed
+    (`ViewTestReport`): an apply decides by them.
     """
 
     name: str
@@ -79,7 +81,7 @@ class PlannedPipeline:
     sql_changes: tuple[Mapping[str, str], ...]
     deepdiff: Any
     preview: Mapping[str, Any] | None = None  # `operations.preview`, added after planning
-    tests: Mapping[str, Any] | None = None  # the Action's view tests, added after planning
+    tests: ViewTestReport | None = None  # the Action's view tests, added after planning
 
     def document(self) -> dict[str, Any]:
         return {
@@ -101,7 +103,7 @@ class PlannedPipeline:
             "sql_changes": list(self.sql_changes),
             "deepdiff": self.deepdiff,
             **({"preview": self.preview} if self.preview is not None else {}),
-            **({"tests": self.tests} if self.tests is not None else {}),
+            **({"tests": self.tests.document()} if self.tests is not None else {}),
         }
 
     @classmethod
@@ -121,7 +123,7 @@ class PlannedPipeline:
             left_out=tuple((selection or {}).get("left_out", ())),
             graph=document.get("graph", {}), sql_changes=tuple(document.get("sql_changes", ())),
             deepdiff=document.get("deepdiff"), preview=document.get("preview"),
-            tests=document.get("tests"))
+            tests=ViewTestReport.from_document(document.get("tests")))
 
 
 @dataclass(frozen=True)
@@ -183,18 +185,19 @@ class Plan:
         """The `--select` the plan was made with (one pipeline's at most)."""
         return next((p.selection for p in self.pipelines if p.selection is not None), None)
 
-    def attached(self, part: Literal["preview", "tests"],
-                 by_pipeline: Mapping[str, Mapping[str, Any]]) -> Plan:
-        """The plan with a data preview or view tests attached to the pipelines named in
-        `by_pipeline`: both describe the data, not the plan, so the id stays."""
-        def with_part(pipeline: PlannedPipeline) -> PlannedPipeline:
-            value = by_pipeline.get(pipeline.name)
-            if value is None:
-                return pipeline
-            return (replace(pipeline, preview=value) if part == "preview"
-                    else replace(pipeline, tests=value))
+    def with_previews(self, by_pipeline: Mapping[str, Mapping[str, Any]]) -> Plan:
+        """The plan with a data preview attached to the pipelines named in `by_pipeline`:
+        it describes the data, not the plan, so the id stays."""
+        return replace(self, pipelines=tuple(
+            replace(p, preview=by_pipeline[p.name]) if p.name in by_pipeline else p
+            for p in self.pipelines))
 
-        return replace(self, pipelines=tuple(with_part(p) for p in self.pipelines))
+    def with_view_tests(self, by_pipeline: Mapping[str, ViewTestReport]) -> Plan:
+        """The plan with view tests attached to the pipelines named in `by_pipeline`: they
+        describe the checkout, not what an apply does, so the id stays."""
+        return replace(self, pipelines=tuple(
+            replace(p, tests=by_pipeline[p.name]) if p.name in by_pipeline else p
+            for p in self.pipelines))
 
 
 def plan_body_hash(pipelines: Sequence[Mapping[str, Any]]) -> str:
