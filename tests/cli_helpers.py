@@ -73,3 +73,10 @@ def seeded_grades(destination: Path) -> Path:
         reconcile(project, "execute", "-p", "grades", SEED_GRADES)
         _SEEDED[writer] = project
     return Path(shutil.copytree(_SEEDED[writer], destination / "grades"))
+
+
+def grades_plan_file(destination: Path) -> Path:
+    """A plan of the grades example (not deployed) saved by `reconcile plan --out`."""
+    out = destination / "plan.json"
+    reconcile(copy_example("grades", destination), "plan", "--out", str(out))
+    return out

@@ -36,6 +36,7 @@ from reconciler.plan.artifact import Plan
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import compute_plan
+from reconciler.plan.preview_report import PipelinePreview
 from reconciler.support.errors import ReconcileError, public_message
 from state_backends import StateBackendError
 
@@ -154,7 +155,7 @@ def _preview(plan: Plan, trusted: Trusted, inputs: Inputs, pull: dict[str, Any])
         return preview_plan(plan, trusted.project, trusted.programs, None,
                             Engine(trusted.project), inputs.preview)
     except Exception as error:  # the plan is still right; say why there are no counts
-        failed = {"format": 1, "error": public_message(error), "views": {}}
+        failed = PipelinePreview.failed(public_message(error))
         return plan.with_previews(dict.fromkeys(plan.changed, failed))
 
 

@@ -7,8 +7,8 @@ each view holds now (`engine/preview/counts.py`). It is read-only by constructio
 is taken, nothing is written under storage, no Delta version moves, and a step
 committed meanwhile does not change it (the versions are the manifest's).
 
-The result is attached to each pipeline of the plan artifact under `preview`
-(`PREVIEW_FORMAT`; left out of `plan_id`, as it describes the data, not the plan):
+The result is attached to each pipeline of the plan as a `plan.preview_report.PipelinePreview`,
+written out under `preview` (left out of `plan_id`, as it describes the data, not the plan):
 
     {"format": 1, "base_serial": 7,
      "views": {"avg_grade": {"kind": "modified", "rows_before": 120, "rows_after": 118,
@@ -32,12 +32,11 @@ from reconciler.desired.project import Project, settings_summary
 from reconciler.desired.workspace import load_programs
 from reconciler.plan.artifact import Plan
 from reconciler.plan.document import PipelinePlan, plan_pipeline
+from reconciler.plan.preview_report import PipelinePreview
 from reconciler.state.manifest import Manifest
 from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
-
-PREVIEW_FORMAT = 1
 
 
 def preview_plan(plan: Plan, project: Project, programs: list[Program],
@@ -50,7 +49,7 @@ def preview_plan(plan: Plan, project: Project, programs: list[Program],
     views and their kinds): it must be the one the plan was made against, or the preview
     would describe another change than the plan shows."""
     backend = open_backend(project, backend_url)
-    previews: dict[str, dict[str, Any]] = {}
+    previews: dict[str, PipelinePreview] = {}
     with ExitStack() as stack:
         bound = _Bound(stack, project, engine)
         for program in programs:
@@ -72,7 +71,7 @@ def preview_plan(plan: Plan, project: Project, programs: list[Program],
 
 def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]],
                manifest: Manifest | None, engine: Any, bound: _Bound, mode: str
-               ) -> dict[str, Any]:
+               ) -> PipelinePreview:
     """One pipeline's `preview` entry: its computed views' counts (and samples), masked by
     lineage, under the bound shared by the whole preview."""
     from reconciler.engine.preview.counts import Samples, preview_views  # Spark: --preview
@@ -83,11 +82,10 @@ def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]
     samples = Samples(settings.samples if mode == "rows" else 0,
                       masked_columns(plan.diff.new, settings.mask) if mode == "rows" else {})
     primary_keys = {name: table["primary_key"] for name, table in plan.diff.new["tables"].items()}
-    return {"format": PREVIEW_FORMAT, "base_serial": manifest.serial if manifest else None,
-            "views": preview_views(runtime, views, {
-                view: output_key(plan.diff.new["views"][view]["sql"], primary_keys)
-                for view, _ in views},
-                _unavailable(project, plan), bound.get(), samples)}
+    return PipelinePreview(preview_views(runtime, views, {
+        view: output_key(plan.diff.new["views"][view]["sql"], primary_keys) for view, _ in views},
+        _unavailable(project, plan), bound.get(), samples),
+        manifest.serial if manifest else None)
 
 
 class _Bound:

@@ -3,8 +3,8 @@
 Owns the diff (``diff``: Feldera's shape, classified from deepdiff), renamed
 relations (``renames``), one action per object with its reasons (``actions``), one
 pipeline's plan (``document``), the plan as one frozen object, its id, and its JSON
-written out and read back (``artifact``), the view tests it carries
-(``view_test_report``), the objects ``--select`` chooses and the
+written out and read back (``artifact``), the data preview and view tests it carries
+(``preview_report``, ``view_test_report``), the objects ``--select`` chooses and the
 part-committed program an apply of them commits (``selection``), planning a whole
 project against its backend (``planner``), and the renderings (``terminal``,
 ``markdown`` with its Jinja2 template). The plan crosses from planning to doing as a

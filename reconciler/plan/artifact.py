@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.desired.fingerprint import stable_hash
 from reconciler.plan.actions import Action
+from reconciler.plan.preview_report import PipelinePreview
 from reconciler.plan.selection import Selection
 from reconciler.plan.view_test_report import ViewTestReport
 from reconciler.support.errors import ReconcileError
@@ -58,9 +59,10 @@ class PlannedPipeline:
     """One pipeline's entry of a plan, as the reviewer saw it: what `apply` of a saved plan
     checks the backend and the specs against, and what the renderings show.
 
-    The diff's summary, graph, SQL changes, deepdiff and data preview stay the JSON they
-    are written as: only renderings read them, each as a whole. The view tests are typed
-    (`ViewTestReport`): an apply decides by them.
+    The diff's summary, graph, SQL changes and deepdiff stay the JSON they are written as:
+    only renderings read them, each as a whole. The data preview and the view tests are
+    typed (`PipelinePreview`, `ViewTestReport`): the engine and the Action make them, and
+    an apply decides by the tests.
     """
 
     name: str
@@ -80,7 +82,7 @@ class PlannedPipeline:
     graph: Mapping[str, list[str]]
     sql_changes: tuple[Mapping[str, str], ...]
     deepdiff: Any
-    preview: Mapping[str, Any] | None = None  # `operations.preview`, added after planning
+    preview: PipelinePreview | None = None  # `operations.preview`, added after planning
     tests: ViewTestReport | None = None  # the Action's view tests, added after planning
 
     def document(self) -> dict[str, Any]:
@@ -102,7 +104,7 @@ class PlannedPipeline:
             "graph": self.graph,
             "sql_changes": list(self.sql_changes),
             "deepdiff": self.deepdiff,
-            **({"preview": self.preview} if self.preview is not None else {}),
+            **({"preview": self.preview.document()} if self.preview is not None else {}),
             **({"tests": self.tests.document()} if self.tests is not None else {}),
         }
 
@@ -122,7 +124,8 @@ class PlannedPipeline:
             publish=document.get("publish"), selection=Selection.from_document(selection),
             left_out=tuple((selection or {}).get("left_out", ())),
             graph=document.get("graph", {}), sql_changes=tuple(document.get("sql_changes", ())),
-            deepdiff=document.get("deepdiff"), preview=document.get("preview"),
+            deepdiff=document.get("deepdiff"),
+            preview=PipelinePreview.from_document(document.get("preview")),
             tests=ViewTestReport.from_document(document.get("tests")))
 
 
@@ -185,7 +188,7 @@ class Plan:
         """The `--select` the plan was made with (one pipeline's at most)."""
         return next((p.selection for p in self.pipelines if p.selection is not None), None)
 
-    def with_previews(self, by_pipeline: Mapping[str, Mapping[str, Any]]) -> Plan:
+    def with_previews(self, by_pipeline: Mapping[str, PipelinePreview]) -> Plan:
         """The plan with a data preview attached to the pipelines named in `by_pipeline`:
         it describes the data, not the plan, so the id stays."""
         return replace(self, pipelines=tuple(

@@ -81,8 +81,8 @@ def _pipeline_context(pipeline: PlannedPipeline) -> dict[str, Any]:
         "sql_diff": sql_diff(pipeline.sql_changes),
         "options": options_block(shown),
         "preview": preview_lines(pipeline.preview) if pipeline.preview else [],
-        "preview_serial": (pipeline.preview or {}).get("base_serial"),
-        "samples": sample_tables(pipeline.preview or {}),
+        "preview_serial": pipeline.preview.base_serial if pipeline.preview else None,
+        "samples": sample_tables(pipeline.preview) if pipeline.preview else [],
         "tests": pipeline.tests,
     }
 

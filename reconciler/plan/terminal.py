@@ -15,6 +15,7 @@ from rich.text import Text
 
 from reconciler.plan.actions import Action, ActionKind, printable
 from reconciler.plan.artifact import Plan, PlannedPipeline
+from reconciler.plan.preview_report import PipelinePreview
 
 SYMBOLS = {"create": ("+", "green"), "recompute": ("~", "yellow"), "truncate": ("~", "yellow"),
            "reset": ("~", "yellow"), "drop": ("-", "red"), "keep": (" ", "dim")}
@@ -46,32 +47,31 @@ def _or_unset(value: str | None) -> str:
     return "(unset)" if value is None else value
 
 
-def preview_lines(preview: Mapping[str, Any]) -> list[dict[str, str]]:
+def preview_lines(preview: PipelinePreview) -> list[dict[str, str]]:
     """One row per previewed view (`reconcile.preview`): counts as text, for the terminal
     and the pull-request comment alike."""
-    if preview.get("error"):
+    if preview.error is not None:
         return [{"view": "", "kind": "", "rows": "", "added": "", "removed": "", "changed": "",
-                 "detail": f"no preview: {preview['error']}"}]
+                 "detail": f"no preview: {preview.error}"}]
     rows = []
-    for view, entry in preview["views"].items():
-        if "unavailable" in entry:
-            rows.append({"view": view, "kind": entry["kind"], "rows": "", "added": "",
+    for view, entry in preview.views.items():
+        if entry.unavailable is not None:
+            rows.append({"view": view, "kind": entry.kind, "rows": "", "added": "",
                          "removed": "", "changed": "", "detail":
-                         f"not previewed: {entry['unavailable']}"})
+                         f"not previewed: {entry.unavailable}"})
             continue
-        before = entry["rows_before"]
-        changed_values = entry.get("changed_values") or {}
-        detail = (", ".join(f"{name} {count}" for name, count in changed_values.items()
-                            if count) if "changed" in entry else
+        before = entry.rows_before
+        detail = (", ".join(f"{name} {count}" for name, count in entry.changed_values.items()
+                            if count) if entry.key is not None else
                   "NULLs: " + (", ".join(f"{name} {count}" for name, count in
-                                         entry.get("nulls", {}).items() if count) or "none")
-                  if entry["kind"] == "new" else
-                  "its columns change" if entry.get("columns_changed") else "")
-        rows.append({"view": view, "kind": entry["kind"],
-                     "rows": (f"{entry['rows_after']}" if before is None
-                              else f"{before} → {entry['rows_after']}"),
-                     "added": f"+{entry['added']}", "removed": f"-{entry['removed']}",
-                     "changed": str(entry["changed"]) if "changed" in entry else "",
+                                         (entry.nulls or {}).items() if count) or "none")
+                  if entry.kind == "new" else
+                  "its columns change" if entry.columns_changed else "")
+        rows.append({"view": view, "kind": entry.kind,
+                     "rows": (f"{entry.rows_after}" if before is None
+                              else f"{before} → {entry.rows_after}"),
+                     "added": f"+{entry.added}", "removed": f"-{entry.removed}",
+                     "changed": str(entry.changed) if entry.key is not None else "",
                      "detail": detail})
     return rows
 
@@ -119,7 +119,7 @@ def render_plan(plan: Plan, console: Console) -> None:
         if pipeline.has_changes:
             text.append(f"  Plan: {summary_line(pipeline)}.\n")
         if pipeline.preview:
-            text.append(f"  Data preview (from serial {pipeline.preview['base_serial']}):\n",
+            text.append(f"  Data preview (from serial {pipeline.preview.base_serial}):\n",
                         "bold")
             for row in preview_lines(pipeline.preview):
                 counts = " ".join(part for part in (
@@ -142,12 +142,12 @@ def render_plan(plan: Plan, console: Console) -> None:
     console.print(text)
 
 
-def sample_tables(preview: Mapping[str, Any]) -> list[dict[str, Any]]:
+def sample_tables(preview: PipelinePreview) -> list[dict[str, Any]]:
     """Per previewed view with sample rows: its column names and rows, each marked added,
     removed, or changed (before, then after)."""
     tables = []
-    for view, entry in (preview.get("views") or {}).items():
-        samples = entry.get("samples")
+    for view, entry in preview.views.items():
+        samples = entry.samples
         if not samples:
             continue
         rows = [("added", row) for row in samples.get("added", [])]

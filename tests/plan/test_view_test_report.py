@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from reconciler.cli.main import cli
 from reconciler.github.view_test_gate import failing_tests
 from reconciler.plan.artifact import load_plan_file
 from reconciler.plan.markdown import render_markdown
 from reconciler.plan.view_test_report import ViewTestReport, ViewTestResult
-from tests.projects import copy_example
+from tests.cli_helpers import grades_plan_file
 
 REPORT = ViewTestReport((
     ViewTestResult("averages", "pipelines/grades/tests/averages.yaml", True, None),
@@ -22,15 +19,8 @@ REPORT = ViewTestReport((
 ), format=1)
 
 
-def saved_plan(tmp_path: Path) -> Path:
-    project = copy_example("grades", tmp_path)
-    out = tmp_path / "plan.json"
-    assert CliRunner().invoke(cli, ["-C", str(project), "plan", "--out", str(out)]).exit_code == 0
-    return out
-
-
 def test_a_report_is_written_and_read_back_as_it_was(tmp_path: Path) -> None:
-    out = saved_plan(tmp_path)
+    out = grades_plan_file(tmp_path)
     plan = load_plan_file(out)
     for report in (REPORT, ViewTestReport.could_not_run("the view tests took over 1 s")):
         tested = plan.with_view_tests({"grades": report})
@@ -47,7 +37,7 @@ def test_a_report_is_written_and_read_back_as_it_was(tmp_path: Path) -> None:
 
 
 def test_the_comment_and_the_gate_read_the_report(tmp_path: Path) -> None:
-    plan = load_plan_file(saved_plan(tmp_path))
+    plan = load_plan_file(grades_plan_file(tmp_path))
     tested = plan.with_view_tests({"grades": REPORT})
     comment = render_markdown(tested)
     assert "View tests of <code>grades</code>: 1 passed, 1 failed" in comment

@@ -30,7 +30,7 @@ previewed (its rows after the apply depend on the evolution), and says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial, reduce
 from typing import Any
 
@@ -42,6 +42,7 @@ from reconciler.desired.masking import NO_MASK, ColumnMask
 from reconciler.engine.preview.bound import OutOfBound, PreviewBound
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.local_rows import empty_frame
+from reconciler.plan.preview_report import ViewPreview
 
 WEIGHT = "__preview_weight"
 NET = "__preview_net"
@@ -80,14 +81,14 @@ MASKED = "***"
 def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
                   keys: dict[str, list[str] | None], unavailable: dict[str, str],
                   bound: PreviewBound, samples: Samples = Samples()
-                  ) -> dict[str, dict[str, Any]]:
+                  ) -> dict[str, ViewPreview]:
     """Each (view, kind) of `views` (kind: new, modified or downstream; dependency order)
     compared with its committed contents. `runtime.program` is the desired program,
     `runtime.relations` the committed state; `unavailable` names views that cannot be
     previewed and why (they, and views reading them, are reported as such). Each view's
     queries run under `bound`: once it runs out, that view and the rest say so."""
     computed: dict[str, DataFrame] = {}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ViewPreview] = {}
     skipped = dict(unavailable)
     for view, kind in views:
         definition = runtime.program.views[view]
@@ -96,27 +97,27 @@ def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
             skipped.setdefault(view, bound.reason)
         if view in skipped or blocked is not None:
             skipped.setdefault(view, f"reads {blocked}, which is not previewed")
-            results[view] = {"kind": kind, "unavailable": skipped[view]}
+            results[view] = ViewPreview(kind, unavailable=skipped[view])
             continue
         try:
-            results[view] = {"kind": kind, **bound.run(partial(
-                _previewed, runtime, view, kind, keys.get(view), computed, samples.of(view)))}
+            results[view] = bound.run(partial(
+                _previewed, runtime, view, kind, keys.get(view), computed, samples.of(view)))
         except OutOfBound as stopped:
             skipped[view] = str(stopped)
-            results[view] = {"kind": kind, "unavailable": str(stopped)}
+            results[view] = ViewPreview(kind, unavailable=str(stopped))
     return results
 
 
 def _previewed(runtime: PipelineRuntime, view: str, kind: str, key: list[str] | None,
-               computed: dict[str, DataFrame], samples: ViewSamples) -> dict[str, Any]:
+               computed: dict[str, DataFrame], samples: ViewSamples) -> ViewPreview:
     """One view's counts (and samples); its query joins `computed` for the views after it."""
     definition = runtime.program.views[view]
     for read in definition.reads:
         _input(runtime, read, computed).createOrReplaceTempView(read)
     after = runtime.spark.sql(executable_view_query(definition.sql))
     before = runtime.frame(view) if kind != "new" and view in runtime.relations else None
-    result = (_new_view(after, samples) if before is None
-              else _compared(before, after, key, samples))
+    result = (_new_view(kind, after, samples) if before is None
+              else _compared(kind, before, after, key, samples))
     computed[view] = after
     return result
 
@@ -129,29 +130,29 @@ def _input(runtime: PipelineRuntime, name: str, computed: dict[str, DataFrame]) 
     return empty_frame(runtime.spark, runtime.table_schemas[name])
 
 
-def _new_view(after: DataFrame, samples: ViewSamples) -> dict[str, Any]:
+def _new_view(kind: str, after: DataFrame, samples: ViewSamples) -> ViewPreview:
     """Rows and NULLs per column of a view that does not exist yet, in one job."""
     columns = after.columns
     row = after.agg(F.count(F.lit(1)).alias("rows"), *(
         F.sum(F.when(F.col(f"`{name}`").isNull(), 1).otherwise(0)).alias(f"n{i}")
         for i, name in enumerate(columns))).first()
     assert row is not None
-    result = {"rows_before": None, "rows_after": row["rows"], "added": row["rows"],
-              "removed": 0, "nulls": {name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}}
+    shown = None
     if samples.count:  # at most `samples.count` (<= 50) rows asked to be shown, no more
-        result["samples"] = {"added": samples.shown(
+        shown = {"added": samples.shown(
             after.limit(samples.count).collect(), columns)}  # <= 50 rows asked for
-    return result
+    return ViewPreview(kind, rows_after=row["rows"], added=row["rows"], nulls={
+        name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}, samples=shown)
 
 
-def _compared(before: DataFrame, after: DataFrame, key: list[str] | None,
-              samples: ViewSamples) -> dict[str, Any]:
+def _compared(kind: str, before: DataFrame, after: DataFrame, key: list[str] | None,
+              samples: ViewSamples) -> ViewPreview:
     """Counts of the change from `before` to `after` (multisets)."""
     if [f.name.lower() for f in before.schema] != [f.name.lower() for f in after.schema]:
         # Other columns: no row survives as it was, so every row is removed and added.
         counts = before.count(), after.count()
-        return {"rows_before": counts[0], "rows_after": counts[1], "added": counts[1],
-                "removed": counts[0], "columns_changed": True}
+        return ViewPreview(kind, rows_before=counts[0], rows_after=counts[1], added=counts[1],
+                           removed=counts[0], columns_changed=True)
     columns = [f"`{name}`" for name in after.columns]
     signed = before.select(*(F.col(c).cast(f.dataType) for c, f in
                              zip(columns, after.schema, strict=True)), F.lit(-1).alias(WEIGHT)
@@ -165,16 +166,16 @@ def _compared(before: DataFrame, after: DataFrame, key: list[str] | None,
         F.sum(F.greatest(F.col(NET), F.lit(0))).alias("added"),
         F.sum(F.greatest(-F.col(NET), F.lit(0))).alias("removed")).first()
     assert totals is not None
-    result: dict[str, Any] = {"rows_before": totals["before"] or 0,
-                              "rows_after": totals["after"] or 0,
-                              "added": totals["added"] or 0, "removed": totals["removed"] or 0}
+    result = ViewPreview(kind, rows_before=totals["before"] or 0,
+                         rows_after=totals["after"] or 0, added=totals["added"] or 0,
+                         removed=totals["removed"] or 0)
     differing = per_row.where(F.col(NET) != 0)
-    if key and (result["added"] or result["removed"]):
-        result.update(_changed_by_key(differing, after.columns, key))
+    if key and (result.added or result.removed):
+        result = _changed_by_key(result, differing, after.columns, key)
     elif key:
-        result.update({"key": key, "changed": 0, "changed_values": {}})
-    if samples.count and (result["added"] or result["removed"]):
-        result["samples"] = _sampled(differing, after.columns, key, samples)
+        result = replace(result, key=tuple(key))
+    if samples.count and (result.added or result.removed):
+        result = replace(result, samples=_sampled(differing, after.columns, key, samples))
     return result
 
 
@@ -203,9 +204,11 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
     return shown
 
 
-def _changed_by_key(differing: DataFrame, names: list[str], key: list[str]) -> dict[str, Any]:
-    """Keys both removed and added are changed rows; per other column, how many of them
-    hold another value after (NULL-safe). One job, over the differing rows only."""
+def _changed_by_key(result: ViewPreview, differing: DataFrame, names: list[str],
+                    key: list[str]) -> ViewPreview:
+    """`result` with its changed rows: keys both removed and added; per other column, how
+    many of them hold another value after (NULL-safe). One job, over the differing rows
+    only."""
     values = [name for name in names if name not in key]
     new, old = (differing.where(condition).alias(alias) for condition, alias in
                 ((F.col(NET) > 0, "new"), (F.col(NET) < 0, "old")))
@@ -215,6 +218,6 @@ def _changed_by_key(differing: DataFrame, names: list[str], key: list[str]) -> d
         F.sum(F.when(~F.col(f"new.`{name}`").eqNullSafe(F.col(f"old.`{name}`")), 1)
               .otherwise(0)).alias(f"v{i}") for i, name in enumerate(values))).first()
     assert row is not None
-    return {"key": key, "changed": row["changed"],
-            "changed_values": {name: row[f"v{i}"] or 0 for i, name in enumerate(values)}}
+    return replace(result, key=tuple(key), changed=row["changed"], changed_values={
+        name: row[f"v{i}"] or 0 for i, name in enumerate(values)})
 
