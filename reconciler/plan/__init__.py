@@ -1,6 +1,6 @@
 """From a desired program and a committed manifest to a plan a person can approve.
 
-Owns the diff (``diff``: Feldera's shape, classified from deepdiff), renamed
+Owns the diff (``diff``: classified from deepdiff; ``diff_summary``: Feldera's shape), renamed
 relations (``renames``), one action per object with its reasons (``actions``), one
 pipeline's plan (``document``), the plan as one frozen object, its id, and its JSON
 written out and read back (``artifact``), the data preview and view tests it carries

@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.desired.fingerprint import stable_hash
 from reconciler.plan.actions import Action
+from reconciler.plan.diff_summary import DiffSummary
 from reconciler.plan.preview_report import PipelinePreview
 from reconciler.plan.selection import Selection
 from reconciler.plan.view_test_report import ViewTestReport
@@ -59,16 +60,15 @@ class PlannedPipeline:
     """One pipeline's entry of a plan, as the reviewer saw it: what `apply` of a saved plan
     checks the backend and the specs against, and what the renderings show.
 
-    The diff's summary, graph, SQL changes and deepdiff stay the JSON they are written as:
-    only renderings read them, each as a whole. The data preview and the view tests are
-    typed (`PipelinePreview`, `ViewTestReport`): the engine and the Action make them, and
-    an apply decides by the tests.
+    The diff's summary, the data preview and the view tests are typed (`DiffSummary`,
+    `PipelinePreview`, `ViewTestReport`); the graph, SQL changes and deepdiff stay the JSON
+    they are written as: only renderings read them, each as a whole.
     """
 
     name: str
     base: Base | None
     desired_fingerprint: str
-    diff: Mapping[str, Any]  # `ProgramDiff.status_details`
+    diff: DiffSummary
     actions: tuple[Action, ...]
     bootstrap_required: bool
     has_changes: bool
@@ -90,7 +90,7 @@ class PlannedPipeline:
             "name": self.name,
             "base": self.base.document() if self.base else None,
             "desired_fingerprint": self.desired_fingerprint,
-            "diff": self.diff,
+            "diff": self.diff.document(),
             "actions": [action.document() for action in self.actions],
             "bootstrap_required": self.bootstrap_required,
             "has_changes": self.has_changes,
@@ -115,7 +115,8 @@ class PlannedPipeline:
         selection = document.get("selection")
         return cls(
             name=document["name"], base=Base.from_document(document["base"]),
-            desired_fingerprint=document["desired_fingerprint"], diff=document["diff"],
+            desired_fingerprint=document["desired_fingerprint"],
+            diff=DiffSummary.from_document(document["diff"]),
             actions=tuple(Action.from_document(action) for action in document["actions"]),
             bootstrap_required=document["bootstrap_required"],
             has_changes=document["has_changes"], notes=tuple(document["notes"]),

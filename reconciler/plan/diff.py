@@ -28,6 +28,7 @@ from reconciler.desired.expectation_clauses import drop_conditions, expectation_
 from reconciler.desired.fingerprint import rederive
 from reconciler.desired.lineage import LineageOf, view_lineage
 from reconciler.desired.table_evolution import Evolution, evolution
+from reconciler.plan.diff_summary import CHANGES, ChangedNames, DiffSummary
 from reconciler.plan.renames import apply_renames, find_renames
 from reconciler.support.redaction import shown_value
 
@@ -108,9 +109,8 @@ class ProgramDiff:
     @property
     def has_changes(self) -> bool:
         return self.has_program_changes or bool(self.refresh_changes) or bool(
-            self.handling_changes) or bool(self.expectation_changes) or any(
-            entry for key, entry in self.status_details().items()
-            if key.endswith("_connectors"))
+            self.handling_changes) or bool(self.expectation_changes) or \
+            self.summary().changes_connectors
 
     @cached_property
     def expectation_changes(self) -> dict[str, list[str]]:
@@ -140,21 +140,17 @@ class ProgramDiff:
                 if change == "unchanged" and self.old["views"][name].get("refresh", "full")
                 != self.new["views"][name].get("refresh", "full")}
 
+    def summary(self) -> DiffSummary:
+        """Feldera's diff shape; removed connectors of removed relations omitted."""
+        return DiffSummary(
+            *(ChangedNames(*(tuple(self._feldera_names(section, change)) for change in CHANGES))
+              for section in ("tables", "views")),
+            *(ChangedNames(*(tuple(self._connectors(direction, change)) for change in CHANGES))
+              for direction in ("input", "output")))
+
     def status_details(self) -> dict[str, Any]:
-        """Feldera's diff shape, lists sorted; removed connectors of removed relations omitted."""
-        details: dict[str, Any] = {
-            "program_diff": {
-                f"{change}_{section}": self._feldera_names(section, change)
-                for section in ("tables", "views")
-                for change in ("added", "removed", "modified")
-            },
-            "program_diff_error": None,
-        }
-        for direction in ("input", "output"):
-            for change in ("added", "removed", "modified"):
-                details[f"{change}_{direction}_connectors"] = self._connectors(direction, change)
-        details["program_diff"] = dict(sorted(details["program_diff"].items()))
-        return dict(sorted(details.items()))
+        """`summary` as the manifest of an apply in flight records it."""
+        return self.summary().document()
 
     def _feldera_names(self, section: str, change: Change) -> list[str]:
         """As Feldera lists them: a renamed relation is its old name removed, its new added."""

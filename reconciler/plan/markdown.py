@@ -112,11 +112,7 @@ def sql_diff(changes: Sequence[Mapping[str, str]]) -> str:
 
 def mermaid_graph(pipeline: PlannedPipeline) -> str:
     """The changed relations and their direct neighbours, styled by change."""
-    diff = pipeline.diff["program_diff"]
-    change: dict[str, str] = {}
-    for kind in ("added", "modified", "removed"):
-        for name in (*diff[f"{kind}_tables"], *diff[f"{kind}_views"]):
-            change[name] = kind
+    change: dict[str, str] = dict(pipeline.diff.relation_changes())
     if not change:
         return ""
     graph = pipeline.graph

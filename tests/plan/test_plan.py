@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from reconciler.cli.main import cli
 from reconciler.desired.program import Program
 from reconciler.desired.project import load_project, settings_summary
+from reconciler.plan.diff_summary import DiffSummary
 from reconciler.plan.document import plan_pipeline
 from reconciler.state.manifest import Manifest
 from state_backends import LocalBackend
@@ -65,6 +66,10 @@ def test_seed_modification_gives_feldera_diff(tmp_path: Path) -> None:
                                      modified_views=["avg_grade", "avg_grade_enriched"]),
         "program_diff_error": None,
     }
+    summary = DiffSummary.from_document(pipeline["diff"])  # what the plan carries, typed
+    assert summary.document() == pipeline["diff"] and not summary.changes_connectors
+    assert summary.relation_changes() == {"avg_grade_all_courses": "added",
+                                          "avg_grade": "modified", "avg_grade_enriched": "modified"}
     reasons = {a["name"]: (a["action"], a["reasons"]) for a in pipeline["actions"]}
     assert reasons["avg_grade"] == ("recompute", ["query changed"])
     assert reasons["avg_grade_enriched"] == ("recompute", ["reads modified view avg_grade"])
