@@ -110,7 +110,7 @@ class ProgramDiff:
     def has_changes(self) -> bool:
         return self.has_program_changes or bool(self.refresh_changes) or bool(
             self.handling_changes) or bool(self.expectation_changes) or \
-            self.summary().changes_connectors
+            self.summary.changes_connectors
 
     @cached_property
     def expectation_changes(self) -> dict[str, list[str]]:
@@ -140,8 +140,10 @@ class ProgramDiff:
                 if change == "unchanged" and self.old["views"][name].get("refresh", "full")
                 != self.new["views"][name].get("refresh", "full")}
 
+    @cached_property
     def summary(self) -> DiffSummary:
-        """Feldera's diff shape; removed connectors of removed relations omitted."""
+        """Feldera's diff shape; removed connectors of removed relations omitted. Computed
+        once: `has_changes`, the plan's entry and an apply's manifest all ask for it."""
         return DiffSummary(
             *(ChangedNames(*(tuple(self._feldera_names(section, change)) for change in CHANGES))
               for section in ("tables", "views")),
@@ -150,7 +152,7 @@ class ProgramDiff:
 
     def status_details(self) -> dict[str, Any]:
         """`summary` as the manifest of an apply in flight records it."""
-        return self.summary().document()
+        return self.summary.document()
 
     def _feldera_names(self, section: str, change: Change) -> list[str]:
         """As Feldera lists them: a renamed relation is its old name removed, its new added."""

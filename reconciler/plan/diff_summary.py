@@ -27,7 +27,8 @@ class ChangedNames:
     modified: tuple[str, ...] = ()
 
     def of(self, change: Change) -> tuple[str, ...]:
-        return {"added": self.added, "removed": self.removed, "modified": self.modified}[change]
+        names: tuple[str, ...] = getattr(self, change)
+        return names
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ class PipelinePlan:
         """The pipeline's entry of the plan artifact: what a reviewer approves."""
         return PlannedPipeline(
             name=self.name, base=self.base, desired_fingerprint=self.desired_fingerprint,
-            diff=self.diff.summary(), actions=self.actions,
+            diff=self.diff.summary, actions=self.actions,
             bootstrap_required=self.bootstrap_required, has_changes=self.has_changes,
             notes=self.notes, refusals=self.refusals, settings=self.settings,
             bootstrap_policy=self.bootstrap_policy, publish=self.publish,

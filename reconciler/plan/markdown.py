@@ -112,7 +112,7 @@ def sql_diff(changes: Sequence[Mapping[str, str]]) -> str:
 
 def mermaid_graph(pipeline: PlannedPipeline) -> str:
     """The changed relations and their direct neighbours, styled by change."""
-    change: dict[str, str] = dict(pipeline.diff.relation_changes())
+    change = pipeline.diff.relation_changes()
     if not change:
         return ""
     graph = pipeline.graph

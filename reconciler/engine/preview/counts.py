@@ -140,7 +140,7 @@ def _new_view(kind: str, after: DataFrame, samples: ViewSamples) -> ViewPreview:
     shown = None
     if samples.count:  # at most `samples.count` (<= 50) rows asked to be shown, no more
         shown = {"added": samples.shown(
-            after.limit(samples.count).collect(), columns)}  # <= 50 rows asked for
+            after.limit(samples.count).collect(), columns)}  # sample rows: preview.samples <= 50
     return ViewPreview(kind, rows_after=row["rows"], added=row["rows"], nulls={
         name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}, samples=shown)
 
@@ -187,7 +187,7 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
     # Each collect below is bounded by `samples.count` (<= 50): rows a person asked to see.
     shown: dict[str, list[dict[str, Any]]] = {
         side: samples.shown(differing.where(condition).select(*columns)
-                            .limit(samples.count).collect(), names)  # <= 50 rows
+                            .limit(samples.count).collect(), names)  # preview.samples <= 50
         for side, condition in (("added", F.col(NET) > 0), ("removed", F.col(NET) < 0))}
     if key:
         new, old = (differing.where(condition).alias(alias) for condition, alias in
