@@ -51,7 +51,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 # mypy, configured in pyproject.toml ([tool.mypy]): strict on desired/, state/, plan/,
-# support/ and state_backends/, the rest of the package at a basic level (about a minute cold, seconds warm).
+# support/ and state_backends/, the rest of the package and bench/ at a basic level (about a
+# minute cold, seconds warm).
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

@@ -75,6 +75,7 @@ def read_tables() -> None:
     from sqlglot import exp
 
     for statement in sqlglot.parse((SQL / "tables.sql").read_text(), dialect="spark"):
+        assert statement is not None  # the file holds no empty statement
         schema = statement.this
         name = schema.this.name
         COLUMNS[name] = []
@@ -462,13 +463,15 @@ def committed_runtime(root: Path, spark: Any) -> Any:
     from reconciler.desired.project import load_project
     from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
+    from reconciler.state.program import CommittedProgram
     from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 
     settings = load_project(root)
     layout = pipeline_layout(settings, PIPELINE)
     manifest, _ = read_manifest(open_backend(settings), PIPELINE, layout)
     assert manifest is not None, "not deployed"
-    return PipelineRuntime(spark, DeltaStorage(spark), layout, manifest.program,
+    return PipelineRuntime(spark, DeltaStorage(spark), layout,
+                           CommittedProgram.of(manifest.program),
                            dict(manifest.relations),
                            project_dir=settings.root)
 

@@ -295,6 +295,7 @@ def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
     from bench.tpch_bench import slice_file
     from reconciler.engine.delta.merge import apply_changes
     from reconciler.engine.step import table_change
+    from reconciler.state.relations import RelationRecord
 
     keys = (spark.read.parquet(str(slice_file(data, "orders", RF2_SLICE)))
             .select(F.col("o_orderkey").alias("__key")).localCheckpoint(eager=True))
@@ -323,9 +324,9 @@ def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
         new = {name: size for name, size in file_sizes(path).items() if name not in before}
 
         started = time.perf_counter()
-        change = table_change(runtime, {"path": str(path), "version": version,
-                                        "schema": schema.json()},
-                              {"path": str(path), "version": after, "schema": schema.json()})
+        change = table_change(runtime, RelationRecord(str(path), version, schema.json(),
+                                                      kind="table"),
+                              RelationRecord(str(path), after, schema.json(), kind="table"))
         inserted = 0 if change.inserts is None else change.inserts.count()
         removed = 0 if change.deletes is None else change.deletes.count()
         change_time = time.perf_counter() - started

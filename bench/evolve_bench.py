@@ -76,6 +76,7 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.plan.diff import diff_programs
     from reconciler.state.layout import Layout
+    from reconciler.state.program import CommittedProgram
     from tests.projects import program_of, write_files
 
     root = Path(tempfile.mkdtemp(prefix="evolve-bench-"))
@@ -83,7 +84,8 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
                        "pipelines/bench/program.sql": SQL})
     document = program_of(root).document()
     storage = DeltaStorage(spark)
-    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {},
+    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"),
+                              CommittedProgram.of(document), {},
                               project_dir=root)
     tables_only = {**document, "views": {}, "order": ["events"]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
@@ -97,13 +99,14 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
 def change(spark: SparkSession, rows: int, sql: str) -> dict[str, Any]:
     from reconciler.engine.bootstrap.recompute import bootstrap
     from reconciler.plan.diff import diff_programs
+    from reconciler.state.program import CommittedProgram
     from tests.projects import program_of, write_files
 
     runtime, root, document = _deploy(spark, rows)
     write_files(root, {"pipelines/bench/program.sql": sql})
     desired = program_of(root).document()
     diff = diff_programs(document, desired)
-    runtime.program = desired
+    runtime.program = CommittedProgram.of(desired)
     before = _inodes(root / "state")
     started = time.perf_counter()
     result = bootstrap(runtime, diff, {}, serial=2, silent=True)

@@ -54,7 +54,7 @@ def main() -> None:
         assert spark is not None, "the CLI keeps its session in the process"
 
         def jobs() -> int:
-            return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())  # type: ignore[union-attr]
+            return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
 
         seconds = []
         for step in range(arguments.steps):

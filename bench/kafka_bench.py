@@ -159,7 +159,8 @@ def main() -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         servers, topic, work = broker.bootstrap_servers, "orders", Path(folder)
-        admin = AdminClient({"bootstrap.servers": servers, "logger": QUIET})
+        admin = AdminClient({"bootstrap.servers": servers,
+                             "logger": QUIET})  # type: ignore[dict-item]  # a Logger is taken
         for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)
                                            for name in (topic, WARM_UP)]).values():
             future.result(timeout=30)

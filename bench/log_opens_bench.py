@@ -41,7 +41,7 @@ class OpenCounter:
     def __init__(self) -> None:
         self.opens = 0
         self._original: Callable[..., Any] = delta_tables.open_delta_rs
-        delta_tables.open_delta_rs = self._counted  # type: ignore[assignment]
+        delta_tables.open_delta_rs = self._counted
 
     def _counted(self, *args: Any, **kwargs: Any) -> Any:
         self.opens += 1

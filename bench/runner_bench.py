@@ -300,8 +300,11 @@ def main() -> int:
         producer.start()
         for number in range(1, args.applies + 1):
             wanted = producer.files + args.files_per_apply
-            wait_for(lambda wanted=wanted: producer.files >= wanted
-                     or producer.error is not None, "the producer", runner)
+
+            def produced(wanted: int = wanted) -> bool:
+                return producer.files >= wanted or producer.error is not None
+
+            wait_for(produced, "the producer", runner)
             if producer.error is not None:
                 raise RuntimeError(f"the producer failed: {producer.error!r}")
             previous, threshold = threshold, THRESHOLDS[(number - 1) % len(THRESHOLDS)]

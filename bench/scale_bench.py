@@ -284,11 +284,11 @@ def main() -> None:
         if not arguments.skip_growth:
             sys.path.insert(0, str(ROOT))
             for position, retention in enumerate(arguments.retention):
-                result = growth(work, retention, str(position))
-                print(f"growth, retention {result['retention']}: {result['after_first_mb']:.1f} "
-                      f"MB after step 1, {result['after_30_mb']:.1f} MB after 30 steps of "
-                      f"1,000 rows, ratio {result['ratio']:.2f} (goal <= 1.5), "
-                      f"{result['seconds_per_step']:.1f} s/step", flush=True)
+                grown = growth(work, retention, str(position))
+                print(f"growth, retention {grown['retention']}: {grown['after_first_mb']:.1f} "
+                      f"MB after step 1, {grown['after_30_mb']:.1f} MB after 30 steps of "
+                      f"1,000 rows, ratio {grown['ratio']:.2f} (goal <= 1.5), "
+                      f"{grown['seconds_per_step']:.1f} s/step", flush=True)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ PARTS = ("big_events", "by_country", "by_kind", "busy_kinds")
 
 def jobs_started(spark: SparkSession) -> int:
     """Jobs the session's scheduler has started, by any thread (its next job id)."""
-    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())  # type: ignore[union-attr]
+    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
 
 
 @dataclass
@@ -192,6 +192,7 @@ def deploy_engine(spark: SparkSession, rows: int, root: Path) -> PipelineRuntime
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.plan.diff import diff_programs
     from reconciler.state.layout import Layout
+    from reconciler.state.program import CommittedProgram
     from tests.projects import program_of, write_files
 
     write_files(root, {"pipelines/bench/pipeline.yaml":
@@ -199,7 +200,8 @@ def deploy_engine(spark: SparkSession, rows: int, root: Path) -> PipelineRuntime
                        "pipelines/bench/program.sql": SQL})
     document = program_of(root).document()
     storage = DeltaStorage(spark, writer="delta-spark")
-    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"), document, {},
+    runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"),
+                              CommittedProgram.of(document), {},
                               project_dir=root)
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}

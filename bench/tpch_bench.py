@@ -53,6 +53,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pyspark is imported once the path is set up
     from pyspark.sql import SparkSession
 
+    from reconciler.state.connectors import ConnectorState
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.step_bench import file_sizes  # noqa: E402 (after the path is set up)
@@ -134,7 +136,7 @@ class Timer:
 
 
 def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: range,
-         report: Timer) -> tuple[Any, dict[str, dict[str, Any]]]:
+         report: Timer) -> tuple[Any, dict[str, ConnectorState]]:
     """The pipeline in `root` with the unsliced tables and `slices` of orders and lineitem
     ingested (a step), then its views computed (a bootstrap that adds them); returns its
     runtime (whose reports go to `report`) and its connectors' state."""
@@ -144,6 +146,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     from reconciler.engine.step import run_step
     from reconciler.plan.diff import diff_programs
     from reconciler.state.layout import Layout
+    from reconciler.state.program import CommittedProgram
     from tests.projects import program_of
 
     project(root, refresh)
@@ -156,7 +159,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     tables_only = {**document, "views": {}, "order": [
         name for name in document["order"] if name in document["tables"]]}
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
-                              tables_only, {}, report=report,
+                              CommittedProgram.of(tables_only), {}, report=report,
                               project_dir=root)
     started = time.perf_counter()
     connectors = bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1,
@@ -164,7 +167,7 @@ def load(spark: SparkSession, data: Path, root: Path, refresh: str, slices: rang
     connectors = run_step(runtime, connectors, serial=2).connectors
     load_time = time.perf_counter() - started
     started = time.perf_counter()
-    runtime.program = document
+    runtime.program = CommittedProgram.of(document)
     bootstrap(runtime, diff_programs(tables_only, document), connectors, serial=3,
               silent=True)
     print(f"[{refresh}] loaded {runtime.relations['lineitem'].rows:,} lineitems in "

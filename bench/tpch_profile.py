@@ -72,10 +72,10 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     from reconciler.engine.step import run_step
     from reconciler.state.layout import Layout
 
-    document, relations, connectors = pickle.loads((root / "saved.pickle").read_bytes())
+    program, relations, connectors = pickle.loads((root / "saved.pickle").read_bytes())
     timer = Timer()
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
-                              document, relations, report=timer,
+                              program, relations, report=timer,
                               project_dir=root)
     refresh_view = refresh.refresh_view
 
