@@ -20,18 +20,23 @@ def comparable(frame: DataFrame) -> DataFrame:
 
 
 def differing(pairs: dict[str, tuple[DataFrame, DataFrame]]) -> list[str]:
-    """Names whose two frames differ as multisets, all found by one Spark job (the rows
-    collected are names, one per difference).
+    """Names whose two frames differ as multisets, found by one aggregation (the rows
+    collected are names, one per pair that differs).
 
-    Each pair is one aggregation: every row counted +1 on the left and -1 on the right,
-    grouped by all its columns; a group whose count is not 0 is a row one side holds more
-    often. (Two `exceptAll`s say the same with two aggregations and a row replication each;
-    columns are renamed by position, as `exceptAll` compares them.)"""
+    Every row becomes one JSON text (its values compared as `comparable` makes them, NULLs
+    written out, columns named by position as `exceptAll` compares them), tagged with its
+    pair's name and counted +1 on the left and -1 on the right; a (name, row) whose count
+    is not 0 is a row one side holds more often. One text per row lets every pair, whatever
+    its columns, share one shuffle: an aggregation per pair would be a Spark job each."""
     parts = []
     for name, (left, right) in pairs.items():
         columns = [f"c{index}" for index in range(len(left.columns))]
-        signed = comparable(left).toDF(*columns).withColumn("sign", F.lit(1)).union(
-            comparable(right).toDF(*columns).withColumn("sign", F.lit(-1)))
-        parts.append(signed.groupBy(*columns).agg(F.sum("sign").alias("count"))
-                     .where("count != 0").limit(1).select(F.lit(name).alias("name")))
-    return sorted(row.name for row in reduce(DataFrame.union, parts).collect())
+        for frame, sign in ((left, 1), (right, -1)):
+            parts.append(comparable(frame).toDF(*columns).select(
+                F.lit(name).alias("name"),
+                F.to_json(F.struct(*columns), {"ignoreNullFields": "false"}).alias("row"),
+                F.lit(sign).alias("sign")))
+    counts = reduce(DataFrame.union, parts).groupBy("name", "row").agg(
+        F.sum("sign").alias("count"))
+    return sorted(row.name for row in
+                  counts.where("count != 0").select("name").distinct().collect())
