@@ -40,7 +40,7 @@ from pyspark.sql import types as T
 from reconciler.engine.delta.files import FileStore
 from reconciler.engine.delta.log import hadoop_uri, is_local
 from reconciler.engine.delta.parquet_stats import delta_stats
-from reconciler.engine.spark.schema import arrow_schema, conform
+from reconciler.engine.spark.schema import arrow_schema
 from reconciler.support.errors import ReconcileError
 
 WRITE_FOLDER_PREFIX = "w-"
@@ -67,11 +67,13 @@ class WrittenFile:
         return AddAction(self.path, self.size, {}, self.modified_ms, data_change, self.stats)
 
 
-def write_files(spark: SparkSession, df: DataFrame, uri: str, schema: T.StructType) -> list[
+def write_files(spark: SparkSession, rows: DataFrame, uri: str, schema: T.StructType) -> list[
         WrittenFile]:
-    """Have Spark write `df`, shaped to `schema`, as Parquet files inside the table at `uri`."""
+    """Have Spark write `rows`, already shaped to `schema` (`spark.schema.conform`: the
+    storage shapes a frame once, where it enters), as Parquet files inside the table at
+    `uri`, its NOT NULL columns checked as they are written."""
     folder = f"{WRITE_FOLDER_PREFIX}{uuid.uuid4().hex}"
-    rows = _checked(conform(df, schema, where=uri), schema)
+    rows = _checked(rows, schema)
     target = f"{uri.rstrip('/')}/{folder}"
     with write_errors(uri):
         rows.write.mode("error").parquet(target if is_local(uri) else hadoop_uri(target))

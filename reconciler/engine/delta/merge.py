@@ -42,6 +42,7 @@ from reconciler.engine.delta.log import PathLike, quoted, relative_file, table_u
 from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.delta.versions import DeltaVersion
 from reconciler.engine.spark.local_rows import empty_frame
+from reconciler.engine.spark.schema import conform
 from reconciler.engine.spark.session import session_settings
 from reconciler.support.errors import ReconcileError
 
@@ -125,7 +126,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     root = uri.rstrip("/")
     rewritten = storage.scan([f"{root}/{relative}" for relative, _ in replaced], schema)
     rows = _without(rewritten, deletes, unique_by).union(inserts) if replaced else inserts
-    written = write_files(storage.spark, rows, uri, schema)
+    written = write_files(storage.spark, conform(rows, schema, where=uri), uri, schema)
     tag, before = uuid.uuid4().hex, latest.version
     commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                  table=latest.table,

@@ -233,7 +233,8 @@ class DeltaStorage(DeltaTables):
         # in 3 Spark jobs, 1.2 s of the seed story's 2-row `execute` on 2 cores; the
         # engine's commit reads the transaction from the log `find` opened.
         writer = WRITERS["delta-rs"] if self._engine_commits(latest, False) else self.writer
-        return writer.append(self, latest.uri, df, self.stored_schema(latest),
+        schema = self.stored_schema(latest)
+        return writer.append(self, latest.uri, conform(df, schema, where=latest.uri), schema,
                              uuid.uuid4().hex, latest.table, transaction)
 
     def restore(self, path: PathLike, version: int) -> int:

@@ -49,7 +49,8 @@ table's change when a delete left its files in place (`read_change_feed`)."""
 
 class DeltaWriter:
     """What differs between the writers. `tables` is the shared part of the storage that
-    holds this writer (`engine.delta_tables`)."""
+    holds this writer (`engine.delta_tables`). The rows a writer is given are already
+    shaped to the table's schema (`DeltaStorage` conforms them where they enter)."""
 
     name: Writer
     session_conf: Mapping[str, str]
@@ -87,9 +88,10 @@ class DeltaWriter:
         """Replace the table's contents with `data` (conformed) in one tagged commit."""
         raise NotImplementedError
 
-    def append(self, tables: DeltaTables, uri: str, df: DataFrame, schema: T.StructType,
+    def append(self, tables: DeltaTables, uri: str, data: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
-        """Add `df`'s rows in one tagged commit recording `transaction`, if any."""
+        """Add `data`'s rows (conformed) in one tagged commit recording `transaction`, if
+        any."""
         raise NotImplementedError
 
     def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
@@ -154,11 +156,11 @@ class DeltaSparkWriter(DeltaWriter):
         writer = data.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
         return _save(tables, writer, uri, tag, app_transaction, before)
 
-    def append(self, tables: DeltaTables, uri: str, df: DataFrame, schema: T.StructType,
+    def append(self, tables: DeltaTables, uri: str, data: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
         # Delta records (txnAppId, txnVersion) atomically with the commit, and skips the
         # write if a concurrent one recorded it first.
-        writer = conform(df, schema, where=uri).write.format("delta").mode("append")
+        writer = data.write.format("delta").mode("append")
         return _save(tables, writer, uri, tag, transaction, table.version())
 
     def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
@@ -284,10 +286,10 @@ class DeltaRsWriter(DeltaWriter):
                      app_transaction=app_transaction)
         return tables.rs_commit_version(uri, tag, before)
 
-    def append(self, tables: DeltaTables, uri: str, df: DataFrame, schema: T.StructType,
+    def append(self, tables: DeltaTables, uri: str, data: DataFrame, schema: T.StructType,
                tag: str, table: DeltaTable, transaction: tuple[str, int] | None) -> int:
         before = table.version()
-        files = write_files(tables.spark, df, uri, schema)
+        files = write_files(tables.spark, data, uri, schema)
         crash_point("storage-before-commit")  # the files exist, no log names them yet
         commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
                      table=table, storage_options=tables.storage_options(uri),
