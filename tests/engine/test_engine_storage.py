@@ -33,6 +33,7 @@ from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.delta.tables import KEPT_VERSIONS
 from reconciler.engine.spark.failures import engine_failure
+from reconciler.engine.spark.java import require_java
 from reconciler.engine.spark.schema import (
     CHAR_VARCHAR_METADATA_KEY,
     arrow_schema,
@@ -191,6 +192,26 @@ def test_missing_java_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     with pytest.raises(ReconcileError, match="Java not found"):
         get_spark(master="local[1]")
+
+
+def test_a_java_is_asked_its_version_once_per_process(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """Every session a process opens checks Java; the JVM started to print a version is
+    started once per binary, and a binary too old is refused each time it is asked."""
+    asked = tmp_path / "asked"
+    for name, version in (("new", "17.0.15"), ("old", "1.8.0_402")):
+        java = tmp_path / name / "bin" / "java"
+        java.parent.mkdir(parents=True)
+        java.write_text(f"#!/bin/sh\necho {name} >> {asked}\n"
+                        f"echo 'openjdk version \"{version}\" 2025-04-15' >&2\n")
+        java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "new"))
+    assert [require_java(), require_java()] == [17, 17]
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "old"))
+    for _ in range(2):
+        with pytest.raises(ReconcileError, match="Java 8 found, Spark 4 needs Java 17"):
+            require_java()
+    assert asked.read_text().split() == ["new", "old"]
 
 
 # -- session -----------------------------------------------------------------------------------

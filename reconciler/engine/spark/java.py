@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+from functools import cache
 
 from reconciler.support.child_process import run_helper
 from reconciler.support.errors import ReconcileError
@@ -26,6 +27,17 @@ def java_major_version() -> int:
             f"Java not found: Spark needs a JDK {MINIMUM_JAVA}+ "
             "(e.g. `apt-get install openjdk-17-jdk-headless`, or set JAVA_HOME)"
         )
+    return _version_of(java)
+
+
+@cache
+def _version_of(java: str) -> int:
+    """The major version `java -version` prints, read once per process for each binary.
+
+    Starting a JVM only to print its version costs a tenth of a second or more; a process
+    that opens sessions again and again (the continuous runner, in-process commands)
+    asked the same binary the same question each time. A failure is not cached.
+    """
     result = run_helper([java, "-version"])  # no secret of the caller's: child_process
     match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
     if not match:
