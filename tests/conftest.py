@@ -69,9 +69,14 @@ def pytest_configure(config: pytest.Config) -> None:
 # writer reads a snapshot of a log of a few commits) and interpreted expressions (no Java
 # code generated and compiled for each new query of a dozen rows) start and finish them
 # faster; production keeps the defaults. Interpreted and generated code compute the same
-# results: Spark's own tests check each expression both ways.
+# results: Spark's own tests check each expression both ways. C1-only JIT shrinks the JVM's
+# code cache to 48 MB, and a worker's session, which runs every part of Spark and Delta
+# the suite touches, needs about 80 MB (`jcmd PID Compiler.codecache` near a run's end): at
+# 48 MB it sat at 90% full for the whole run, flushing compiled methods and compiling them
+# again.
 TEST_SPARK_CONF = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.driver.extraJavaOptions": ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                                      "-XX:ReservedCodeCacheSize=256m"),
     "spark.sql.shuffle.partitions": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.codegen.wholeStage": "false",
