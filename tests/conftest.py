@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from reconciler.desired.project import SparkSettings
 from reconciler.engine.spark.session import get_spark
+from tests.jvm_options import SESSION_JVM
 
 try:
     from tests.connect_server import connect_server
@@ -63,20 +64,15 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-# Test-only settings: tests run many tiny jobs, where C1-only JIT (no C2 warm-up), the
-# serial GC, a few shuffle partitions (not 200 tasks per shuffle of a dozen rows), a few
-# partitions for Delta Lake's replay of a table's log (not 50 tasks each time Delta's
-# writer reads a snapshot of a log of a few commits) and interpreted expressions (no Java
-# code generated and compiled for each new query of a dozen rows) start and finish them
-# faster; production keeps the defaults. Interpreted and generated code compute the same
-# results: Spark's own tests check each expression both ways. C1-only JIT shrinks the JVM's
-# code cache to 48 MB, and a worker's session, which runs every part of Spark and Delta
-# the suite touches, needs about 80 MB (`jcmd PID Compiler.codecache` near a run's end): at
-# 48 MB it sat at 90% full for the whole run, flushing compiled methods and compiling them
-# again.
+# Test-only settings: tests run many tiny jobs, where the JVM options of `jvm_options`, a
+# few shuffle partitions (not 200 tasks per shuffle of a dozen rows), a few partitions for
+# Delta Lake's replay of a table's log (not 50 tasks each time Delta's writer reads a
+# snapshot of a log of a few commits) and interpreted expressions (no Java code generated
+# and compiled for each new query of a dozen rows) start and finish them faster; production
+# keeps the defaults. Interpreted and generated code compute the same results: Spark's own
+# tests check each expression both ways.
 TEST_SPARK_CONF = {
-    "spark.driver.extraJavaOptions": ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
-                                      "-XX:ReservedCodeCacheSize=256m"),
+    "spark.driver.extraJavaOptions": SESSION_JVM,
     "spark.sql.shuffle.partitions": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.codegen.wholeStage": "false",

@@ -21,9 +21,9 @@ from pathlib import Path
 import pyspark
 
 from reconciler.engine.spark.jars import DELTA_CATALOG, DELTA_EXTENSION, delta_jars
+from tests.jvm_options import FAST_JVM
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def free_ports(count: int) -> list[int]:

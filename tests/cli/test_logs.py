@@ -13,9 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import reconcile
+from tests.jvm_options import FAST_JVM
 from tests.projects import copy_example
-
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def cli(project: Path, *args: str, extra_env: dict[str, str] | None = None

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.engine.delta.storage import FALLBACK_NOTICE
+from tests.jvm_options import FAST_JVM
 from tests.projects import copy_example, grades_on_s3
-
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def cli(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -25,11 +25,11 @@ from pyspark.sql import SparkSession
 from reconciler.support.faults import CRASH_ENV
 from state_backends.base import default_who
 from tests.cli_helpers import manifest, query, reconcile
+from tests.jvm_options import FAST_JVM_ENV
 from tests.projects import write_files
 
 # The subprocess's JVM gets the flags the shared test session uses (tiny jobs start
 # faster), the way an operator passes JVM flags: SPARK_SUBMIT_OPTS, not the project file.
-FAST_JVM_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 PROJECT_FILES = {
     "reconcile.yaml": """
         spark:

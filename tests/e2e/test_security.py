@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from reconciler.cli.main import cli
 from reconciler.desired.safety import ALLOWED_FUNCTIONS
 from reconciler.engine.spark.session import get_spark
+from tests.jvm_options import FAST_JVM_ENV
 
 try:
     from tests.cli_helpers import reconcile
@@ -379,7 +380,7 @@ def test_spark_starts_with_a_clean_environment_and_ignores_a_hostile_pyspark_fol
     probe.parent.mkdir()
     probe.write_text(ENGINE_PROBE)
     env = {**os.environ, "GITHUB_TOKEN": "ghs_secret", "INPUT_X": "x", "AWS_REGION": "eu-west-1",
-           "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+           **FAST_JVM_ENV}
     env.pop("PYTHONSAFEPATH", None)
     result = subprocess.run([sys.executable, str(probe)], cwd=checkout, env=env,
                             capture_output=True, text=True, timeout=300, check=False)

@@ -46,7 +46,8 @@ import pytest
 import yaml
 
 from reconciler.engine.spark.jars import spark_defaults
-from tests.connect_server import FAST_JVM, SPARK_HOME, free_ports
+from tests.connect_server import SPARK_HOME, free_ports
+from tests.jvm_options import FAST_JVM
 from tests.projects import SEED_GRADES, SEED_STUDENTS, copy_example, grades_on_s3
 
 pytestmark = [pytest.mark.spark, pytest.mark.nightly]

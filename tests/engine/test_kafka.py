@@ -28,12 +28,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.support.faults import CRASH_ENV
 from tests.cli_helpers import in_storage, manifest, query, reconcile
 from tests.connect_server import free_ports
+from tests.jvm_options import FAST_JVM_ENV
 from tests.kafka_broker import Broker, kafka_broker
 from tests.projects import write_files
 from tests.runner.test_continuous_runner import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
-FAST_JVM_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 SQL = """
 create table orders (id bigint, customer string, amount bigint);
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from tests.jvm_options import FAST_JVM
 from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
 
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 COMMANDS = """
 import json, sys
 from click.testing import CliRunner
