@@ -255,9 +255,9 @@ def _files_holding(stored: DataFrame, deletes: DataFrame, schema: T.StructType) 
     condition = null_safe_equal([(located[field.name], wanted[f"__d{i}"])
                                  for i, field in enumerate(schema.fields)])
     matched = located.join(wanted, condition, "left_semi").select(FILE_COLUMN).distinct()
-    # Small by construction: distinct file paths, at most one per data file of the version
-    # the log lists (never the table's rows), which the commit must name to remove them.
-    return [row[0] for row in matched.collect()]
+    # Distinct file paths, at most one per data file of the version the log lists (never
+    # the table's rows): the commit must name them to remove them.
+    return [row[0] for row in matched.collect()]  # small by construction: file paths
 
 
 def null_safe_equal(pairs: list[tuple[Column, Column]]) -> Column:
