@@ -23,6 +23,7 @@ from reconciler.desired.query_parts import relations_named
 from reconciler.desired.resolution import UNADDRESSABLE
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.engine.spark.checkpoints import unless_empty
 from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.engine.spark.schema import spark_schema, struct_from_json
 from reconciler.state.connectors import ConnectorDefinition, connector_definitions
@@ -150,8 +151,8 @@ class PipelineRuntime:
         doomed_sql = f"SELECT * FROM `{table}` WHERE {condition_sql}"
         self.register_queryable(relations_named(doomed_sql) - {table})  # the table: latest
         self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
-        doomed = self.spark.sql(doomed_sql).localCheckpoint(eager=True)
-        if not doomed.isEmpty():  # no commit, so the step sees no change
+        doomed = unless_empty(self.spark.sql(doomed_sql))
+        if doomed is not None:  # else no commit, so the step sees no change
             apply_changes(self.storage, record.path, latest, schema, None, doomed,
                           distinct=bool(self.program.tables[table].primary_key))
 

@@ -163,20 +163,22 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
     outputs = outputs_by_relation(runtime.connectors)
 
     def emit_change(relation: str, change: ZSet) -> None:
-        rows = change.changes()
-        if rows is None:
+        changelog = change.changes()
+        if changelog is None:
             return
         for connector in outputs.get(relation, []):
-            result.emitted[connector] = emit(runtime, runtime.connectors[connector], rows,
-                                             serial, snapshot=False)
+            result.emitted[connector] = emit(runtime, runtime.connectors[connector], changelog,
+                                             serial, snapshot=False, rows=change.rows)
 
     def changed(table: str) -> ZSet:  # read when called: after a DROP ROW delete, the new one
         return table_change(runtime, before[table], runtime.relations[table])
     try:
         for table in result.changed_tables:
-            frames.changes[table] = check_table(runtime, table, frames.changes[table],
-                                                partial(changed, table))
-            emit_change(table, frames.changes[table])
+            change = check_table(runtime, table, frames.changes.pop(table),
+                                 partial(changed, table))
+            if not change.is_empty:  # else rows that net to nothing: no reader has a change
+                frames.changes[table] = change
+                emit_change(table, change)
         result.refreshed = refresh_views(runtime, frames, emit_change,
                                          _touched_rows(runtime, before, result.changed_tables),
                                          output=outputs)

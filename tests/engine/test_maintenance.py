@@ -4,20 +4,28 @@ mode, a mode change without recompute, and steps that write only what changed.""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import reconciler.engine.maintenance.view as view_refresh
+from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta import merge
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.step import run_step
+from reconciler.plan.diff import diff_programs
+from reconciler.state.layout import Layout
+from reconciler.state.program import CommittedProgram
 from tests.cli_helpers import in_storage, manifest, query, reconcile, versions
-from tests.projects import events_pipeline, write_files
+from tests.projects import events_pipeline, program_of, write_files
 
 SQL = """
 create table events (id bigint, kind string, amount decimal(10,2));
@@ -364,22 +372,66 @@ def test_net_change_is_each_side_except_all_the_other(spark: SparkSession) -> No
         return [(generator.choice([1, 2, 3, None]), generator.choice(["a", "b", None]))
                 for _ in range(count)]
 
-    for _ in range(3):
-        inserts = spark.createDataFrame(rows(generator.randint(0, 12)), schema)
-        deletes = spark.createDataFrame(rows(generator.randint(0, 12)), schema)
+    def sorted_rows(frame: DataFrame | None) -> list[tuple[object, ...]]:
+        return [] if frame is None else sorted(map(tuple, frame.collect()), key=repr)
+
+    for count in (0, 3, 6, 12):
+        inserts = spark.createDataFrame(rows(generator.randint(0, count)), schema)
+        deletes = spark.createDataFrame(rows(generator.randint(0, count)), schema)
         net = ZSet(inserts, deletes).net()
-        assert net.inserts is not None and net.deletes is not None
-        assert net.inserts.columns == ["k", "label"]
-        for side, expected in ((net.inserts, inserts.exceptAll(deletes)),
-                               (net.deletes, deletes.exceptAll(inserts))):
-            assert sorted(map(tuple, side.collect()), key=repr) == \
-                sorted(map(tuple, expected.collect()), key=repr)
+        expected = [inserts.exceptAll(deletes), deletes.exceptAll(inserts)]
+        for side, wanted in zip((net.inserts, net.deletes), expected, strict=True):
+            # A side with no rows is None, as a side that cannot exist is.
+            assert side is None if wanted.isEmpty() else side.columns == ["k", "label"]
+            assert sorted_rows(side) == sorted_rows(wanted)
+        assert net.rows == sum(wanted.count() for wanted in expected)  # counted as computed
         # The change left lazy for a view nothing reads is the same change, computed later.
         pending = ZSet.pending(deletes, inserts)
-        assert pending.inserts is not None and pending.deletes is not None
         for lazy, computed in ((pending.inserts, net.inserts), (pending.deletes, net.deletes)):
-            assert sorted(map(tuple, lazy.collect()), key=repr) == \
-                sorted(map(tuple, computed.collect()), key=repr)
+            assert sorted_rows(lazy) == sorted_rows(computed)
+    inserts = spark.createDataFrame(rows(5), schema)
+    cancelled = ZSet(inserts, inserts).net()  # every row inserted and deleted: nothing
+    assert cancelled.is_empty and cancelled.rows == 0 and cancelled.changes() is None
+    one_sided = ZSet(inserts=inserts.limit(0)).net()
+    assert one_sided.is_empty and one_sided.rows == 0
+
+
+def test_a_change_that_nets_to_nothing_goes_no_further(spark: SparkSession,
+                                                       tmp_path: Path) -> None:
+    """A filter view whose change this step is empty (the batch holds no row it keeps) is
+    not written, its reader is not refreshed and its output gets no file: the job that
+    computed the change counted it. The next batch that reaches it flows on as before."""
+    write_files(tmp_path, {
+        "pipelines/p/pipeline.yaml": "name: p\nrefresh: incremental\nconnectors:\n"
+        "  - {name: big_out, view: big, type: files, format: json, path: out/big}\n",
+        "pipelines/p/program.sql": """
+create table events (id bigint, kind string, amount decimal(10,2));
+create materialized view big as select id, amount from events where amount > 10;
+create materialized view big_total as select count(*) as n, sum(amount) as total from big;
+"""})
+    document = program_of(tmp_path).document()
+    runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(tmp_path / "state"), "p"),
+                              CommittedProgram.of(document), {},
+                              project_dir=tmp_path / "pipelines" / "p")
+    started = bootstrap(runtime, diff_programs(None, document), {}, serial=1, silent=True)
+    outbox = tmp_path / "pipelines" / "p" / "out" / "big"
+
+    def step(serial: int, rows: list[tuple[int, str, Decimal]]) -> Any:
+        runtime.storage.append(runtime.relations["events"].path, spark.createDataFrame(
+            rows, runtime.table_schemas["events"]))
+        return run_step(runtime, started.connectors, serial=serial, ingest_inputs=False)
+
+    pinned = {view: runtime.relations[view].version for view in ("big", "big_total")}
+    small = step(2, [(1, "a", Decimal("5.00")), (2, "b", Decimal("9.99"))])
+    assert small.refreshed == ["big"] and small.emitted == {}
+    assert {view: runtime.relations[view].version for view in pinned} == pinned
+    assert not list(outbox.glob("*.json"))
+    large = step(3, [(3, "a", Decimal("12.50")), (4, "b", Decimal("1.00"))])
+    assert large.refreshed == ["big", "big_total"] and large.emitted == {"big_out": 1}
+    assert [row.asDict() for row in runtime.frame("big_total").collect()] == [
+        {"n": 1, "total": Decimal("12.50")}]
+    assert [json.loads(line) for line in (outbox / "0000000003-changes.json").read_text()
+            .splitlines()] == [{"id": 3, "amount": 12.5, "_op": "insert"}]
 
 
 @pytest.mark.parametrize(("query", "named"), [

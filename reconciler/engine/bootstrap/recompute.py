@@ -152,9 +152,12 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
             snapshot = (change is None or diff.connectors[connector] != "unchanged"
                         or runtime.connectors[connector].snapshot_on_bootstrap)
             rows = contents if snapshot else (change.changes() if change else None)
+            # Counted already: a snapshot's rows by the log, a change's as it was netted.
+            counted = runtime.relations[name].rows if snapshot else (
+                change.rows if change else None)
             if rows is not None:
                 result.emitted[connector] = emit(runtime, runtime.connectors[connector], rows,
-                                                 serial, snapshot=snapshot)
+                                                 serial, snapshot=snapshot, rows=counted)
 
 
 def _net_change(runtime: PipelineRuntime, before: RelationRecord | None,

@@ -189,8 +189,10 @@ def _mute_jvm_logger(spark: Any, name: str) -> Callable[[], None]:
 
 
 def emit(runtime: PipelineRuntime, connector: ConnectorDefinition, changes: DataFrame,
-         serial: int, snapshot: bool) -> int:
-    """Send a view's changes (or, when `snapshot`, its full contents) to one output connector."""
+         serial: int, snapshot: bool, rows: int | None = None) -> int:
+    """Send a view's changes (or, when `snapshot`, its full contents) to one output connector.
+    `rows`: how many `changes` holds, when the step counted them as it computed them
+    (`ZSet.net`); a files connector then writes them without counting them first."""
     path = connector.location
     if connector.type == "kafka":
         return send(runtime, connector, changes, serial, snapshot)
@@ -200,30 +202,37 @@ def emit(runtime: PipelineRuntime, connector: ConnectorDefinition, changes: Data
             runtime.storage.create(path, contents.schema, deletion_vectors=False)
         version = runtime.storage.overwrite(path, contents, contents.schema)
         return runtime.storage.row_count(path, version)
-    # A files connector: reading the program checked it has a format (`connector_shape`).
+    if rows is not None:
+        return _write_file(connector, changes, rows, serial, snapshot)
+    changes = changes.cache()  # counted, then written: computed once
+    try:
+        return _write_file(connector, changes, changes.count(), serial, snapshot)
+    finally:
+        changes.unpersist()
+
+
+def _write_file(connector: ConnectorDefinition, changes: DataFrame, rows: int, serial: int,
+                snapshot: bool) -> int:
+    """Write `rows` rows of changes (or a snapshot) as one file in a files connector's folder."""
+    if not rows and not snapshot:
+        return 0
+    # Reading the program checked it has a format (`connector_shape`).
     assert connector.format is not None
     kind = "snapshot" if snapshot else "changes"
     name_in_folder = f"{serial:010d}-{kind}.{connector.format}"
     # Spark writes the file (one task, as the file is one by contract), never the driver.
-    changes = changes.cache()
-    try:
-        rows = changes.count()
-        if not rows and not snapshot:
-            return 0
-        writer = changes.coalesce(1).write.mode("overwrite").format(connector.format)
-        if connector.format == "csv":
-            writer = writer.option("header", "true")
-        elif connector.format == "json":
-            writer = writer.option("ignoreNullFields", "false")
-        folder = connector.local_location
-        if folder is None:  # object storage: the folder `name_in_folder` holds one part file
-            writer.save(f"{path.rstrip('/')}/{name_in_folder}")
-            return rows
-        staging = os.path.join(folder, f".{serial:010d}-{kind}.tmp")
-        writer.save(staging)
-        [part] = glob.glob(os.path.join(glob.escape(staging), "part-*"))
-        os.replace(part, os.path.join(folder, name_in_folder))  # a retried step overwrites
-        shutil.rmtree(staging, ignore_errors=True)
+    writer = changes.coalesce(1).write.mode("overwrite").format(connector.format)
+    if connector.format == "csv":
+        writer = writer.option("header", "true")
+    elif connector.format == "json":
+        writer = writer.option("ignoreNullFields", "false")
+    folder = connector.local_location
+    if folder is None:  # object storage: the folder `name_in_folder` holds one part file
+        writer.save(f"{connector.location.rstrip('/')}/{name_in_folder}")
         return rows
-    finally:
-        changes.unpersist()
+    staging = os.path.join(folder, f".{serial:010d}-{kind}.tmp")
+    writer.save(staging)
+    [part] = glob.glob(os.path.join(glob.escape(staging), "part-*"))
+    os.replace(part, os.path.join(folder, name_in_folder))  # a retried step overwrites
+    shutil.rmtree(staging, ignore_errors=True)
+    return rows

@@ -46,6 +46,7 @@ from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.io.input_files import local_path
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.spark.checkpoints import unless_empty
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.state.program import CommittedTable
 from reconciler.support.errors import ReconcileError
@@ -331,7 +332,7 @@ def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, bat
         latest = runtime.storage.latest_version(record.path)
         assert latest is not None
         apply_changes(runtime.storage, record.path, latest, schema, inserts,
-            None if deletes.isEmpty() else deletes.localCheckpoint(eager=True),
+            unless_empty(deletes),
             app_transaction=(transaction, batch_id),
             distinct=bool(runtime.program.tables[table].primary_key))
     finally:

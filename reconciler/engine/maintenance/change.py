@@ -8,6 +8,8 @@ runs on a table's change.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
@@ -32,8 +34,7 @@ def change_of(frames: StepFrames, shape: Source, stored: DataFrame | None = None
     if isinstance(shape, Keyed):
         return keyed_change(frames, shape, stored)
     inner = change_of(frames, shape.inner)
-    return ZSet(*(None if side is None else _over(frames, shape, side)
-                  for side in (inner.inserts, inner.deletes)))
+    return inner.each_side(partial(_over, frames, shape))
 
 
 def _over(frames: StepFrames, shape: Derived, rows: DataFrame) -> DataFrame:

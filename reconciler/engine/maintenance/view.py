@@ -22,7 +22,7 @@ output reads it (`change_read`); otherwise it is left lazy.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import cache
+from functools import cache, partial
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -92,7 +92,8 @@ def refresh_view(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
         if changed is None:
             return ZSet()
         view_change, state_change = changed[0].net(), changed[1]  # state: computed
-        runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
+        if not view_change.is_empty:  # groups changed inside, not in what the view shows
+            runtime.apply_view_changes(view, view_change.inserts, view_change.deletes)
         crash_point("aggregate-between-writes")  # the view moved on, its state did not
         assert state_change.inserts is not None and state_change.deletes is not None
         runtime.apply_state_changes(view, state_change.inserts, state_change.deletes,
@@ -180,8 +181,7 @@ def _start_state(runtime: PipelineRuntime, frames: StepFrames, view: str) -> Non
 
 def _positional(change: ZSet, schema: StructType) -> ZSet:
     """Both sides of a query's change with the view's stored column names and types."""
-    return ZSet(*(None if side is None else positional(side, schema)
-                  for side in (change.inserts, change.deletes)))
+    return change.each_side(partial(positional, schema=schema))
 
 
 def _regroups(runtime: PipelineRuntime, frames: StepFrames, view: str,

@@ -10,13 +10,15 @@ job for deletions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from reconciler.engine.spark.checkpoints import checkpointed, counted
 
 OP_COLUMN = "_op"
 """The column an output connector's changelog marks each row with: `insert` or `delete`."""
@@ -29,6 +31,8 @@ class ZSet:
 
     inserts: DataFrame | None = None
     deletes: DataFrame | None = None
+    rows: int | None = None
+    """How many rows both sides hold, when counted as they were computed (`net`)."""
 
     @staticmethod
     def between(old: DataFrame | None, new: DataFrame) -> ZSet:
@@ -54,6 +58,12 @@ class ZSet:
         produced it, so a chain of n views would cost n² jobs. Never collected: the rows
         stay where Spark computed them.
 
+        The job that computes the change also counts each side (`checkpointed`): a side
+        with no rows becomes `None`, so a change that nets to nothing is statically empty
+        from here on. Nothing applies it, no output writes it, and no reader computes a
+        change from it. A filtered view that an input batch leaves alone costs its step
+        one job, not a write and its readers' work.
+
         A row both inserted and deleted (by two terms of a join's change, say: a new fact
         matched to a dimension row this step deletes; or the same output row before and
         after a step) cancels out, as DBSP adds weights; applying deletions before
@@ -63,8 +73,15 @@ class ZSet:
         `deletes EXCEPT ALL inserts` (the same grouping semantics: NULLs equal) without
         shuffling both sides twice."""
         if self.inserts is None or self.deletes is None:  # one side: nothing cancels
-            return ZSet(*(None if side is None else side.localCheckpoint(eager=True)
-                          for side in (self.inserts, self.deletes)))
+            sides: list[DataFrame | None] = []
+            counts: list[int | None] = []
+            for side in (self.inserts, self.deletes):
+                if side is not None:
+                    side, count = counted(side)
+                    side = _unless_empty(side, count)
+                    counts.append(count)
+                sides.append(side)
+            return ZSet(sides[0], sides[1], rows=_total(counts))
         names = self.inserts.columns
         numbered = [f"__c{i}" for i in range(len(names))]
         signed = self.inserts.toDF(*numbered).withColumn(WEIGHT, F.lit(1)).union(
@@ -72,11 +89,22 @@ class ZSet:
         weighed = signed.groupBy(*numbered).agg(F.sum(WEIGHT).alias(WEIGHT)).where(
             F.col(WEIGHT) != 0)
         copies = F.explode(F.array_repeat(F.lit(0), F.abs(F.col(WEIGHT)).cast("int")))
-        both = weighed.select(*numbered, WEIGHT, copies.alias("__copy")).localCheckpoint(
-            eager=True)
-        return ZSet(*(both.where(condition).select(*(F.col(column).alias(name) for column, name
-                                                     in zip(numbered, names, strict=True)))
-                      for condition in (F.col(WEIGHT) > 0, F.col(WEIGHT) < 0)))
+        both, signs = checkpointed(
+            weighed.select(*numbered, WEIGHT, copies.alias("__copy")),
+            *(F.count(F.when(condition, 1)) for condition in (F.col(WEIGHT) > 0,
+                                                               F.col(WEIGHT) < 0)))
+        inserts, deletes = (_unless_empty(both.where(condition).select(
+            *(F.col(column).alias(name) for column, name in zip(numbered, names, strict=True))),
+            count) for condition, count in zip((F.col(WEIGHT) > 0, F.col(WEIGHT) < 0), signs,
+                                               strict=True))
+        return ZSet(inserts, deletes, rows=_total(signs))
+
+    def each_side(self, transform: Callable[[DataFrame], DataFrame]) -> ZSet:
+        """Both sides through `transform` (a side that cannot exist stays None); the rows it
+        yields are not counted."""
+        inserts, deletes = (None if side is None else transform(side)
+                            for side in (self.inserts, self.deletes))
+        return ZSet(inserts, deletes)
 
     @property
     def is_empty(self) -> bool:
@@ -86,6 +114,15 @@ class ZSet:
         """Both sides as one changelog with `_op` = insert/delete (an output's rows)."""
         return union_all(side.withColumn(OP_COLUMN, F.lit(op)) for side, op in
                          ((self.deletes, "delete"), (self.inserts, "insert")) if side is not None)
+
+
+def _unless_empty(frame: DataFrame, rows: int | None) -> DataFrame | None:
+    return None if rows == 0 else frame
+
+
+def _total(counts: list[int | None]) -> int | None:
+    known = [count for count in counts if count is not None]
+    return sum(known) if len(known) == len(counts) else None
 
 
 def union_all(frames: Iterable[DataFrame | None]) -> DataFrame | None:

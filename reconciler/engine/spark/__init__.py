@@ -4,8 +4,9 @@ Owns the Java check (``java``), the jars an embedded session needs (``jars``), t
 session (``session``) and what its JVM inherits (``launch``: a cleaned environment, a
 filtered stderr), a warm local Spark Connect server the CLI's commands share
 (``warm``), Spark dying under a command (``failures``), column types (``schema``, of
-type strings parsed without a session in ``type_strings``) and rows the driver holds as
-DataFrames (``local_rows``).
+type strings parsed without a session in ``type_strings``), rows the driver holds as
+DataFrames (``local_rows``) and frames checkpointed and counted by one job
+(``checkpoints``).
 
 May import: ``desired``, ``state`` and ``support``. Never another engine folder:
 the rest of the engine stands on this one.
