@@ -83,16 +83,17 @@ def delete_events(runtime: PipelineRuntime, condition: str) -> None:
                   None, doomed)
 
 
-ENGINE_JOBS_INSERT_ONLY = 17
+ENGINE_JOBS_INSERT_ONLY = 15
 """The engine's own jobs in a maintained insert-only step of the four views (measured
-2026-11-27: 17): the step's frames checkpointed and their two counts, the small sides of
+2026-11-29: 15; 17 before the job that checkpoints a change counted its sides too,
+`engine/spark/checkpoints.py`): the step's frames checkpointed, the small sides of
 joins broadcast (the aggregate's state beside its contributions, the deleted groups beside
 the rows they leave), and a job for each table the engine's own commits write (small:
 `storage.ENGINE_COMMIT_BYTES`): the filter and join views appended, the aggregate's state,
 its view and the view over it (20 rows each) replaced (`PipelineRuntime.state_storage`,
 `DeltaStorage.append`, `DeltaStorage.replace_small`). Delta's writer writes none of them."""
-ENGINE_JOBS_WITH_DELETES = 25
-"""The same for a step whose events were deleted too (measured: 25): every view of this
+ENGINE_JOBS_WITH_DELETES = 24
+"""The same for a step whose events were deleted too (measured: 24; 25 before): every view of this
 small pipeline is replaced whole by the engine's own commits. One more than when Delta's
 writer appended the events (24): a `load` job as Delta's reader opens the events table,
 whose appends the engine committed."""
