@@ -2,30 +2,40 @@
 
 The engine checkpoints a frame it will read several times (a step's change, the rows a
 DELETE removes), and often needs to know whether it holds any row: an empty change goes
-no further. Asking afterwards (`isEmpty`, `count`) is a second Spark job; an
-`Observation` on the checkpoint's own job gives the count for nothing, as Spark's
-`observe` reads metrics off the rows flowing through an action.
+no further. Asking afterwards (`isEmpty`, `count`) is a second Spark job; metrics
+observed on the checkpoint's own job (Spark's `observe`, aggregates over the rows
+flowing through an action) give the count without one.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+OBSERVED = "__reconciler_checkpoint"
+"""The name of the metrics a checkpoint observes (unique within its own plan)."""
 
 
 def checkpointed(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, list[int | None]]:
     """`frame` computed and kept on the executors (an eager `localCheckpoint`), with
     `metrics` (aggregates over its rows, such as a count) taken by the same job.
 
-    Over Spark Connect the metrics are not asked for (each is None): there the checkpoint
-    is a command of its own, and whether it reports observed metrics is not documented."""
+    The metrics are read from the checkpoint's own query execution when its job ends
+    (`observedMetrics`), not through an `Observation`: that one is completed through
+    Spark's listener bus, which drops events when its queue is full, and its `get` would
+    then wait forever. Over Spark Connect (no JVM here), or if the execution reports no
+    metrics, each is None."""
+    unknown: list[int | None] = [None] * len(metrics)
     if type(frame.sparkSession).__module__.startswith("pyspark.sql.connect"):
-        return frame.localCheckpoint(eager=True), [None] * len(metrics)
-    observation = Observation()
-    kept = frame.observe(observation, *(metric.alias(f"m{i}") for i, metric in
-                                        enumerate(metrics))).localCheckpoint(eager=True)
-    found = observation.get  # set as the checkpoint's job ends
-    return kept, [found[f"m{i}"] for i in range(len(metrics))]
+        return frame.localCheckpoint(eager=True), unknown
+    observed = frame.observe(OBSERVED, *(metric.alias(f"m{i}") for i, metric in
+                                         enumerate(metrics)))
+    kept = observed.localCheckpoint(eager=True)
+    found = observed._jdf.queryExecution().observedMetrics().get(OBSERVED)  # a Scala Option
+    if found.isEmpty():
+        return kept, unknown
+    row = found.get()
+    return kept, [row.get(i) for i in range(len(metrics))]
 
 
 def counted(frame: DataFrame) -> tuple[DataFrame, int | None]:
