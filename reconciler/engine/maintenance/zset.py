@@ -78,7 +78,7 @@ class ZSet:
             for side in (self.inserts, self.deletes):
                 if side is not None:
                     side, count = counted(side)
-                    side = _unless_empty(side, count)
+                    side = _if_any(side, count)
                     counts.append(count)
                 sides.append(side)
             return ZSet(sides[0], sides[1], rows=_total(counts))
@@ -93,7 +93,7 @@ class ZSet:
             weighed.select(*numbered, WEIGHT, copies.alias("__copy")),
             *(F.count(F.when(condition, 1)) for condition in (F.col(WEIGHT) > 0,
                                                                F.col(WEIGHT) < 0)))
-        inserts, deletes = (_unless_empty(both.where(condition).select(
+        inserts, deletes = (_if_any(both.where(condition).select(
             *(F.col(column).alias(name) for column, name in zip(numbered, names, strict=True))),
             count) for condition, count in zip((F.col(WEIGHT) > 0, F.col(WEIGHT) < 0), signs,
                                                strict=True))
@@ -116,7 +116,8 @@ class ZSet:
                          ((self.deletes, "delete"), (self.inserts, "insert")) if side is not None)
 
 
-def _unless_empty(frame: DataFrame, rows: int | None) -> DataFrame | None:
+def _if_any(frame: DataFrame, rows: int | None) -> DataFrame | None:
+    """`frame`, unless it was counted and holds no row (a side that is not there)."""
     return None if rows == 0 else frame
 
 
