@@ -279,7 +279,7 @@ def _without_bad_files(bad: DataFrame, rows: DataFrame, bad_rows: int, batch_id:
     `set_aside`, BadInput naming them. Only file names and counts reach the driver, one
     row per bad file of the batch."""
     per_file = {row[FILE_COLUMN]: row["count"]
-                for row in bad.groupBy(FILE_COLUMN).count().collect()}  # (file, count) per bad file
+                for row in bad.groupBy(FILE_COLUMN).count().collect()}  # small: a row per bad file
     if set_aside is None:
         files = sorted(canonical(file) for file in per_file)
         raise BadInput(name, f"{bad_rows} malformed row(s) in batch {batch_id} "

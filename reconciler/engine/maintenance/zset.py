@@ -73,15 +73,8 @@ class ZSet:
         `deletes EXCEPT ALL inserts` (the same grouping semantics: NULLs equal) without
         shuffling both sides twice."""
         if self.inserts is None or self.deletes is None:  # one side: nothing cancels
-            sides: list[DataFrame | None] = []
-            counts: list[int | None] = []
-            for side in (self.inserts, self.deletes):
-                if side is not None:
-                    side, count = counted(side)
-                    side = _if_any(side, count)
-                    counts.append(count)
-                sides.append(side)
-            return ZSet(sides[0], sides[1], rows=_total(counts))
+            (inserts, inserted), (deletes, deleted) = map(_kept, (self.inserts, self.deletes))
+            return ZSet(inserts, deletes, rows=_total([inserted, deleted]))
         names = self.inserts.columns
         numbered = [f"__c{i}" for i in range(len(names))]
         signed = self.inserts.toDF(*numbered).withColumn(WEIGHT, F.lit(1)).union(
@@ -89,14 +82,12 @@ class ZSet:
         weighed = signed.groupBy(*numbered).agg(F.sum(WEIGHT).alias(WEIGHT)).where(
             F.col(WEIGHT) != 0)
         copies = F.explode(F.array_repeat(F.lit(0), F.abs(F.col(WEIGHT)).cast("int")))
-        both, signs = checkpointed(
-            weighed.select(*numbered, WEIGHT, copies.alias("__copy")),
-            *(F.count(F.when(condition, 1)) for condition in (F.col(WEIGHT) > 0,
-                                                               F.col(WEIGHT) < 0)))
-        inserts, deletes = (_if_any(both.where(condition).select(
+        sides = (F.col(WEIGHT) > 0, F.col(WEIGHT) < 0)  # inserted, deleted
+        both, signs = checkpointed(weighed.select(*numbered, WEIGHT, copies.alias("__copy")),
+                                   *(F.count(F.when(side, 1)) for side in sides))
+        inserts, deletes = (_if_any(both.where(side).select(
             *(F.col(column).alias(name) for column, name in zip(numbered, names, strict=True))),
-            count) for condition, count in zip((F.col(WEIGHT) > 0, F.col(WEIGHT) < 0), signs,
-                                               strict=True))
+            count) for side, count in zip(sides, signs, strict=True))
         return ZSet(inserts, deletes, rows=_total(signs))
 
     def each_side(self, transform: Callable[[DataFrame], DataFrame]) -> ZSet:
@@ -114,6 +105,14 @@ class ZSet:
         """Both sides as one changelog with `_op` = insert/delete (an output's rows)."""
         return union_all(side.withColumn(OP_COLUMN, F.lit(op)) for side, op in
                          ((self.deletes, "delete"), (self.inserts, "insert")) if side is not None)
+
+
+def _kept(side: DataFrame | None) -> tuple[DataFrame | None, int | None]:
+    """One side checkpointed and counted (None when it holds no row, or cannot exist)."""
+    if side is None:
+        return None, 0
+    kept, rows = counted(side)
+    return _if_any(kept, rows), rows
 
 
 def _if_any(frame: DataFrame, rows: int | None) -> DataFrame | None:

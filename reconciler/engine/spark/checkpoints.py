@@ -12,6 +12,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from reconciler.engine.spark.session import is_connect
+
 OBSERVED = "__reconciler_checkpoint"
 """The name of the metrics a checkpoint observes (unique within its own plan)."""
 
@@ -26,7 +28,7 @@ def checkpointed(frame: DataFrame, *metrics: Column) -> tuple[DataFrame, list[in
     then wait forever. Over Spark Connect (no JVM here), or if the execution reports no
     metrics, each is None."""
     unknown: list[int | None] = [None] * len(metrics)
-    if type(frame.sparkSession).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(frame.sparkSession):
         return frame.localCheckpoint(eager=True), unknown
     observed = frame.observe(OBSERVED, *(metric.alias(f"m{i}") for i, metric in
                                          enumerate(metrics)))
