@@ -24,7 +24,10 @@ except ImportError:  # bare `pytest` with tests/ not a package: tests/ itself is
     from connect_server import connect_server  # type: ignore[no-redef]
     from s3_server import moto_s3_server  # type: ignore[no-redef]
 
-pytest_plugins = ["tests.github_harness"]  # the `github` and `workspace` fixtures
+pytest_plugins = [
+    "tests.github_harness",  # the `github` and `workspace` fixtures
+    "tests.scheduling",  # which files share a worker
+]
 
 # The run's session has Delta's jars (`make jars`), so the product would write with
 # delta-spark. Most tests exercise what sits above the writer (plans, maintenance, the

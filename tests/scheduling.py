@@ -1,0 +1,39 @@
+"""How `make test` splits the files between its two workers (`-n 2 --dist loadfile`).
+
+xdist's `loadfile` keeps a file's tests on one worker, so a session fixture starts once
+per worker that runs a file using it. For most fixtures that is cheap, but the run's
+Spark Connect server (`conftest.remote`) is a JVM of its own, about 30 to 40 s of a
+core to start, run and stop on this 2-core machine (measured by polling `/proc` over a
+run: 42.5 s and 28.0 s for the two servers of one run). The files that use it are one
+unit here, so only one worker starts it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadFileScheduling
+
+SHARED_SERVER_FILES = {
+    "tests/e2e/test_spark_connect.py": "spark-connect-server",
+    "tests/e2e/test_crash_safety.py": "spark-connect-server",
+    "tests/e2e/test_bootstrap_crash.py": "spark-connect-server",
+}
+"""Test files (from the project's root) that share a costly session fixture, by its name.
+`tests/test_scheduling.py` checks that every file using `remote` is listed."""
+
+
+class SharedServerScheduling(LoadFileScheduling):
+    """`loadfile`, with the files of `SHARED_SERVER_FILES` as one unit per server."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        file = super()._split_scope(nodeid)
+        return SHARED_SERVER_FILES.get(file, file)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    """The scheduler for `--dist loadfile`; any other mode keeps xdist's own."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    return SharedServerScheduling(config, log)
