@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -86,6 +86,10 @@ bench-execute: $(STAMP) check-java jars
 # Delta log opens per command on the orders example, with and without the kept versions.
 bench-log-opens: $(STAMP) check-java jars
 	$(BIN)/python bench/log_opens_bench.py
+
+# The orders example's steps on local storage, with Hadoop's local file system and the forkless one.
+bench-local-fs: $(STAMP) check-java jars
+	$(BIN)/python bench/local_fs_bench.py
 
 # The CLI's start: --help, --version, validate and plan of the examples in fresh processes.
 bench-cli: $(RUN_STAMP)

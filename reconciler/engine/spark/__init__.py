@@ -1,6 +1,7 @@
 """Spark itself: the session a command runs on and what it needs to start.
 
-Owns the Java check (``java``), the jars an embedded session needs (``jars``), the
+Owns the Java check (``java``), the jars an embedded session needs (``jars``) and its
+local file system without ``chmod`` processes (``local_fs``, compiled from ``java_src/``), the
 session (``session``) and what its JVM inherits (``launch``: a cleaned environment, a
 filtered stderr), a warm local Spark Connect server the CLI's commands share
 (``warm``), Spark dying under a command (``failures``), column types (``schema``, of

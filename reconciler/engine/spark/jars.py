@@ -42,6 +42,7 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
 
+from reconciler.engine.spark import local_fs
 from reconciler.support.child_process import run_helper
 from reconciler.support.errors import ReconcileError
 
@@ -118,13 +119,18 @@ def log4j_version() -> str:
 
 
 def _pyspark_jar_version(name: str) -> str:
+    return pyspark_jar(name).stem.removeprefix(f"{name}-")
+
+
+def pyspark_jar(name: str) -> Path:
+    """pyspark's own jar `name-<version>.jar`."""
     spec = find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ReconcileError("pyspark is not installed")
     jars = sorted((Path(spec.origin).parent / "jars").glob(f"{name}-*.jar"))
     if not jars:
         raise ReconcileError(f"pyspark ships no {name} jar: cannot tell its version")
-    return jars[-1].stem.removeprefix(f"{name}-")
+    return jars[-1]
 
 
 def delta_set() -> JarSet:
@@ -201,6 +207,11 @@ def s3a_jars() -> list[Path] | None:
 
 def kafka_jars() -> list[Path] | None:
     return cached(kafka_set())
+
+
+def local_fs_classes() -> Path | None:
+    """The compiled local file system without `chmod` processes (`local_fs`), or None."""
+    return local_fs.compiled(jar_folder(), pyspark_jar("hadoop-client-api"))
 
 
 def fetch(jar_set: JarSet) -> list[Path]:
@@ -320,6 +331,8 @@ def main(arguments: list[str]) -> int:
         for jar_set in wanted:
             fetch(jar_set)
             print(f"{jar_set.describe()}: {jar_set.folder}")
+        classes = local_fs.compile_classes(jar_folder(), pyspark_jar("hadoop-client-api"))
+        print(f"{local_fs.CLASS_NAME}: {classes or 'not compiled (no javac): Hadoop chmods'}")
     except ReconcileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

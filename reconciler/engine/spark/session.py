@@ -52,10 +52,12 @@ from reconciler.engine.spark.jars import (
     DELTA_EXTENSION,
     delta_jars,
     kafka_jars,
+    local_fs_classes,
     s3a_jars,
 )
 from reconciler.engine.spark.java import require_java
 from reconciler.engine.spark.launch import jvm_launch
+from reconciler.engine.spark.local_fs import CLASS_NAME as LOCAL_FS_CLASS
 from reconciler.support.errors import ReconcileError, error_class
 from reconciler.support.progress import spark_log_level
 from reconciler.support.redaction import redact_text, redact_url
@@ -215,7 +217,8 @@ def jars_conf(master: str, s3a: bool = True, kafka: bool = False) -> dict[str, s
     Spark (`python -m reconciler.engine.spark.jars --spark-defaults` prints them for a
     standalone cluster); nothing is shipped to its executors from here. S3A's jars (680 MB)
     go on the class path only with `s3a`, for a session that may reach S3, and Kafka's
-    only with `kafka`, for a project with a Kafka connector."""
+    only with `kafka`, for a project with a Kafka connector. The local file system the set-up
+    compiled (`local_fs`) serves `file:` paths."""
     if not master.startswith("local"):
         return {}
     conf: dict[str, str] = {}
@@ -228,7 +231,11 @@ def jars_conf(master: str, s3a: bool = True, kafka: bool = False) -> dict[str, s
                  "spark.databricks.delta.snapshotPartitions": "2"}
     if s3a_paths is not None:  # `s3://` is S3A too, as on EMR and Databricks
         conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    jars = [*(delta or []), *(s3a_paths or []), *((kafka_jars() or []) if kafka else [])]
+    forkless = local_fs_classes()
+    if forkless is not None:  # `file:` paths without a `chmod` process per file (local_fs)
+        conf["spark.hadoop.fs.file.impl"] = LOCAL_FS_CLASS
+    jars = [*(delta or []), *(s3a_paths or []), *((kafka_jars() or []) if kafka else []),
+            *([forkless] if forkless else [])]
     if jars:
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
     return conf
