@@ -5,9 +5,10 @@ Why: pyspark ships no native Hadoop library, and without one Hadoop's
 the permission of every folder it makes and every file it creates on a local path: each
 data file of a write, its `.crc` checksum, each of the commit protocol's temporary folders,
 Delta's log files. A JFR recording of the test session over the maintenance tests (257 s)
-counted 2,983 child processes, all but 18 of them `chmod`. Each costs the JVM a fork, a
-thread reading its output and a wait; measured through Hadoop's own calls, 300 `mkdirs`
-of two folders each took 3.5 s with `chmod` and 0.3 s without (`bench/local_fs_bench.py`).
+counted 2,983 child processes, 2,721 of them `chmod`. Each costs the JVM a fork, a
+thread reading its output and a wait: 300 of Hadoop's `mkdirs` of two new folders each
+took 3.5 s with `chmod` and 0.3 to 0.5 s without, and the orders example's steps take
+0.90x the time (`bench/local_fs_bench.py`, `bench/README.md`).
 
 `ForklessLocalFileSystem.java` (in `java_src/`) is Hadoop's `LocalFileSystem` whose
 permissions are set through java.nio, the same bits in the JVM's own process; everything
