@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.engine.spark import local_fs
+from reconciler.engine.spark import jars, local_fs
 from reconciler.engine.spark.jars import pyspark_jar
 from reconciler.engine.spark.session import jars_conf
+from reconciler.support.errors import ReconcileError
 
 
 def hadoop_jar() -> Path:
@@ -46,6 +47,26 @@ def test_without_javac_nothing_is_compiled_and_sessions_keep_hadoops_class(
     monkeypatch.setenv("RECONCILE_JARS", str(tmp_path / "jars"))
     assert local_fs.compile_classes(tmp_path / "jars", hadoop_jar()) is None
     assert "spark.hadoop.fs.file.impl" not in jars_conf("local[2]")
+
+
+def test_a_failed_compile_is_one_line_and_leaves_the_set_up_standing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "jdk"
+    (broken / "bin").mkdir(parents=True)
+    (broken / "bin" / "javac").write_text("#!/bin/sh\necho 'error: no space left' >&2\nexit 2\n")
+    (broken / "bin" / "javac").chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(broken))
+    monkeypatch.setenv("RECONCILE_JARS", str(tmp_path / "jars"))
+    with pytest.raises(ReconcileError) as raised:
+        local_fs.compile_classes(tmp_path / "jars", hadoop_jar())
+    assert str(raised.value) == ("javac could not compile ForklessLocalFileSystem.java: "
+                                 "error: no space left")
+    jars._compile_local_fs()  # what `python -m reconciler.engine.spark.jars` ends with
+    assert capsys.readouterr().err == (
+        "warning: javac could not compile ForklessLocalFileSystem.java: error: no space left; "
+        "local paths keep Hadoop's chmod per file\n")
+    assert [path.name for path in (tmp_path / "jars" / "local-fs").iterdir()] == []
 
 
 def test_an_embedded_session_uses_it_once_compiled_and_a_cluster_its_own(

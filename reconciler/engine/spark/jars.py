@@ -331,12 +331,23 @@ def main(arguments: list[str]) -> int:
         for jar_set in wanted:
             fetch(jar_set)
             print(f"{jar_set.describe()}: {jar_set.folder}")
-        classes = local_fs.compile_classes(jar_folder(), pyspark_jar("hadoop-client-api"))
-        print(f"{local_fs.CLASS_NAME}: {classes or 'not compiled (no javac): Hadoop chmods'}")
     except ReconcileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    _compile_local_fs()
     return 0
+
+
+def _compile_local_fs() -> None:
+    """The local file system without `chmod` processes, compiled if it can be: sessions
+    without it are slower, never wrong, so a failure is a warning, not the set-up's end."""
+    try:
+        classes = local_fs.compile_classes(jar_folder(), pyspark_jar("hadoop-client-api"))
+    except ReconcileError as error:
+        print(f"warning: {error}; local paths keep Hadoop's chmod per file", file=sys.stderr)
+        return
+    shown = classes or "not compiled (no javac): local paths keep Hadoop's chmod per file"
+    print(f"{local_fs.CLASS_NAME}: {shown}")
 
 
 if __name__ == "__main__":
