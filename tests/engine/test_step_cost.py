@@ -94,9 +94,8 @@ its view and the view over it (20 rows each) replaced (`PipelineRuntime.state_st
 `DeltaStorage.append`, `DeltaStorage.replace_small`). Delta's writer writes none of them."""
 ENGINE_JOBS_WITH_DELETES = 24
 """The same for a step whose events were deleted too (measured: 24; 25 before): every view of this
-small pipeline is replaced whole by the engine's own commits. One more than when Delta's
-writer appended the events (24): a `load` job as Delta's reader opens the events table,
-whose appends the engine committed."""
+small pipeline is replaced whole by the engine's own commits. They include a `load` job
+as Delta's reader opens the events table, whose appends the engine committed."""
 INSERT_ONLY_WRITES: dict[str, int] = {}
 WITH_DELETES_WRITES: dict[str, int] = {}
 """Delta's writes of each step: none, every table here being small. A larger table's

@@ -18,11 +18,18 @@ from reconciler.support.errors import ReconcileError
 MINIMUM_JAVA = 17
 
 
+def jdk_tool(name: str) -> str | None:
+    """A JDK program (`java`, `javac`) as Spark's launcher finds Java: in `JAVA_HOME/bin`
+    when `JAVA_HOME` is set, else on `PATH`; None when it is not there."""
+    java_home = os.environ.get("JAVA_HOME")
+    tool = os.path.join(java_home, "bin", name) if java_home else shutil.which(name)
+    return tool if tool and os.path.exists(tool) else None
+
+
 def java_major_version() -> int:
     """Return the major version of the `java` that Spark would launch."""
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java or not os.path.exists(java):
+    java = jdk_tool("java")
+    if java is None:
         raise ReconcileError(
             f"Java not found: Spark needs a JDK {MINIMUM_JAVA}+ "
             "(e.g. `apt-get install openjdk-17-jdk-headless`, or set JAVA_HOME)"

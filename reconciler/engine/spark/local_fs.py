@@ -7,8 +7,8 @@ data file of a write, its `.crc` checksum, each of the commit protocol's tempora
 Delta's log files. A JFR recording of the test session over the maintenance tests (257 s)
 counted 2,983 child processes, 2,721 of them `chmod`. Each costs the JVM a fork, a
 thread reading its output and a wait: 300 of Hadoop's `mkdirs` of two new folders each
-took 3.5 s with `chmod` and 0.3 to 0.5 s without, and the orders example's steps take
-0.90x the time (`bench/local_fs_bench.py`, `bench/README.md`).
+took 2.8 to 3.9 s with `chmod` and 0.3 to 0.5 s without (a probe in one session), and
+the orders example's steps take 0.90x the time (`bench/local_fs_bench.py`, `bench/README.md`).
 
 `ForklessLocalFileSystem.java` (in `java_src/`) is Hadoop's `LocalFileSystem` whose
 permissions are set through java.nio, the same bits in the JVM's own process; everything
@@ -27,11 +27,11 @@ still go through Hadoop's own `chmod`.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from reconciler.engine.spark.java import jdk_tool
 from reconciler.support.child_process import run_helper
 from reconciler.support.errors import ReconcileError
 
@@ -52,15 +52,6 @@ def compiled(cache: Path, hadoop_jar: Path) -> Path | None:
     return folder if (folder / _CLASS_FILE).is_file() else None
 
 
-def javac() -> str | None:
-    """The JDK's compiler beside the `java` Spark launches (`JAVA_HOME`, else `PATH`)."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = Path(java_home) / "bin" / "javac"
-        return str(candidate) if candidate.is_file() else None
-    return shutil.which("javac")
-
-
 def compile_classes(cache: Path, hadoop_jar: Path) -> Path | None:
     """Compile the class into the jar cache once; None without a `javac` to compile it.
 
@@ -69,7 +60,7 @@ def compile_classes(cache: Path, hadoop_jar: Path) -> Path | None:
     present = compiled(cache, hadoop_jar)
     if present is not None:
         return present
-    compiler = javac()
+    compiler = jdk_tool("javac")  # beside the `java` Spark launches
     if compiler is None:
         return None
     folder = classes_folder(cache, hadoop_jar)
