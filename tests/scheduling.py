@@ -32,6 +32,7 @@ class SharedServerScheduling(LoadFileScheduling):
         return SHARED_SERVER_FILES.get(file, file)
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (`-p no:xdist`) has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
     """The scheduler for `--dist loadfile`; any other mode keeps xdist's own."""
     if config.getoption("dist") != "loadfile":

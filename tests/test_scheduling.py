@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.scheduling import SHARED_SERVER_FILES
@@ -23,3 +25,13 @@ def test_every_file_using_the_connect_server_shares_one_worker() -> None:
              if _uses_fixture(path, "remote")}
     assert users == set(SHARED_SERVER_FILES), "list them in tests/scheduling.py"
     assert set(SHARED_SERVER_FILES.values()) == {"spark-connect-server"}
+
+
+def test_a_run_without_xdist_still_collects() -> None:
+    """The scheduler's hook is xdist's: a run with xdist turned off (`-p no:xdist`, as when
+    profiling one file) must not fail on an unknown hook."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p",
+                          "no:cacheprovider", "--collect-only", "-q", __file__],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "test_a_run_without_xdist_still_collects" in run.stdout

@@ -62,10 +62,10 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: b
     conf = {**project.settings.spark.conf, "spark.driver.extraJavaOptions": SHORT_LIVED_JVM}
     local = project.settings.spark.model_copy(update={"master": None, "remote": None,
                                                       "conf": conf})
-    # Tests write with delta-rs into a scratch folder: Delta's and S3A's jars (the AWS
-    # SDK alone is 686 MB) would only slow the JVM's start and its class lookups
+    # Tests write with delta-rs into a scratch folder: no Delta Lake in the session and no
+    # S3A jars (the AWS SDK alone is 686 MB: a slower start and slower class lookups)
     spark = get_spark(local, master="local[2]", log_level="WARN" if obj.debug else "ERROR",
-                      delta_jars=False)
+                      delta=False)
     results = []
     outcomes = run_view_tests(spark, [(program.document(), test) for program, test in selected])
     for (program, test), outcome in zip(selected, outcomes, strict=True):

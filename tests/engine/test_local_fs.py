@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,15 +29,16 @@ def mode(path: Path) -> int:
 def test_the_set_up_compiles_it_once_into_the_jar_cache(tmp_path: Path) -> None:
     cache = tmp_path / "jars"
     assert local_fs.compiled(cache, hadoop_jar()) is None
-    folder = local_fs.compile_classes(cache, hadoop_jar())
-    assert folder is not None and local_fs.compiled(cache, hadoop_jar()) == folder
-    classes = sorted(path.name for path in folder.rglob("*.class"))
-    assert classes == ["ForklessLocalFileSystem$Raw.class", "ForklessLocalFileSystem.class"]
-    built = (folder / "pipeline_reconciler" / "ForklessLocalFileSystem.class").stat().st_mtime_ns
-    assert local_fs.compile_classes(cache, hadoop_jar()) == folder  # not compiled again
-    assert (folder / "pipeline_reconciler" / "ForklessLocalFileSystem.class"
-            ).stat().st_mtime_ns == built
-    assert [path.name for path in folder.parent.iterdir()] == [folder.name]  # no leftovers
+    jar = local_fs.compile_classes(cache, hadoop_jar())
+    assert jar is not None and local_fs.compiled(cache, hadoop_jar()) == jar
+    with zipfile.ZipFile(jar) as archive:  # a jar, as class data sharing needs (no folder)
+        assert archive.namelist() == ["pipeline_reconciler/ForklessLocalFileSystem$Raw.class",
+                                      "pipeline_reconciler/ForklessLocalFileSystem.class"]
+    built = jar.stat().st_mtime_ns
+    assert local_fs.compile_classes(cache, hadoop_jar()) == jar  # not compiled again
+    assert jar.stat().st_mtime_ns == built
+    assert [path.name for path in jar.parent.iterdir()] == [jar.name]  # no leftovers
+    assert [path.name for path in jar.parent.parent.iterdir()] == [jar.parent.name]
 
 
 def test_without_javac_nothing_is_compiled_and_sessions_keep_hadoops_class(
@@ -72,10 +74,10 @@ def test_a_failed_compile_is_one_line_and_leaves_the_set_up_standing(
 def test_an_embedded_session_uses_it_once_compiled_and_a_cluster_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECONCILE_JARS", str(tmp_path / "jars"))
-    folder = local_fs.compile_classes(tmp_path / "jars", hadoop_jar())
+    jar = local_fs.compile_classes(tmp_path / "jars", hadoop_jar())
     conf = jars_conf("local[2]")
     assert conf["spark.hadoop.fs.file.impl"] == local_fs.CLASS_NAME
-    assert conf["spark.driver.extraClassPath"].split(os.pathsep)[-1] == str(folder)
+    assert conf["spark.driver.extraClassPath"].split(os.pathsep)[-1] == str(jar)
     assert jars_conf("spark://cluster:7077") == {}
 
 

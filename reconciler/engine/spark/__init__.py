@@ -2,11 +2,12 @@
 
 Owns the Java check (``java``), the jars an embedded session needs (``jars``) and its
 local file system without ``chmod`` processes (``local_fs``, compiled from ``java_src/``), the
-session (``session``) and what its JVM inherits (``launch``: a cleaned environment, a
-filtered stderr), a warm local Spark Connect server the CLI's commands share
-(``warm``), Spark dying under a command (``failures``), column types (``schema``, of
-type strings parsed without a session in ``type_strings``), rows the driver holds as
-DataFrames (``local_rows``) and frames checkpointed and counted by one job
+class archive an embedded JVM starts from (``class_archive``, made by running
+``archive_workload`` in a child), the session (``session``) and what its JVM inherits
+(``launch``: a cleaned environment, a filtered stderr), a warm local Spark Connect server
+the CLI's commands share (``warm``), Spark dying under a command (``failures``), column
+types (``schema``, of type strings parsed without a session in ``type_strings``), rows the
+driver holds as DataFrames (``local_rows``) and frames checkpointed and counted by one job
 (``checkpoints``).
 
 May import: ``desired``, ``state`` and ``support``. Never another engine folder:

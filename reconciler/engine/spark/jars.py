@@ -42,7 +42,7 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
 
-from reconciler.engine.spark import local_fs
+from reconciler.engine.spark import class_archive, local_fs
 from reconciler.support.child_process import run_helper
 from reconciler.support.errors import ReconcileError
 
@@ -122,12 +122,16 @@ def _pyspark_jar_version(name: str) -> str:
     return pyspark_jar(name).stem.removeprefix(f"{name}-")
 
 
-def pyspark_jar(name: str) -> Path:
-    """pyspark's own jar `name-<version>.jar`."""
+def _pyspark_jar_folder() -> Path:
     spec = find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ReconcileError("pyspark is not installed")
-    jars = sorted((Path(spec.origin).parent / "jars").glob(f"{name}-*.jar"))
+    return Path(spec.origin).parent / "jars"
+
+
+def pyspark_jar(name: str) -> Path:
+    """pyspark's own jar `name-<version>.jar`."""
+    jars = sorted(_pyspark_jar_folder().glob(f"{name}-*.jar"))
     if not jars:
         raise ReconcileError(f"pyspark ships no {name} jar: cannot tell its version")
     return jars[-1]
@@ -209,9 +213,29 @@ def kafka_jars() -> list[Path] | None:
     return cached(kafka_set())
 
 
-def local_fs_classes() -> Path | None:
+def pyspark_jars() -> list[str]:
+    """The names of pyspark's own jars, in order: what an embedded JVM's class path holds
+    after `session.class_path_start` (part of the class archive's name)."""
+    return sorted(path.name for path in _pyspark_jar_folder().glob("*.jar"))
+
+
+def local_fs_jar() -> Path | None:
     """The compiled local file system without `chmod` processes (`local_fs`), or None."""
     return local_fs.compiled(jar_folder(), pyspark_jar("hadoop-client-api"))
+
+
+def class_path_start() -> list[Path]:
+    """What every embedded session's class path starts with, ahead of pyspark's own jars:
+    Delta's jars and the local file system's, as far as the set-up made them. The same for
+    every session, so one class archive fits them all (`class_archive`)."""
+    jar = local_fs_jar()
+    return [*(delta_jars() or []), *([jar] if jar is not None else [])]
+
+
+def class_archive_file() -> Path | None:
+    """Where the class archive for this JDK and this class path lives (`class_archive`)."""
+    start = [str(jar) for jar in class_path_start()]
+    return class_archive.archive_file(jar_folder(), [*start, *pyspark_jars()])
 
 
 def fetch(jar_set: JarSet) -> list[Path]:
@@ -312,6 +336,9 @@ def _arguments(arguments: list[str]) -> argparse.Namespace:
                         help="print `key=<the sets' versions>` (a CI cache key), fetch nothing")
     parser.add_argument("--spark-defaults", action="store_true",
                         help="print spark-defaults.conf lines for a standalone cluster")
+    parser.add_argument("--no-class-archive", action="store_true",
+                        help="do not make the class archive embedded JVMs start from "
+                             "(about a minute, once per JDK and jars)")
     return parser.parse_args(arguments)
 
 
@@ -335,6 +362,8 @@ def main(arguments: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     _compile_local_fs()
+    if not options.no_class_archive:
+        _make_class_archive()
     return 0
 
 
@@ -348,6 +377,20 @@ def _compile_local_fs() -> None:
         return
     shown = classes or "not compiled (no javac): local paths keep Hadoop's chmod per file"
     print(f"{local_fs.CLASS_NAME}: {shown}")
+
+
+def _make_class_archive() -> None:
+    """The class archive embedded JVMs start from (`class_archive`), made if it can be:
+    sessions without it start slower, never wrong, so a failure is a warning."""
+    archive = class_archive_file()
+    if archive is None:
+        return
+    try:
+        class_archive.build(archive)
+    except ReconcileError as error:
+        print(f"warning: {error}; embedded Spark starts without it", file=sys.stderr)
+        return
+    print(f"class archive: {archive}")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 JVM_ENVIRONMENT = re.compile(
     r"(PATH|HOME|USER|LOGNAME|HOSTNAME|LANG|LC_\w+|TZ|TMPDIR|TEMP|TMP|LD_LIBRARY_PATH"
@@ -79,11 +80,24 @@ class _IncubatorWarningFilter(threading.Thread):
             data = data[os.write(self.target, data):]
 
 
+def with_appended_jars(environment: dict[str, str], jars: Sequence[Path]) -> dict[str, str]:
+    """`environment` whose ``SPARK_DIST_CLASSPATH`` (the caller's own first) ends with
+    `jars`: Spark's launcher puts that variable's entries after pyspark's own jars, so the
+    start of the class path stays the one the class archive was made with
+    (`class_archive`). Spark-defined classes are not in these jars, so their order
+    changes nothing else."""
+    if not jars:
+        return environment
+    entries = [environment.get("SPARK_DIST_CLASSPATH", ""), *(str(jar) for jar in jars)]
+    return environment | {"SPARK_DIST_CLASSPATH": os.pathsep.join(e for e in entries if e)}
+
+
 @contextmanager
-def jvm_launch() -> Iterator[None]:
+def jvm_launch(appended: Sequence[Path] = ()) -> Iterator[None]:
     """What the JVM inherits when it starts: a cleaned environment and no stdout.
 
-    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``), and
+    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``, and the
+    `appended` jars at the end of the class path: ``with_appended_jars``), and
     file descriptor 1 points at stderr, so whatever the JVM ever writes to its stdout
     (unified logging such as a GC warning, ``System.out``) lands on stderr: stdout
     carries only what a command prints (``--json``, ``--format json``). Its stderr is a
@@ -97,10 +111,9 @@ def jvm_launch() -> Iterator[None]:
     source, sink = os.pipe()
     _IncubatorWarningFilter(source, os.dup(2)).start()
     try:
-        for key in saved:
-            if not JVM_ENVIRONMENT.fullmatch(key):
-                del os.environ[key]
-        os.environ["PYTHONSAFEPATH"] = "1"
+        kept = {key: value for key, value in saved.items() if JVM_ENVIRONMENT.fullmatch(key)}
+        os.environ.clear()
+        os.environ.update(with_appended_jars(kept, appended) | {"PYTHONSAFEPATH": "1"})
         os.dup2(sink, 2)
         os.dup2(sink, 1)
         yield

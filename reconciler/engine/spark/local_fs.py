@@ -14,8 +14,10 @@ the orders example's steps take 0.90x the time (`bench/local_fs_bench.py`, `benc
 permissions are set through java.nio, the same bits in the JVM's own process; everything
 else is Hadoop's. The project's set-up (`python -m reconciler.engine.spark.jars`, run by
 `make jars` and the Action) compiles it with the JDK's `javac` against the Hadoop jar
-pyspark ships, once, into the jar cache (a folder named by a digest of the source and
-that jar, so a new pyspark or a changed source compiles again). An embedded session then
+pyspark ships, once, into a jar in the jar cache (in a folder named by a digest of the
+source and that jar, so a new pyspark or a changed source compiles again). A jar, not a
+folder of classes: Java's class data sharing (`class_archive`) refuses a class path with
+a folder on it. An embedded session then
 uses it for `file:` paths (`spark.hadoop.fs.file.impl`, `session.jars_conf`); a cluster
 or Spark Connect keeps its own. Without `javac` (a Java runtime without the compiler),
 nothing is compiled and Hadoop's class is used, as before: slower, never wrong.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 from reconciler.engine.spark.java import jdk_tool
@@ -37,41 +40,46 @@ from reconciler.support.errors import ReconcileError
 
 SOURCE = Path(__file__).with_name("java_src") / "ForklessLocalFileSystem.java"
 CLASS_NAME = "pipeline_reconciler.ForklessLocalFileSystem"
-_CLASS_FILE = Path(*CLASS_NAME.split(".")).with_suffix(".class")
+JAR_NAME = "forkless-local-fs.jar"
 
 
-def classes_folder(cache: Path, hadoop_jar: Path) -> Path:
-    """Where the class compiled against `hadoop_jar` lives in the jar cache `cache`."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + hadoop_jar.name.encode()).hexdigest()
+def jar_folder(cache: Path, hadoop_jar: Path) -> Path:
+    """Where the jar compiled against `hadoop_jar` lives in the jar cache `cache`."""
+    digest = hashlib.sha256(SOURCE.read_bytes() + hadoop_jar.name.encode() + JAR_NAME.encode()
+                            ).hexdigest()
     return cache / "local-fs" / digest[:16]
 
 
 def compiled(cache: Path, hadoop_jar: Path) -> Path | None:
-    """The class path entry holding the compiled class, or None when it was never compiled."""
-    folder = classes_folder(cache, hadoop_jar)
-    return folder if (folder / _CLASS_FILE).is_file() else None
+    """The jar holding the compiled class, or None when it was never compiled."""
+    jar = jar_folder(cache, hadoop_jar) / JAR_NAME
+    return jar if jar.is_file() else None
 
 
 def compile_classes(cache: Path, hadoop_jar: Path) -> Path | None:
-    """Compile the class into the jar cache once; None without a `javac` to compile it.
+    """Compile the class into a jar in the jar cache once; None without a `javac` to
+    compile it.
 
-    Compiled into a temporary folder beside the final one and moved into place whole, so a
-    session never finds half a class folder, whatever ran at the same time."""
+    Built in a temporary folder beside the final one and moved into place whole, so a
+    session never finds half a jar, whatever ran at the same time."""
     present = compiled(cache, hadoop_jar)
     if present is not None:
         return present
     compiler = jdk_tool("javac")  # beside the `java` Spark launches
     if compiler is None:
         return None
-    folder = classes_folder(cache, hadoop_jar)
+    folder = jar_folder(cache, hadoop_jar)
     folder.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
     try:
+        classes = building / "classes"
         result = run_helper([compiler, "--release", "17", "-nowarn", "-classpath",
-                             str(hadoop_jar), "-d", str(building), str(SOURCE)], timeout=300)
+                             str(hadoop_jar), "-d", str(classes), str(SOURCE)], timeout=300)
         if result.returncode != 0:
             detail = (result.stderr.strip().splitlines() or ["no output"])[0]
             raise ReconcileError(f"javac could not compile {SOURCE.name}: {detail}")
+        _write_jar(classes, building / JAR_NAME)
+        shutil.rmtree(classes)
         try:
             building.rename(folder)
         except OSError:  # another set-up moved its copy into place first
@@ -79,4 +87,12 @@ def compile_classes(cache: Path, hadoop_jar: Path) -> Path | None:
                 raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    return folder
+    return folder / JAR_NAME
+
+
+def _write_jar(classes: Path, jar: Path) -> None:
+    """The compiled classes as a jar (a zip of them; no manifest is needed on a class
+    path), entries in a fixed order."""
+    with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(classes.rglob("*.class")):
+            archive.write(path, path.relative_to(classes).as_posix())

@@ -47,12 +47,15 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from reconciler.desired.project import SparkSettings
+from reconciler.engine.spark.class_archive import java_options
 from reconciler.engine.spark.jars import (
     DELTA_CATALOG,
     DELTA_EXTENSION,
+    class_archive_file,
+    class_path_start,
     delta_jars,
     kafka_jars,
-    local_fs_classes,
+    local_fs_jar,
     s3a_jars,
 )
 from reconciler.engine.spark.java import require_java
@@ -170,11 +173,12 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
-               log_level: str = "ERROR", *, delta_jars: bool = True, s3a: bool = True,
+               log_level: str = "ERROR", *, delta: bool = True, s3a: bool = True,
                kafka: bool = False, scratch: Path | None = None) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
-    Without `delta_jars`, an embedded session leaves out Delta's and S3A's jars; without `s3a`,
-    S3A's; with `kafka`, Kafka's too. `scratch`: a local JVM's folder (else this process's)."""
+    Without `delta`, an embedded session has no Delta Lake (its SQL extension and catalog)
+    and no S3A; without `s3a`, no S3A; with `kafka`, Kafka's connector too (`jars_conf`).
+    `scratch`: a local JVM's folder (else this process's)."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
         "spark.master": master,
@@ -195,11 +199,10 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             "spark.sql.codegen.cache.maxEntries": CODEGEN_CACHE_ENTRIES,
             "spark.driver.extraJavaOptions": (
                 f"-Dlog4j2.configurationFile=file:{scratch / 'log4j2.properties'} "
-                f"-Dderby.system.home={scratch / 'derby'}"
-            ),
+                f"-Dderby.system.home={scratch / 'derby'} {archive_options()}"
+            ).strip(),
         }
-    if delta_jars:
-        conf |= jars_conf(master, s3a, kafka)
+    conf |= jars_conf(master, delta and s3a, kafka, delta=delta)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
@@ -208,36 +211,51 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
     return conf | user | SAFE_SQL_CONF | SAFE_LAUNCH_CONF
 
 
-def jars_conf(master: str, s3a: bool = True, kafka: bool = False) -> dict[str, str]:
+def appended_jars(master: str, s3a: bool, kafka: bool) -> list[Path]:
+    """The jars only some embedded sessions need (S3A's, Kafka's): they go on the class path
+    after pyspark's own (`launch.jvm_launch`), so the start of every session's stays the
+    class archive's. A cluster has its own."""
+    if not master.startswith("local"):
+        return []
+    return [*((s3a_jars() or []) if s3a else []), *((kafka_jars() or []) if kafka else [])]
+
+
+def archive_options() -> str:
+    """The JVM flags that map the set-up's class archive, when it made one for this JDK and
+    this class path start (`class_archive`); else none."""
+    return java_options(class_archive_file())
+
+
+def jars_conf(master: str, s3a: bool = True, kafka: bool = False, *,
+              delta: bool = True) -> dict[str, str]:
     """Delta Lake and Hadoop's S3A connector on an embedded session, when the set-up
     fetched them (`engine.jars`), set up as `configure_spark_with_delta_pip` would: the
-    jars, Delta's SQL extension and its catalog. The jars go on the driver's class path,
-    where local mode runs the tasks too (`spark.jars` would copy 700 MB per session).
+    jars, Delta's SQL extension and its catalog (not without `delta`: the jars stay, unused).
+    The jars go on the driver's class path, where local mode runs the tasks too
+    (`spark.jars` would copy 700 MB per session): Delta's and the local file system's at
+    its start (`class_path_start`), S3A's (680 MB) and Kafka's after pyspark's
+    (`appended_jars`), only with `s3a`, for a session that may reach S3, and `kafka`, for a
+    project with a Kafka connector.
     A cluster's Delta and `s3a://` support are the cluster's own, like on every managed
     Spark (`python -m reconciler.engine.spark.jars --spark-defaults` prints them for a
-    standalone cluster); nothing is shipped to its executors from here. S3A's jars (680 MB)
-    go on the class path only with `s3a`, for a session that may reach S3, and Kafka's
-    only with `kafka`, for a project with a Kafka connector. The local file system the set-up
-    compiled (`local_fs`) serves `file:` paths."""
+    standalone cluster); nothing is shipped to its executors from here. The local file
+    system the set-up compiled (`local_fs`) serves `file:` paths."""
     if not master.startswith("local"):
         return {}
     conf: dict[str, str] = {}
-    delta, s3a_paths = delta_jars(), s3a_jars() if s3a else None
-    if delta is not None:
+    if delta and delta_jars() is not None:
         conf |= {"spark.sql.extensions": DELTA_EXTENSION,
                  "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
                  # Delta rebuilds a snapshot from its log in 50 tasks by default: a
                  # cluster's figure; on a laptop each of them is overhead.
                  "spark.databricks.delta.snapshotPartitions": "2"}
-    if s3a_paths is not None:  # `s3://` is S3A too, as on EMR and Databricks
+    if s3a and s3a_jars() is not None:  # `s3://` is S3A too, as on EMR and Databricks
         conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    forkless = local_fs_classes()
-    if forkless is not None:  # `file:` paths without a `chmod` process per file (local_fs)
+    if local_fs_jar() is not None:  # `file:` paths without a `chmod` process per file
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FS_CLASS
-    jars = [*(delta or []), *(s3a_paths or []), *((kafka_jars() or []) if kafka else []),
-            *([forkless] if forkless else [])]
-    if jars:
-        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
+    start = class_path_start()
+    if start:
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in start)
     return conf
 
 
@@ -247,7 +265,7 @@ def get_spark(
     master: str | None = None,
     remote: str | None = None,
     log_level: str = "ERROR",
-    delta_jars: bool = True,
+    delta: bool = True,
     s3a: bool = True,
     kafka: bool = False,
 ) -> SparkSession:
@@ -259,7 +277,7 @@ def get_spark(
     checked first so a missing JDK is one clear line, not a Py4J traceback.
     An existing session keeps its static settings (master, warehouse); only
     runtime SQL conf from ``settings.conf`` is applied to it, as Spark does.
-    ``delta_jars=False`` starts an embedded JVM without Delta Lake's and S3A's jars
+    ``delta=False`` starts an embedded JVM without Delta Lake and S3A
     (`jars_conf`), for work that writes with delta-rs into local folders only;
     ``s3a=False`` leaves out only S3A's, for a project that never reaches S3;
     ``kafka=True`` adds Spark's Kafka connector, for a project with a Kafka connector.
@@ -293,10 +311,11 @@ def get_spark(
 
     require_java()
     builder = SparkSession.builder
-    for key, value in spark_conf(master or default_master(), user_conf, log_level,
-                                 delta_jars=delta_jars, s3a=s3a, kafka=kafka).items():
+    master = master or default_master()
+    for key, value in spark_conf(master, user_conf, log_level, delta=delta, s3a=s3a,
+                                 kafka=kafka).items():
         builder = builder.config(key, value)
-    with jvm_launch():
+    with jvm_launch(appended_jars(master, delta and s3a, kafka)):
         return with_safe_sql_conf(builder.getOrCreate())
 
 

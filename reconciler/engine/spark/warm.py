@@ -204,17 +204,21 @@ def _server_command(folder: Path, spark: Any, port: int, s3a: bool, kafka: bool)
             "spark-internal"]
 
 
-def _server_environment(token: str) -> dict[str, str]:
-    """The cleaned environment an embedded JVM gets (`launch.JVM_ENVIRONMENT`), with the
-    token the server checks."""
+def _server_environment(token: str, spark: Any, s3a: bool, kafka: bool) -> dict[str, str]:
+    """The cleaned environment an embedded JVM gets (`launch.JVM_ENVIRONMENT`, with the
+    jars appended to its class path: `session.appended_jars`), and the token the server
+    checks."""
     import pyspark
 
-    from reconciler.engine.spark.launch import JVM_ENVIRONMENT
+    from reconciler.engine.spark.launch import JVM_ENVIRONMENT, with_appended_jars
+    from reconciler.engine.spark.session import appended_jars, default_master
 
     env = {key: value for key, value in os.environ.items()
            if JVM_ENVIRONMENT.fullmatch(key) and key != "SPARK_REMOTE"}
-    return env | {"PYTHONSAFEPATH": "1", "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
-                  "SPARK_HOME": str(Path(pyspark.__file__).resolve().parent)}
+    jars = appended_jars(spark.master or default_master(), s3a, kafka)
+    return with_appended_jars(env, jars) | {
+        "PYTHONSAFEPATH": "1", "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+        "SPARK_HOME": str(Path(pyspark.__file__).resolve().parent)}
 
 
 def _write_record(path: Path, server: WarmServer) -> None:
@@ -249,8 +253,8 @@ def start_server(project_root: Path, spark: Any, *, s3a: bool, kafka: bool,
     token, port, log = secrets.token_hex(24), _free_port(), folder / "server.log"
     command = _server_command(folder, spark, port, s3a, kafka)
     with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-        process = subprocess.Popen(command, env=_server_environment(token), cwd=folder,
-                                   stdin=subprocess.DEVNULL, stdout=out,
+        process = subprocess.Popen(command, env=_server_environment(token, spark, s3a, kafka),
+                                   cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     server = WarmServer(pid=process.pid, port=port, token=token,
                         project=str(project_root.resolve()), started_at=time.time(),
