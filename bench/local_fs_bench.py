@@ -57,11 +57,12 @@ def child() -> None:
         print(json.dumps({"seconds": time.perf_counter() - started}))
 
 
-def without_local_fs(cache: Path, into: Path) -> Path:
-    """A jar cache with links to every entry of `cache` but the compiled file system."""
+def jar_cache_without(cache: Path, into: Path, left_out: str) -> Path:
+    """A jar cache with links to every entry of `cache` but `left_out` (what the set-up
+    made there: `local-fs`, `class-archive`), as a set-up that could not make it leaves."""
     into.mkdir()
     for entry in cache.iterdir():
-        if entry.name != "local-fs":
+        if entry.name != left_out:
             (into / entry.name).symlink_to(entry)
     return into
 
@@ -81,7 +82,7 @@ def main() -> None:
     if not (cache / "local-fs").is_dir():
         raise SystemExit("no compiled local file system in the jar cache: run `make jars`")
     with tempfile.TemporaryDirectory() as scratch:
-        hadoops = without_local_fs(cache, Path(scratch) / "jars")
+        hadoops = jar_cache_without(cache, Path(scratch) / "jars", "local-fs")
         print(f"{'round':<8}{'Hadoop s':>10}{'forkless s':>12}")
         hadoop, forkless = [], []
         for number in range(1, rounds + 1):
