@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-fast test-nightly test-durations jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -46,12 +46,6 @@ test-fast: $(STAMP)
 test-nightly: $(STAMP) check-java jars
 	RECONCILE_ORACLE_EXAMPLES=8 RECONCILE_ORACLE_STEPS=3 \
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "nightly or oracle"
-
-# tests/durations.json, the seconds each test file took, by which `make test` hands out the
-# longest files first (tests/scheduling.py): refreshed from a whole run when files change.
-test-durations: $(STAMP) check-java jars
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not nightly" --junitxml=.pytest-junit.xml
-	$(BIN)/python -m tests.scheduling .pytest-junit.xml
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

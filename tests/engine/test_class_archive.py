@@ -4,6 +4,7 @@ and never in the way when it cannot be."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,19 @@ def test_its_name_follows_the_jdk_and_the_class_path(tmp_path: Path,
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nothing"))
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     assert class_archive.archive_file(cache, ["a.jar"]) is None
+
+
+def test_the_cache_keeps_the_newest_archives(tmp_path: Path) -> None:
+    """Each virtual environment and JDK has its own archive (about 200 MB): making one
+    removes all but the newest others, down to `KEPT_ARCHIVES` in all."""
+    for age, name in enumerate(["d", "c", "b", "a"]):  # a is the oldest
+        path = tmp_path / f"{name}.jsa"
+        path.write_bytes(b"archive")
+        os.utime(path, (1_000_000 - age, 1_000_000 - age))
+    made = tmp_path / "new.jsa"
+    made.write_bytes(b"archive")
+    class_archive._prune(tmp_path, keep=made)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.jsa", "d.jsa", "new.jsa"]
 
 
 def test_a_failed_archive_is_one_line_and_leaves_the_set_up_standing(

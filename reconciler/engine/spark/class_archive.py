@@ -11,15 +11,17 @@ Java's class data sharing (CDS) maps classes from an archive instead of parsing 
 verifying them. The project's set-up (`python -m reconciler.engine.spark.jars`, after the
 jars) makes one: a child process starts an embedded session the way a command does, with
 `-XX:ArchiveClassesAtExit`, runs a small workload through Spark SQL and Delta Lake, and the
-JVM writes the classes it loaded when it exits (a dynamic archive, about 190 MB). It is
-written under a temporary name and moved into place whole.
+JVM writes the classes it loaded when it exits (a dynamic archive, about 200 MB). It is
+written under a temporary name and moved into place whole; the cache keeps the newest
+three (`KEPT_ARCHIVES`).
 
 A JVM can map an archive only when its class path starts with the one the archive was
 made with. So every embedded session's class path starts the same way (`archived_class_path`:
 Delta's jars and the local file system's, then pyspark's own), and the jars only some
 sessions need (S3A's, Kafka's) come after pyspark's (`launch.jvm_launch`). The archive's
-name is a digest of the JDK and of that class path, so a new JDK, pyspark or Delta makes
-a new one at the next set-up, and a session looks only for its own. The JVM checks the jars
+name is a digest of the JDK and of that class path, jar by path, so a new JDK, pyspark or
+Delta, or another virtual environment, makes a new one at the next set-up, and a session
+looks only for its own. The JVM checks the jars
 again itself (their sizes and times) and starts without sharing, silently, when anything
 differs: a stale archive is slower, never wrong. Without an archive nothing changes.
 """
@@ -81,7 +83,22 @@ def build(archive: Path) -> Path:
         if result.returncode != 0 or not written.is_file():
             raise ReconcileError(f"the class archive was not made: {_reason(result.stderr, log)}")
         os.replace(written, archive)
+    _prune(archive.parent, keep=archive)
     return archive
+
+
+KEPT_ARCHIVES = 3
+"""Archives kept in the jar cache: this one and the newest others (another virtual
+environment's, or the last JDK's), about 200 MB each."""
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove all but the `KEPT_ARCHIVES` newest archives. A session whose archive went
+    starts without one, and its environment's next set-up makes it again."""
+    others = sorted((path for path in folder.glob("*.jsa") if path != keep),
+                    key=lambda path: path.stat().st_mtime, reverse=True)
+    for path in others[KEPT_ARCHIVES - 1:]:
+        path.unlink(missing_ok=True)
 
 
 def _reason(stderr: str, log: Path) -> str:

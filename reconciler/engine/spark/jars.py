@@ -214,9 +214,10 @@ def kafka_jars() -> list[Path] | None:
 
 
 def pyspark_jars() -> list[str]:
-    """The names of pyspark's own jars, in order: what an embedded JVM's class path holds
-    after `session.class_path_start` (part of the class archive's name)."""
-    return sorted(path.name for path in _pyspark_jar_folder().glob("*.jar"))
+    """pyspark's own jars, by path, in order: what an embedded JVM's class path holds after
+    `class_path_start` (part of the class archive's name: an archive records its jars by
+    path, so a pyspark installed elsewhere, another virtual environment's, needs its own)."""
+    return sorted(str(path) for path in _pyspark_jar_folder().glob("*.jar"))
 
 
 def local_fs_jar() -> Path | None:
