@@ -174,10 +174,11 @@ def _merged_java_options(ours: str, user: str | None) -> str:
 
 def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                log_level: str = "ERROR", *, delta: bool = True, s3a: bool = True,
-               kafka: bool = False, scratch: Path | None = None) -> dict[str, str]:
+               scratch: Path | None = None) -> dict[str, str]:
     """The conf a classic (non-Connect) session is built with; exposed for tests and docs.
     Without `delta`, an embedded session has no Delta Lake (its SQL extension and catalog)
-    and no S3A; without `s3a`, no S3A; with `kafka`, Kafka's connector too (`jars_conf`).
+    and no S3A; without `s3a`, no S3A (`jars_conf`). The jars only some sessions need go on
+    the class path through the JVM's environment instead (`appended_jars`).
     `scratch`: a local JVM's folder (else this process's)."""
     user = {key: _conf_value(value) for key, value in user_conf.items()}
     conf: dict[str, str] = {
@@ -202,7 +203,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
                 f"-Dderby.system.home={scratch / 'derby'} {archive_options()}"
             ).strip(),
         }
-    conf |= jars_conf(master, delta and s3a, kafka, delta=delta)
+    conf |= jars_conf(master, delta and s3a, delta=delta)
     user_java_options = user.pop("spark.driver.extraJavaOptions", None)
     if user_java_options or "spark.driver.extraJavaOptions" in conf:
         conf["spark.driver.extraJavaOptions"] = _merged_java_options(
@@ -226,8 +227,7 @@ def archive_options() -> str:
     return java_options(class_archive_file())
 
 
-def jars_conf(master: str, s3a: bool = True, kafka: bool = False, *,
-              delta: bool = True) -> dict[str, str]:
+def jars_conf(master: str, s3a: bool = True, *, delta: bool = True) -> dict[str, str]:
     """Delta Lake and Hadoop's S3A connector on an embedded session, when the set-up
     fetched them (`engine.jars`), set up as `configure_spark_with_delta_pip` would: the
     jars, Delta's SQL extension and its catalog (not without `delta`: the jars stay, unused).
@@ -312,8 +312,7 @@ def get_spark(
     require_java()
     builder = SparkSession.builder
     master = master or default_master()
-    for key, value in spark_conf(master, user_conf, log_level, delta=delta, s3a=s3a,
-                                 kafka=kafka).items():
+    for key, value in spark_conf(master, user_conf, log_level, delta=delta, s3a=s3a).items():
         builder = builder.config(key, value)
     with jvm_launch(appended_jars(master, delta and s3a, kafka)):
         return with_safe_sql_conf(builder.getOrCreate())

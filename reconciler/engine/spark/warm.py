@@ -183,9 +183,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _server_command(folder: Path, spark: Any, port: int, s3a: bool, kafka: bool) -> list[str]:
+def _server_command(folder: Path, spark: Any, port: int, s3a: bool) -> list[str]:
     """spark-submit's arguments: the embedded session's conf (`session.spark_conf`) with
-    the folder as its scratch, plus Connect's loopback binding."""
+    the folder as its scratch, plus Connect's loopback binding. The jars only some sessions
+    need come through its environment (`_server_environment`)."""
     import pyspark
 
     from reconciler.engine.spark.session import LOG4J2_PROPERTIES, default_master, spark_conf
@@ -194,7 +195,7 @@ def _server_command(folder: Path, spark: Any, port: int, s3a: bool, kafka: bool)
     (folder / "log4j2.properties").write_text(  # quiet, as embedded
         LOG4J2_PROPERTIES.replace("ROOT_LEVEL", spark_log_level()))
     master = spark.master or default_master()
-    conf = spark_conf(master, spark.conf, s3a=s3a, kafka=kafka, scratch=folder)
+    conf = spark_conf(master, spark.conf, s3a=s3a, scratch=folder)
     conf.pop("spark.master")
     conf |= {"spark.connect.grpc.binding.address": "127.0.0.1",
              "spark.connect.grpc.binding.port": str(port)}
@@ -251,7 +252,7 @@ def start_server(project_root: Path, spark: Any, *, s3a: bool, kafka: bool,
     if not _private(folder):
         raise ReconcileError(f"{folder} is not private to this user: not starting Spark there")
     token, port, log = secrets.token_hex(24), _free_port(), folder / "server.log"
-    command = _server_command(folder, spark, port, s3a, kafka)
+    command = _server_command(folder, spark, port, s3a)
     with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
         process = subprocess.Popen(command, env=_server_environment(token, spark, s3a, kafka),
                                    cwd=folder, stdin=subprocess.DEVNULL, stdout=out,
