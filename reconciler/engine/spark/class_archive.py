@@ -1,11 +1,12 @@
 """A class data sharing archive of Spark's classes, so an embedded JVM starts in half the time.
 
-Why: an embedded session's JVM loads and verifies some 15,000 classes from pyspark's and
-Delta's jars before its first job. Measured on this project's 2-core machine, with the
-tests' JVM flags: starting a session took 9.2-10.4 s of the JVM's CPU and its first job
-4.4-5.5 s more; with this archive 4.9-5.0 s and 2.5-2.7 s, and a session through a
-Delta write and read 30 s against 18 s. Every command that starts Spark pays that start:
-`apply`, `step`, `reconcile test`'s child in the Action, the warm server.
+Why: an embedded session's JVM loads and verifies Spark's and Delta's classes before its
+first job. Measured on this project's 2-core machine with the tests' JVM flags (a probe
+reading the JVM's CPU from /proc; not a committed bench): starting a session took 9.5-11.8 s
+of the JVM's CPU and its first job 5.2-6.4 s more; with an archive 4.9-5.4 s and 2.3-2.6 s;
+through a Delta write and read, 30.0-32.8 s against 17.4-18.4 s. Every command that starts
+embedded Spark pays that start (`apply`, `run`, `reconcile test`): `bench/README.md` has
+them timed with and without the archive.
 
 Java's class data sharing (CDS) maps classes from an archive instead of parsing and
 verifying them. The project's set-up (`python -m reconciler.engine.spark.jars`, after the
@@ -42,7 +43,8 @@ FORMAT = "1"
 """Part of the digest: a change to how the archive is made makes a new one."""
 
 BUILD_SECONDS = 600.0
-"""How long the set-up waits for the child that makes the archive (about 40 s here)."""
+"""How long the set-up waits for the child that makes the archive (the whole set-up with it
+took 82 s here, the jars already fetched)."""
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 """A JVM that cannot use the archive says so on stdout; it starts without it, which is

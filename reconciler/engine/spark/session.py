@@ -200,7 +200,7 @@ def spark_conf(master: str, user_conf: Mapping[str, str | int | float | bool],
             "spark.sql.codegen.cache.maxEntries": CODEGEN_CACHE_ENTRIES,
             "spark.driver.extraJavaOptions": (
                 f"-Dlog4j2.configurationFile=file:{scratch / 'log4j2.properties'} "
-                f"-Dderby.system.home={scratch / 'derby'} {archive_options()}"
+                f"-Dderby.system.home={scratch / 'derby'} {java_options(class_archive_file())}"
             ).strip(),
         }
     conf |= jars_conf(master, delta and s3a, delta=delta)
@@ -219,12 +219,6 @@ def appended_jars(master: str, s3a: bool, kafka: bool) -> list[Path]:
     if not master.startswith("local"):
         return []
     return [*((s3a_jars() or []) if s3a else []), *((kafka_jars() or []) if kafka else [])]
-
-
-def archive_options() -> str:
-    """The JVM flags that map the set-up's class archive, when it made one for this JDK and
-    this class path start (`class_archive`); else none."""
-    return java_options(class_archive_file())
 
 
 def jars_conf(master: str, s3a: bool = True, *, delta: bool = True) -> dict[str, str]:
