@@ -40,6 +40,10 @@ from reconciler.support.errors import ReconcileError
 
 SOURCE = Path(__file__).with_name("java_src") / "ForklessLocalFileSystem.java"
 CLASS_NAME = "pipeline_reconciler.ForklessLocalFileSystem"
+SESSION_CONF = {"spark.hadoop.fs.file.impl": CLASS_NAME,
+                "spark.hadoop.fs.AbstractFileSystem.file.impl": f"{CLASS_NAME}$Fs"}
+"""A session's `file:` paths through the class: FileSystem's, and FileContext's, through
+which Delta's log store renames each commit into place."""
 JAR_NAME = "forkless-local-fs.jar"
 
 

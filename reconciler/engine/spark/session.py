@@ -60,7 +60,7 @@ from reconciler.engine.spark.jars import (
 )
 from reconciler.engine.spark.java import require_java
 from reconciler.engine.spark.launch import jvm_launch
-from reconciler.engine.spark.local_fs import CLASS_NAME as LOCAL_FS_CLASS
+from reconciler.engine.spark.local_fs import SESSION_CONF as LOCAL_FS_CONF
 from reconciler.support.errors import ReconcileError, error_class
 from reconciler.support.progress import spark_log_level
 from reconciler.support.redaction import redact_text, redact_url
@@ -246,7 +246,7 @@ def jars_conf(master: str, s3a: bool = True, *, delta: bool = True) -> dict[str,
     if s3a and s3a_jars() is not None:  # `s3://` is S3A too, as on EMR and Databricks
         conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
     if local_fs_jar() is not None:  # `file:` paths without a `chmod` process per file
-        conf["spark.hadoop.fs.file.impl"] = LOCAL_FS_CLASS
+        conf |= LOCAL_FS_CONF
     start = class_path_start()
     if start:
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in start)
