@@ -1,4 +1,4 @@
-"""Hadoop's local file system without a `chmod` child process per file and folder.
+"""Hadoop's local file system without a `chmod` or `readlink` child process per file.
 
 Why: pyspark ships no native Hadoop library, and without one Hadoop's
 `RawLocalFileSystem.setPermission` runs `chmod` in a child process of the JVM. Hadoop sets
@@ -9,18 +9,25 @@ counted 2,983 child processes, 2,721 of them `chmod`. Each costs the JVM a fork,
 thread reading its output and a wait: 300 of Hadoop's `mkdirs` of two new folders each
 took 2.8 to 3.9 s with `chmod` and 0.3 to 0.5 s without (a probe in one session), and
 the orders example's steps take 0.90x the time (`bench/local_fs_bench.py`, `bench/README.md`).
+FileContext, through which Delta's log store writes each commit and renames it into place,
+has a `file:` class of its own (`LocalFs`) over a RawLocalFileSystem of its own, and its
+rename asks each file's link status, which Hadoop reads with a `readlink` process: with
+only FileSystem's class replaced, a recording over four test files (272 s of the JVM's
+CPU) still counted 956 child processes, 728 `readlink` and 210 `chmod`, all from
+FileContext; with FileContext's class replaced too, 18, none of them either (258 s).
 
 `ForklessLocalFileSystem.java` (in `java_src/`) is Hadoop's `LocalFileSystem` whose
-permissions are set through java.nio, the same bits in the JVM's own process; everything
-else is Hadoop's. The project's set-up (`python -m reconciler.engine.spark.jars`, run by
-`make jars` and the Action) compiles it with the JDK's `javac` against the Hadoop jar
-pyspark ships, once, into a jar in the jar cache (in a folder named by a digest of the
-source and that jar, so a new pyspark or a changed source compiles again). A jar, not a
-folder of classes: Java's class data sharing (`class_archive`) refuses a class path with
-a folder on it. An embedded session then
-uses it for `file:` paths (`spark.hadoop.fs.file.impl`, `session.jars_conf`); a cluster
-or Spark Connect keeps its own. Without `javac` (a Java runtime without the compiler),
-nothing is compiled and Hadoop's class is used, as before: slower, never wrong.
+permissions are set, and links read, through java.nio, the same bits and the same answers
+in the JVM's own process; its `$Fs` is Hadoop's `LocalFs` over it, for FileContext;
+everything else is Hadoop's. The project's set-up (`python -m
+reconciler.engine.spark.jars`, run by `make jars` and the Action) compiles it with the
+JDK's `javac` against the Hadoop jar pyspark ships, once, into a jar in the jar cache (in
+a folder named by a digest of the source and that jar, so a new pyspark or a changed
+source compiles again). A jar, not a folder of classes: Java's class data sharing
+(`class_archive`) refuses a class path with a folder on it. An embedded session then uses
+it for `file:` paths (`SESSION_CONF`, in `session.jars_conf`); a cluster or Spark Connect
+keeps its own. Without `javac` (a Java runtime without the compiler), nothing is compiled
+and Hadoop's class is used, as before: slower, never wrong.
 
 A sticky bit, which java.nio cannot set, and a file system without POSIX permissions
 still go through Hadoop's own `chmod`.
