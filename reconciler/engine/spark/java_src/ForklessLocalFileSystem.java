@@ -107,10 +107,11 @@ public final class ForklessLocalFileSystem extends LocalFileSystem {
     }
 
     /**
-     * Hadoop's own answer (its RawLocalFileSystem without the native library), with the
-     * link read in this process: the same file named the same way (`new File(path
-     * .toString())`, so a `file:` URI names no link, as with `readlink`), "" when it is not
-     * a link or cannot be read, as Hadoop's FileUtil.readLink gives.
+     * Hadoop's own answer (RawLocalFileSystem's default way,
+     * `deprecatedGetFileLinkStatusInternal`), with the link read in this process: the same
+     * file named the same way (`new File(path.toString())`, so a `file:` URI names no link,
+     * as with `readlink`), "" when it is not a link or cannot be read, as Hadoop's
+     * FileUtil.readLink gives.
      */
     @Override
     public FileStatus getFileLinkStatus(Path path) throws IOException {
