@@ -108,9 +108,9 @@ def test_link_statuses_are_hadoops_without_a_readlink(spark: SparkSession, tmp_p
     """What a FileContext's rename asks of every file it moves (each Delta commit): the class
     answers as Hadoop's own RawLocalFileSystem does, for a file, a folder, a link given as a
     path and as a `file:` URI (which Hadoop's `readlink` never reads as a link), a dangling
-    link and a missing file, reading the link in the JVM instead of a `readlink` process.
-    FileContext's `file:` paths (Delta's log store) go through the class too, and make
-    folders and files with Hadoop's modes."""
+    link and a missing file. FileContext's `file:` paths (Delta's log store) go through the
+    class too, and make folders and files with Hadoop's modes. What this holds is the
+    answers; that no `readlink` process runs is a recording's count (`local_fs`)."""
     jvm = spark._jvm
     assert jvm is not None
     hadoop_fs = jvm.org.apache.hadoop.fs

@@ -221,7 +221,8 @@ def pyspark_jars() -> list[str]:
 
 
 def local_fs_jar() -> Path | None:
-    """The compiled local file system without `chmod` processes (`local_fs`), or None."""
+    """The compiled local file system without `chmod` or `readlink` processes (`local_fs`), or
+    None."""
     return local_fs.compiled(jar_folder(), pyspark_jar("hadoop-client-api"))
 
 
@@ -369,8 +370,9 @@ def main(arguments: list[str]) -> int:
 
 
 def _compile_local_fs() -> None:
-    """The local file system without `chmod` processes, compiled if it can be: sessions
-    without it are slower, never wrong, so a failure is a warning, not the set-up's end."""
+    """The local file system without `chmod` or `readlink` processes, compiled if it can be:
+    sessions without it are slower, never wrong, so a failure is a warning, not the set-up's
+    end."""
     try:
         classes = local_fs.compile_classes(jar_folder(), pyspark_jar("hadoop-client-api"))
     except ReconcileError as error:

@@ -39,6 +39,7 @@ import hashlib
 import shutil
 import tempfile
 import zipfile
+from functools import cache
 from pathlib import Path
 
 from reconciler.engine.spark.java import jdk_tool
@@ -56,9 +57,16 @@ JAR_NAME = "forkless-local-fs.jar"
 
 def jar_folder(cache: Path, hadoop_jar: Path) -> Path:
     """Where the jar compiled against `hadoop_jar` lives in the jar cache `cache`."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + hadoop_jar.name.encode() + JAR_NAME.encode()
+    digest = hashlib.sha256(_source() + hadoop_jar.name.encode() + JAR_NAME.encode()
                             ).hexdigest()
     return cache / "local-fs" / digest[:16]
+
+
+@cache
+def _source() -> bytes:
+    """The Java source, read once per process: a session's start asks for the jar three
+    times (its `file:` settings, its class path, its class archive's name)."""
+    return SOURCE.read_bytes()
 
 
 def compiled(cache: Path, hadoop_jar: Path) -> Path | None:

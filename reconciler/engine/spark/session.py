@@ -245,7 +245,7 @@ def jars_conf(master: str, s3a: bool = True, *, delta: bool = True) -> dict[str,
                  "spark.databricks.delta.snapshotPartitions": "2"}
     if s3a and s3a_jars() is not None:  # `s3://` is S3A too, as on EMR and Databricks
         conf["spark.hadoop.fs.s3.impl"] = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    if local_fs_jar() is not None:  # `file:` paths without a `chmod` process per file
+    if local_fs_jar() is not None:  # `file:` paths without a `chmod` or `readlink` per file
         conf |= LOCAL_FS_CONF
     start = class_path_start()
     if start:

@@ -123,9 +123,8 @@ public final class ForklessLocalFileSystem extends LocalFileSystem {
         if (target.isEmpty()) {
           throw missing;
         }
-        status = new FileStatus(0, false, 0, 0, 0, 0, FsPermission.getDefault(), "", "",
-            new Path(target), path);  // a dangling link
-        return qualified(status);
+        return qualified(new FileStatus(0, false, 0, 0, 0, 0, FsPermission.getDefault(), "",
+            "", new Path(target), path));  // a dangling link
       }
       if (target.isEmpty()) {
         return status;
