@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scheduling import SHARED_SERVER_FILES
+from tests.scheduling import LONGEST_FIRST, SHARED_SERVER_FILES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +25,13 @@ def test_every_file_using_the_connect_server_shares_one_worker() -> None:
              if _uses_fixture(path, "remote")}
     assert users == set(SHARED_SERVER_FILES), "list them in tests/scheduling.py"
     assert set(SHARED_SERVER_FILES.values()) == {"spark-connect-server"}
+
+
+def test_the_longest_units_exist() -> None:
+    """A unit renamed or removed would silently leave the order to xdist."""
+    units = set(SHARED_SERVER_FILES.values()) | {
+        str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")}
+    assert set(LONGEST_FIRST) <= units, set(LONGEST_FIRST) - units
 
 
 def test_a_run_without_xdist_still_collects() -> None:
