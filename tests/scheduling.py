@@ -10,8 +10,7 @@ unit here, so only one worker starts it.
 xdist hands out units by their number of tests, most first, so the maintenance oracle (one
 test, the longest unit) started 762 s into a run and its worker finished 162 s after the
 other (a timeline of one run: each test's start and end on each worker). The longest
-units are handed out first instead: whatever the order of the rest, neither worker is
-then left with a long unit after the other has finished.
+units are handed out first instead, so the units left for the end are the shorter ones.
 """
 
 from __future__ import annotations
@@ -50,7 +49,9 @@ class SharedServerScheduling(LoadFileScheduling):
         return SHARED_SERVER_FILES.get(file, file)
 
     def _assign_work_unit(self, node: Any) -> None:
-        """Move the longest units still waiting to the front, then hand out the first."""
+        """Move the longest units still waiting to the front, then hand out the first.
+        Here, not once: xdist fills its queue and hands out the first units in one method
+        (`schedule`), with no hook between."""
         for unit in reversed(LONGEST_FIRST):
             if unit in self.workqueue:
                 self.workqueue.move_to_end(unit, last=False)
