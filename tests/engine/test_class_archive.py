@@ -75,6 +75,24 @@ def test_its_name_follows_the_jdk_and_the_class_path(tmp_path: Path,
     assert class_archive.archive_file(cache, ["a.jar"]) is None
 
 
+def test_a_jar_made_again_at_the_same_path_names_a_new_archive(tmp_path: Path) -> None:
+    """CI makes its virtual environment again at the same path on every run and keeps the jar
+    cache: the JVM refuses an archive whose jars changed size or time, so the name does too,
+    and the set-up makes a fresh archive instead of keeping a stale one."""
+    jar = tmp_path / "slf4j-api.jar"
+    jar.write_bytes(b"classes")
+    os.utime(jar, (1_000_000, 1_000_000))
+    cache = tmp_path / "jars"
+    first = class_archive.archive_file(cache, [str(jar)])
+    assert first == class_archive.archive_file(cache, [str(jar)])
+    os.utime(jar, (2_000_000, 2_000_000))  # pip installed it again
+    made_again = class_archive.archive_file(cache, [str(jar)])
+    assert made_again not in (first, None)
+    jar.write_bytes(b"other classes")
+    os.utime(jar, (2_000_000, 2_000_000))
+    assert class_archive.archive_file(cache, [str(jar)]) not in (first, made_again, None)
+
+
 def test_the_cache_keeps_the_newest_archives(tmp_path: Path) -> None:
     """Each virtual environment and JDK has its own archive (about 200 MB): making one
     removes all but the newest others, down to `KEPT_ARCHIVES` in all."""

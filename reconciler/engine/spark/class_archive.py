@@ -20,11 +20,13 @@ A JVM can map an archive only when its class path starts with the one the archiv
 made with. So every embedded session's class path starts the same way (`archived_class_path`:
 Delta's jars and the local file system's, then pyspark's own), and the jars only some
 sessions need (S3A's, Kafka's) come after pyspark's (`launch.jvm_launch`). The archive's
-name is a digest of the JDK and of that class path, jar by path, so a new JDK, pyspark or
-Delta, or another virtual environment, makes a new one at the next set-up, and a session
-looks only for its own. The JVM checks the jars
-again itself (their sizes and times) and starts without sharing, silently, when anything
-differs: a stale archive is slower, never wrong. Without an archive nothing changes.
+name is a digest of the JDK and of that class path, each jar by its path, size and
+modification time, the three things the JVM checks before it maps an archive. So a new JDK,
+pyspark or Delta, or another virtual environment, even one made again at the same path (as
+CI does on every run, with the jar cache kept), makes a new one at the next set-up, and a
+session looks only for its own. A JVM that still finds a jar changed (one replaced after the
+set-up) starts without sharing, silently: a stale archive is slower, never wrong. Without an
+archive nothing changes.
 """
 
 from __future__ import annotations
@@ -60,9 +62,19 @@ def archive_file(cache: Path, class_path: list[str]) -> Path | None:
     home = Path(os.path.realpath(java)).parent.parent
     release = home / "release"  # JAVA_VERSION and the build, in every JDK since 9
     identity = [FORMAT, str(home), release.read_text() if release.is_file() else "",
-                *class_path]
+                *(_as_mapped(entry) for entry in class_path)]
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()
     return cache / "class-archive" / f"{digest[:16]}.jsa"
+
+
+def _as_mapped(entry: str) -> str:
+    """A class path entry as the JVM validates it against an archive: its path, size and
+    modification time (an entry that is not there is named by its path alone)."""
+    try:
+        status = os.stat(entry)
+    except OSError:
+        return entry
+    return f"{entry} {status.st_size} {status.st_mtime_ns}"
 
 
 def java_options(archive: Path | None) -> str:
