@@ -176,7 +176,7 @@ def run(spark: SparkSession, work: Path, writer: str, pattern: str, rows: int, f
                            T.StructField("customer", T.IntegerType()),
                            T.StructField("amount", T.DecimalType(12, 2)),
                            T.StructField("note", T.StringType())])
-    storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
+    storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]  # argparse checked it is a Writer
     path = work / f"{writer}-{pattern}"
     storage.create(path, schema, change_feed=True)
     started = time.perf_counter()
@@ -369,7 +369,7 @@ def run_tpch(spark: SparkSession, scale: float, writers: list[str], work: Path,
     if warmup:  # the JVM's first MERGE, rewrite and feed read are not the tables' cost
         started = time.perf_counter()
         for writer in writers:
-            storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
+            storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]  # argparse checked it is a Writer
             tables = tpch_load(spark, storage, data, work / f"warmup-{writer}",
                                range(1, TPCH_WARMUP_SLICES + 1))
             for variant, distinct in variants:
@@ -381,7 +381,7 @@ def run_tpch(spark: SparkSession, scale: float, writers: list[str], work: Path,
               f"{time.perf_counter() - started:.0f} s", flush=True)
     totals = {}
     for writer in writers:
-        storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
+        storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]  # argparse checked it is a Writer
         tables = tpch_load(spark, storage, data, work / writer, range(1, TPCH_PARTS + 1))
         print(f"{writer}: loaded " + "; ".join(
             f"{table} {info['rows']:,} rows in {info['files']} files of "

@@ -93,7 +93,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
                        f"name: bench\nsql: [program.sql]\nrefresh: {refresh}\n",
                        "pipelines/bench/program.sql": SQL})
     document = program_of(root).document()
-    storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]
+    storage = DeltaStorage(spark, writer=writer)  # type: ignore[arg-type]  # argparse checked it is a Writer
     runtime = PipelineRuntime(spark, storage, Layout(str(root / "state"), "bench"),
                               CommittedProgram.of(document), {},
                               project_dir=root)
