@@ -77,14 +77,15 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
                               program, relations, report=timer,
                               project_dir=root)
-    refresh_view = refresh.refresh_view
+    refresh_update = refresh.refresh_update
 
-    def grouped(runtime: PipelineRuntime, frames: Any, view: str, **options: Any) -> Any:
-        # per thread (the refresh's worker); no description, so a query shows its call site
+    def grouped(runtime: PipelineRuntime, frames: Any, view: str) -> Any:
+        # per thread (the refresh's worker, which then writes the update); no description,
+        # so a query shows its call site
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", view)
-        return refresh_view(runtime, frames, view, **options)
+        return refresh_update(runtime, frames, view)
 
-    refresh.refresh_view = grouped
+    refresh.refresh_update = grouped
     step.refresh_views = functools.partial(refresh.refresh_views,
                                            workers=workers or refresh.REFRESH_WORKERS)
     serial = 4

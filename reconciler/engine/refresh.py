@@ -42,7 +42,8 @@ from reconciler.engine.maintenance.refresh_choice import (
     maintained_fixed_cost,
     timed,
 )
-from reconciler.engine.maintenance.view import recompute_view, refresh_view
+from reconciler.engine.maintenance.view import recompute_update, refresh_update
+from reconciler.engine.maintenance.writes import refresh_with
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.failures import engine_failure
@@ -77,7 +78,8 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
             if views[view].refresh == "auto":
                 change = _refresh_chosen(runtime, frames, view, touched, change_read)
             else:
-                change = refresh_view(runtime, frames, view, change_read=change_read)
+                change = refresh_with(runtime, view, refresh_update(runtime, frames, view),
+                                      change_read=change_read)
             if checked:
                 check_view(runtime, frames, view, change, totals=totals)
             if not change.is_empty:
@@ -135,11 +137,9 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
         maintained_fixed_cost([other.timings for other in list(runtime.relations.values())],
                               runtime.storage.writer.maintained_refresh_seconds))
     started = time.monotonic()
-    if choice.recompute:
-        change = recompute_view(runtime, frames, view, change_read=change_read,
-                                keep_state=False)
-    else:
-        change = refresh_view(runtime, frames, view, change_read=change_read)
+    update = (recompute_update(runtime, frames, view, keep_state=False) if choice.recompute
+              else refresh_update(runtime, frames, view))
+    change = refresh_with(runtime, view, update, change_read=change_read)
     seconds = time.monotonic() - started
     # Maintaining an aggregate whose state an earlier recompute dropped starts that state:
     # a recompute and more, not what maintaining it costs, so it times neither way (kept,

@@ -85,6 +85,12 @@ class PipelineRuntime:
         """A relation (or a view's maintenance state) at the version its record pins."""
         return self.storage.read(stored.path, stored.version, self.schema_of(stored))
 
+    def state_frame(self, name: str) -> DataFrame:
+        """A maintained aggregate's per-group state at the version its record pins."""
+        state = self.relations[name].state
+        assert state is not None, f"{name} keeps no state"
+        return self.frame_of(state)
+
     def schema(self, name: str) -> StructType:
         """A relation's columns as its record holds them."""
         return self.schema_of(self.relations[name])
@@ -194,7 +200,7 @@ class PipelineRuntime:
         self.relations[name] = replace(record, state=record.state.at(version))
 
     def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
-        """A small view's contents replaced (`_rewrite_aggregate` rewrites only those)."""
+        """A small view's contents replaced (`maintenance.writes.Rewritten`: only those)."""
         schema = self.schema_of(stored)
         return self.storage.replace_small(self.storage.at(stored.path), contents, schema)
 

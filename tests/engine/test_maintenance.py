@@ -19,8 +19,11 @@ from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta import merge
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
+from reconciler.engine.maintenance.frames import StepFrames
+from reconciler.engine.maintenance.view import refresh_update
+from reconciler.engine.maintenance.writes import Changed, Recomputed, Rewritten, write_update
 from reconciler.engine.runtime import PipelineRuntime
-from reconciler.engine.step import run_step
+from reconciler.engine.step import run_step, table_change
 from reconciler.plan.diff import diff_programs
 from reconciler.state.layout import Layout
 from reconciler.state.program import CommittedProgram
@@ -481,3 +484,55 @@ def test_a_stddev_view_added_over_stored_rows_stays_exact(
     assert stored == query(project, "p", f"select kind, n, round(spread, 9) as spread, "
                            f"round(id_variance, 9) as v from ({spread}) order by kind")
     assert len(stored) == 3  # one row per group: no stale row left beside a new one
+
+
+def test_a_views_rule_only_reads_and_its_update_is_written_in_one_place(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`view.refresh_update` decides each kind of refresh (a filter's change, a small
+    aggregate rewritten whole, a large one's change with its state's, a window view
+    recomputed) without a single commit; `writes.write_update` makes the commits, and the
+    views then hold what their queries compute from scratch."""
+    write_files(tmp_path, events_pipeline(SQL))
+    document = program_of(tmp_path).document()
+    runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(tmp_path / "state"), "p"),
+                              CommittedProgram.of(document), {},
+                              project_dir=tmp_path / "pipelines" / "p")
+    bootstrap(runtime, diff_programs(None, document), {}, serial=1, silent=True)
+    before = dict(runtime.relations)
+    runtime.storage.append(runtime.relations["events"].path, spark.createDataFrame(
+        [(1, "a", Decimal("12.50")), (2, "b", Decimal("3.00"))], runtime.table_schemas["events"]))
+    assert runtime.adopt_latest("events")
+    frames = StepFrames(spark, old=lambda name: runtime.frame_of(before[name]),
+                        new=runtime.frame)
+    frames.changes["events"] = table_change(runtime, before["events"], runtime.relations["events"])
+
+    def latest() -> dict[str, tuple[int | None, int | None]]:
+        return {name: (runtime.storage.latest_version(record.path), None if record.state is None
+                       else runtime.storage.latest_version(record.state.path))
+                for name, record in runtime.relations.items()}
+
+    committed, records = latest(), dict(runtime.relations)
+    try:
+        updates = {view: refresh_update(runtime, frames, view)
+                   for view in ("big", "by_kind", "ranked")}
+        monkeypatch.setattr(view_refresh, "SMALL_AGGREGATE_BYTES", -1)
+        large = refresh_update(runtime, frames, "by_kind")
+        assert latest() == committed and runtime.relations == records
+        assert isinstance(updates["big"], Changed) and updates["big"].state is None
+        assert isinstance(updates["by_kind"], Rewritten)
+        assert isinstance(large, Changed) and large.state is not None
+        assert isinstance(updates["ranked"], Recomputed) and updates["ranked"].state is None
+        for view, update in updates.items():
+            write_update(runtime, view, update)
+    finally:
+        frames.close()
+    moved = latest()
+    assert {view: (moved[view][0] - committed[view][0],  # type: ignore[operator]
+                   None if moved[view][1] is None else moved[view][1] - committed[view][1])
+            for view in updates} == {"big": (1, None), "by_kind": (1, 1), "ranked": (1, None)}
+    for view, scratch in [("by_kind", BY_KIND_SCRATCH),
+                          ("big", "select id, amount from events where amount > 10"),
+                          ("ranked", "select id, row_number() over (order by id) as position "
+                                     "from events")]:
+        runtime.register_queryable(["events"])
+        assert sorted(runtime.frame(view).collect()) == sorted(spark.sql(scratch).collect())
