@@ -22,7 +22,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.log import probe_latest_version
 from reconciler.engine.delta.storage import DeltaStorage
-from reconciler.engine.io.input_batch import apply_change_rows, with_defaults
+from reconciler.engine.io.input_batch import land_batch
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
@@ -64,11 +64,9 @@ def ingest_delta(runtime: Any, connector: ConnectorDefinition, state: ConnectorS
         rows = rows.select("*", F.lit("insert").alias(OP_COLUMN)).unionByName(
             deleted.select("*", F.lit("delete").alias(OP_COLUMN)))
         changes = True
-    if latest != since and changes:
-        apply_change_rows(runtime, table, rows, latest, transaction)
-    elif latest != since:
-        runtime.storage.append(table_path, with_defaults(rows, runtime.program.tables[table]),
-                               app_id=transaction, txn_version=latest)
+    if latest != since:
+        land_batch(runtime, table, rows, marked=changes, transaction=transaction,
+                   batch_id=latest)
     state.source_version = latest
     return latest
 

@@ -245,7 +245,6 @@ def write_batch(runtime: PipelineRuntime, connector: ConnectorDefinition, frame:
     """
     name, table = connector.name, connector.relation
     quarantine = connector.on_error == "quarantine"
-    schema = runtime.table_schemas[table]
     # Cached only when malformed rows are looked for (json, csv): that check and the write
     # are two passes over the batch. A parquet batch is read once, by the write itself.
     checked = CORRUPT_COLUMN in frame.columns
@@ -261,13 +260,8 @@ def write_batch(runtime: PipelineRuntime, connector: ConnectorDefinition, frame:
                 bad.select(CORRUPT_COLUMN).write.mode("overwrite").text(
                     f"{runtime.layout.quarantine(name)}/batch-{generation}-{batch_id}")
             good = good.filter(F.col(CORRUPT_COLUMN).isNull())
-        if connector.changes:
-            apply_change_rows(runtime, table, good, batch_id, transaction)
-            return
-        rows = with_defaults(good.select(*(F.col(f.name).cast(f.dataType) for f in schema)),
-                             runtime.program.tables[table])
-        runtime.storage.append(runtime.relations[table].path, rows, app_id=transaction,
-                               txn_version=batch_id)
+        land_batch(runtime, table, good, marked=connector.changes, transaction=transaction,
+                   batch_id=batch_id)
     finally:
         if checked:
             cached.unpersist()
@@ -309,8 +303,25 @@ def write_checked(runtime: PipelineRuntime, connector: ConnectorDefinition,
         batch_id=batch_id, files=files, reread=reread)
 
 
-def apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, batch_id: int,
-                      transaction: str) -> None:
+def land_batch(runtime: PipelineRuntime, table: str, rows: DataFrame, *, marked: bool,
+               transaction: str, batch_id: int) -> None:
+    """Write one batch of any input connector (files, Delta, Kafka) to its table, as the
+    Delta app transaction (`transaction`, `batch_id`), so a batch replayed after a crash
+    lands once: its rows cast to the table's columns, with their DEFAULTs where they hold
+    NULL, appended; or, `marked` with `_op` (a `changes: true` connector, or a source's
+    change data feed), applied as one change."""
+    if marked:
+        _apply_change_rows(runtime, table, rows, batch_id, transaction)
+        return
+    schema = runtime.table_schemas[table]
+    cast = rows.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema))
+    runtime.storage.append(runtime.relations[table].path,
+                           with_defaults(cast, runtime.program.tables[table]),
+                           app_id=transaction, txn_version=batch_id)
+
+
+def _apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, batch_id: int,
+                       transaction: str) -> None:
     """A `changes: true` batch: rows marked `_op` = insert are added, `_op` = delete remove
     one equal row each (a delete of a row the table does not hold removes nothing). One
     Delta commit, recorded as the batch's app transaction, so a replay changes nothing."""

@@ -46,8 +46,7 @@ from reconciler.engine.delta.files import Collected, FileStore
 from reconciler.engine.io.input_batch import (
     CORRUPT_COLUMN,
     BadInput,
-    apply_change_rows,
-    with_defaults,
+    land_batch,
 )
 from reconciler.engine.io.kafka_offsets import (
     Partition,
@@ -102,11 +101,8 @@ def ingest_kafka(runtime: PipelineRuntime, connector: ConnectorDefinition,
     try:
         rows = _rows(runtime, connector, state, parsed, batch)
         try:
-            if connector.changes:
-                apply_change_rows(runtime, connector.relation, rows, batch, transaction)
-            else:
-                runtime.storage.append(table_path, rows, app_id=transaction,
-                                       txn_version=batch)
+            land_batch(runtime, connector.relation, rows, marked=connector.changes,
+                       transaction=transaction, batch_id=batch)
         except Exception as error:
             if MALFORMED not in str(error):
                 raise
@@ -181,7 +177,6 @@ def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conne
           records: DataFrame, batch: int) -> DataFrame:
     """The batch's rows in the table's columns (with `_op` for a changes connector):
     `records` as read (raw), or `_parsed` (json)."""
-    table = runtime.program.tables[connector.relation]
     schema = runtime.table_schemas[connector.relation]
     if connector.format == "raw":
         unknown = [field.name for field in schema if field.name not in RECORD_COLUMNS]
@@ -198,8 +193,7 @@ def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conne
         good = _without_malformed(runtime, connector, state, records, batch)
     fields = [F.col(f"{_MESSAGE}.{f.name}").cast(f.dataType).alias(f.name)
               for f in _message_schema(runtime, connector)]
-    rows = good.select(*fields)
-    return rows if connector.changes else with_defaults(rows, table)
+    return good.select(*fields)
 
 
 def _first_malformed(parsed: DataFrame) -> tuple[int, str]:
