@@ -79,11 +79,11 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
                               project_dir=root)
     refresh_update = refresh.refresh_update
 
-    def grouped(runtime: PipelineRuntime, frames: Any, view: str) -> Any:
+    def grouped(runtime: PipelineRuntime, frames: Any, view: str, shape: Any) -> Any:
         # per thread (the refresh's worker, which then writes the update); no description,
         # so a query shows its call site
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", view)
-        return refresh_update(runtime, frames, view)
+        return refresh_update(runtime, frames, view, shape)
 
     refresh.refresh_update = grouped
     step.refresh_views = functools.partial(refresh.refresh_views,

@@ -45,11 +45,9 @@ from reconciler.desired.expectation_clauses import (
     violated,
 )
 from reconciler.desired.keyed import from_of
-from reconciler.desired.shapes import Derived
-from reconciler.engine.delta.merge import apply_changes
+from reconciler.desired.shapes import Derived, Shape
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import maintained_shape
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.support.errors import RepeatsEachStep
@@ -77,21 +75,16 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
     if not drops:
         return change
     rejected = change.inserts.filter(" OR ".join(violated(c) for c in drops))
-    record = runtime.relations[table]
-    schema = runtime.schema_of(record)
-    version = apply_changes(runtime.storage, record.path, record.version, schema, None,
-                            rejected.localCheckpoint(eager=True),
-                            distinct=bool(runtime.program.tables[table].primary_key))
-    runtime.repin(table, version)
+    runtime.remove_rows(table, rejected.localCheckpoint(eager=True))
     return recompute()
 
 
 def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: ZSet, *,
-               whole: bool = False, totals: dict[str, Any] | None = None) -> None:
+               shape: Shape | None = None, totals: dict[str, Any] | None = None) -> None:
     """Count (or fail on) a refreshed view's inserted rows, and count what its DROP ROW
-    expectations held back (`whole`: the view was computed whole, by a bootstrap).
-    `totals`: the running totals before the refresh (a recompute writes a new state
-    entry, without them)."""
+    expectations held back. `shape`: the shape the step maintained the view by (None: it
+    was computed whole, by a recompute or a bootstrap). `totals`: the running totals
+    before the refresh (a recompute writes a new state entry, without them)."""
     expectations = expectations_of(runtime, view)
     if not expectations:
         return
@@ -100,7 +93,7 @@ def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: 
         e.name: {"action": e.action, "rows": 0, "violations": 0} for e in kept}
     drops = [e for e in expectations if e.action == "drop"]
     if drops:
-        unfiltered = _unfiltered_inserts(runtime, frames, view, whole)
+        unfiltered = _unfiltered_inserts(runtime, frames, view, shape)
         counts.update(_count(unfiltered, drops) if unfiltered is not None else {
             e.name: {"action": "drop", "rows": 0, "violations": 0} for e in drops})
     _record(runtime, view, counts, totals)
@@ -109,11 +102,10 @@ def check_view(runtime: PipelineRuntime, frames: StepFrames, view: str, change: 
 
 
 def _unfiltered_inserts(runtime: PipelineRuntime, frames: StepFrames, view: str,
-                        whole: bool) -> DataFrame | None:
+                        shape: Shape | None) -> DataFrame | None:
     """The rows the view's query, before its DROP ROW filter, adds this step: its inner
     change when maintained (the filter makes it a select over a derived table), else
     its whole result (a recomputed view is computed whole anyway)."""
-    shape = None if whole else maintained_shape(runtime, view)
     if isinstance(shape, Derived) and getattr(from_of(shape.select), "alias_or_name",
                                               None) == DROP_ALIAS:
         return change_of(frames, shape.inner).net().inserts

@@ -32,6 +32,7 @@ from graphlib import TopologicalSorter
 
 from pyspark.errors import PySparkException
 
+from reconciler.desired.shapes import Shape
 from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import (
@@ -42,7 +43,7 @@ from reconciler.engine.maintenance.refresh_choice import (
     maintained_fixed_cost,
     timed,
 )
-from reconciler.engine.maintenance.view import recompute_update, refresh_update
+from reconciler.engine.maintenance.view import maintained_shape, recompute_update, refresh_update
 from reconciler.engine.maintenance.writes import refresh_with
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
@@ -75,13 +76,15 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
             checked = bool(views[view].expectations)  # counted on its change
             totals = runtime.relations[view].expectations or {}
             change_read = view in consumed or checked
+            shape = maintained_shape(runtime, view)  # analysed once: the rule and the checks
             if views[view].refresh == "auto":
-                change = _refresh_chosen(runtime, frames, view, touched, change_read)
+                change = _refresh_chosen(runtime, frames, view, shape, touched, change_read)
             else:
-                change = refresh_with(runtime, view, refresh_update(runtime, frames, view),
+                change = refresh_with(runtime, view,
+                                      refresh_update(runtime, frames, view, shape),
                                       change_read=change_read)
             if checked:
-                check_view(runtime, frames, view, change, totals=totals)
+                check_view(runtime, frames, view, change, shape=shape, totals=totals)
             if not change.is_empty:
                 frames.changes[view] = change
                 emit(view, change)
@@ -126,7 +129,8 @@ def _longest_chains(reads: dict[str, list[str]]) -> dict[str, int]:
 
 
 def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
-                    touched: dict[str, int | None], change_read: bool) -> ZSet:
+                    shape: Shape | None, touched: dict[str, int | None],
+                    change_read: bool) -> ZSet:
     """Maintain or recompute a `refresh: auto` view, as `choose` says; its time recorded."""
     tables = input_tables(runtime.program, view)
     record = runtime.relations[view]
@@ -137,8 +141,8 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
         maintained_fixed_cost([other.timings for other in list(runtime.relations.values())],
                               runtime.storage.writer.maintained_refresh_seconds))
     started = time.monotonic()
-    update = (recompute_update(runtime, frames, view, keep_state=False) if choice.recompute
-              else refresh_update(runtime, frames, view))
+    update = (recompute_update(runtime, frames, view, None) if choice.recompute
+              else refresh_update(runtime, frames, view, shape))
     change = refresh_with(runtime, view, update, change_read=change_read)
     seconds = time.monotonic() - started
     # Maintaining an aggregate whose state an earlier recompute dropped starts that state:

@@ -188,7 +188,7 @@ class PipelineRuntime:
         """Replace a maintained view's stored contents, keeping its state entry (the caller
         has just written the state these contents come from)."""
         version = self._overwrite(self.relations[name], contents)
-        self.repin(name, version)
+        self._repin(name, version)
 
     def replace_state_contents(self, name: str, contents: DataFrame) -> None:
         """Replace an aggregate view's per-group state, keeping its schema."""
@@ -229,7 +229,7 @@ class PipelineRuntime:
         schema = self.schema_of(record)
         version = apply_changes(self.storage, record.path, record.version, schema, inserts,
                                 deletes, steady_source=True)
-        self.repin(name, version)
+        self._repin(name, version)
 
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
@@ -260,7 +260,17 @@ class PipelineRuntime:
                                        rows=self.storage.rows_in(latest))
         return True
 
-    def repin(self, name: str, version: int) -> RelationRecord:
+    def remove_rows(self, table: str, rows: DataFrame) -> None:
+        """Delete one stored copy of each of `rows` from `table` at its pinned version, and
+        pin the version that makes: a DROP ROW expectation's rejected inserts, deleted before
+        the step commits so that no committed version holds them."""
+        record = self.relations[table]
+        version = apply_changes(self.storage, record.path, record.version,
+                                self.schema_of(record), None, rows,
+                                distinct=bool(self.program.tables[table].primary_key))
+        self._repin(table, version)
+
+    def _repin(self, name: str, version: int) -> RelationRecord:
         """A relation's record pinned at `version` (its state entry kept), with its row count
         read from that version's log: a table's after a write of the step's own (a DROP ROW
         expectation's delete), a maintained view's after its change."""

@@ -20,7 +20,7 @@ from reconciler.engine.delta import merge
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.view import refresh_update
+from reconciler.engine.maintenance.view import maintained_shape, refresh_update
 from reconciler.engine.maintenance.writes import Changed, Recomputed, Rewritten, write_update
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.step import run_step, table_change
@@ -513,10 +513,11 @@ def test_a_views_rule_only_reads_and_its_update_is_written_in_one_place(
 
     committed, records = latest(), dict(runtime.relations)
     try:
-        updates = {view: refresh_update(runtime, frames, view)
+        updates = {view: refresh_update(runtime, frames, view, maintained_shape(runtime, view))
                    for view in ("big", "by_kind", "ranked")}
         monkeypatch.setattr(view_refresh, "SMALL_AGGREGATE_BYTES", -1)
-        large = refresh_update(runtime, frames, "by_kind")
+        large = refresh_update(runtime, frames, "by_kind",
+                               maintained_shape(runtime, "by_kind"))
         assert latest() == committed and runtime.relations == records
         assert isinstance(updates["big"], Changed) and updates["big"].state is None
         assert isinstance(updates["by_kind"], Rewritten)

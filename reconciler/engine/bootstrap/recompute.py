@@ -36,7 +36,7 @@ from reconciler.engine.io.connectors import emit, outputs_by_relation
 from reconciler.engine.io.kafka_offsets import starting_offsets
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import timed
-from reconciler.engine.maintenance.view import recompute_update
+from reconciler.engine.maintenance.view import maintained_shape, recompute_update
 from reconciler.engine.maintenance.writes import write_update
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
@@ -130,13 +130,13 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
             runtime.report("compute view", name)
             try:
                 started = time.monotonic()
-                write_update(runtime, name, recompute_update(runtime, frames, name))
+                write_update(runtime, name, recompute_update(runtime, frames, name,
+                                                             maintained_shape(runtime, name)))
                 if diff.new["views"][name].get("refresh") == "auto":  # its first timing
                     runtime.relations[name] = replace(runtime.relations[name], timings=timed(
                         None, recompute=True, seconds=time.monotonic() - started))
                 if diff.new["views"][name].get("expectations"):  # its change: every row
-                    check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)),
-                               whole=True)
+                    check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)))
             except ReconcileError:
                 raise
             except Exception as error:  # Spark's: keep which view, and its class apart

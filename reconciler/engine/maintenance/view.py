@@ -70,10 +70,11 @@ def maintained_shape(runtime: PipelineRuntime, view: str) -> Shape | None:
     return _shape(definition.sql, columns)
 
 
-def refresh_update(runtime: PipelineRuntime, frames: StepFrames, view: str) -> Update:
-    """What brings `view` up to date with this step's changes (in `frames`), by its rule or
-    by recomputing it; nothing is written here (`writes.write_update` writes it)."""
-    shape = maintained_shape(runtime, view)
+def refresh_update(runtime: PipelineRuntime, frames: StepFrames, view: str,
+                   shape: Shape | None) -> Update:
+    """What brings `view` up to date with this step's changes (in `frames`), by the rule
+    of its `shape` (`maintained_shape`, found once by the caller) or, without one, by
+    recomputing it; nothing is written here (`writes.write_update` writes it)."""
     schema = runtime.schema(view)
     if shape is not None and not isinstance(shape, Aggregate):
         stored = runtime.frame(view) if isinstance(shape, Keyed) else None
@@ -88,21 +89,20 @@ def refresh_update(runtime: PipelineRuntime, frames: StepFrames, view: str) -> U
         assert state_change.inserts is not None and state_change.deletes is not None
         return Changed(view_change, StateChange(state_change.inserts, state_change.deletes,
                                                 unique_by=keys_of(shape)))
-    return recompute_update(runtime, frames, view)
+    return recompute_update(runtime, frames, view, shape)
 
 
-def recompute_update(runtime: PipelineRuntime, frames: StepFrames, view: str, *,
-               keep_state: bool = True) -> Recomputed:
+def recompute_update(runtime: PipelineRuntime, frames: StepFrames, view: str,
+                     shape: Shape | None) -> Recomputed:
     """`view` computed from scratch, and the state of a maintained aggregate started from
     its inputs as they stand (a STDDEV/VARIANCE one's rows are computed from that state,
     see `computed_from_state`). A bootstrap computes views so too (their old and new
     columns may differ: it compares nothing).
 
-    `keep_state=False` (`refresh: auto` chose to recompute): an aggregate starts no state
+    `shape` None (`refresh: auto` chose to recompute): an aggregate starts no state
     (writing the view drops the old one), so the recompute costs what `refresh: full`'s
     does; the view's next maintained refresh finds no state and starts it, as after a mode
     change."""
-    shape = maintained_shape(runtime, view) if keep_state else None
     if not isinstance(shape, Aggregate):
         return Recomputed(runtime.evaluate(view))
     if computed_from_state(shape):
