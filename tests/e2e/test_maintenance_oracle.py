@@ -48,6 +48,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+import reconciler.engine.maintenance.aggregate as aggregate_rule
 import reconciler.engine.maintenance.view as view_refresh
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.storage import DeltaStorage
@@ -282,10 +283,10 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
         by_change = serial % 2 == 0  # every aggregate here is small: force the other way
         with patch.object(view_refresh, "SMALL_AGGREGATE_BYTES",
                           -1 if by_change else view_refresh.SMALL_AGGREGATE_BYTES), \
-                patch.object(view_refresh, "aggregate_change",
-                             wraps=view_refresh.aggregate_change) as by_changes, \
-                patch.object(view_refresh, "merged_state",
-                             wraps=view_refresh.merged_state) as by_rewrites:
+                patch.object(aggregate_rule, "aggregate_change",
+                             wraps=aggregate_rule.aggregate_change) as by_changes, \
+                patch.object(aggregate_rule, "merged_state",
+                             wraps=aggregate_rule.merged_state) as by_rewrites:
             run_step(runtime, started.connectors, serial=serial, ingest_inputs=False)
         # The step took the path it was meant to, for its aggregates, and only that one: a
         # MIN/MAX whose source deleted rows, or a COUNT(DISTINCT), is refreshed by its

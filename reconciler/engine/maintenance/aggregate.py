@@ -38,6 +38,8 @@ global aggregate always has its one row, as SQL says.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame
@@ -51,6 +53,7 @@ from reconciler.engine.delta.merge import null_safe_equal
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import contents_sql
+from reconciler.engine.maintenance.writes import Changed, Recomputed, Rewritten, StateChange, Update
 from reconciler.engine.maintenance.zset import ZSet, positional, union_all
 
 WEIGHT = "__w"
@@ -88,6 +91,53 @@ def computed_from_state(shape: Aggregate) -> bool:
     VARIANCE from sums differs in its last bits from Spark's own, and a step deletes a
     group's old row by its exact value."""
     return any(call.function in _SPREAD for call in shape.calls)
+
+
+def aggregate_update(frames: StepFrames, shape: Aggregate, state: DataFrame,
+                     view_schema: T.StructType, *, reads: Sequence[str],
+                     small: Callable[[], bool]) -> Update:
+    """What this step writes for a maintained aggregate view whose state is `state`. A small
+    one (`small()`, asked only when it could be) is rewritten whole: its new state (the old
+    one plus the change's contributions), then its rows from that state, two jobs. Any
+    other, and one whose touched groups are recomputed this step (`_regroups_now`), takes
+    its change and its state's change (the touched groups only)."""
+    if not _regroups_now(frames, shape, reads) and small():
+        merged = merged_state(frames, shape, state)
+        if merged is None:
+            return Changed(ZSet())
+        new_state, arguments = merged
+        return Rewritten(new_state, partial(output_rows, frames, shape, arguments=arguments,
+                                            view_schema=view_schema))
+    changed = aggregate_change(frames, shape, state, view_schema)
+    if changed is None:
+        return Changed(ZSet())
+    view_change, state_change = changed[0].net(), changed[1]  # state: computed
+    assert state_change.inserts is not None and state_change.deletes is not None
+    return Changed(view_change, StateChange(state_change.inserts, state_change.deletes,
+                                            unique_by=keys_of(shape)))
+
+
+def recomputed(frames: StepFrames, shape: Aggregate, contents: DataFrame) -> Recomputed:
+    """The view computed whole (`contents`: its own query) with the state it starts from
+    its inputs as they stand; a STDDEV/VARIANCE view's rows are computed from that state
+    instead (`computed_from_state`)."""
+    if computed_from_state(shape):
+        state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
+        arguments = argument_types(source_rows(frames, shape))
+        return Recomputed(output_rows(frames, shape, state, arguments, contents.schema), state)
+    return Recomputed(contents, initial_state(frames, shape))
+
+
+def _regroups_now(frames: StepFrames, shape: Aggregate, reads: Sequence[str]) -> bool:
+    """Whether this step recomputes the touched groups (`regroups`: a COUNT(DISTINCT), or a
+    MIN/MAX whose source may delete rows): then the state cannot be rewritten by adding
+    contributions, and `aggregate_change` does it."""
+    if not regroups(shape, deletes=True):
+        return False
+    if regroups(shape, deletes=False) or not isinstance(shape.source, Linear):
+        return True  # keyed and derived sources retract rows
+    return any(frames.changes[read].deletes is not None for read in reads
+               if read in frames.changes)
 
 
 def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,

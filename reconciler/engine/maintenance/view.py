@@ -13,9 +13,9 @@ rewriting their state with the contributions.
 Each Spark job costs a few tenths of a second whatever its rows (planning,
 code generation, scheduling, the write's commit protocol), so a refresh is
 counted in jobs. An aggregate whose state and contents are small
-(`SMALL_AGGREGATE_BYTES`) is refreshed in two: one reads the state whole, adds
-the change's contributions and writes the new state; one writes the view from
-it. A larger one is refreshed by its change (the touched groups, their net
+(`SMALL_AGGREGATE_BYTES`) is refreshed in two (`aggregate.aggregate_update`): one
+reads the state whole, adds the change's contributions and writes the new state;
+one writes the view from it. A larger one is refreshed by its change (the touched groups, their net
 change, the files holding them: four or more jobs, but writes that follow the
 change).
 """
@@ -28,21 +28,11 @@ from pyspark.sql.types import StructType
 
 from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.keyed import Keyed
-from reconciler.desired.shapes import Aggregate, Fallback, Linear, Shape, analyse
-from reconciler.engine.maintenance.aggregate import (
-    aggregate_change,
-    argument_types,
-    computed_from_state,
-    initial_state,
-    keys_of,
-    merged_state,
-    output_rows,
-    regroups,
-    source_rows,
-)
+from reconciler.desired.shapes import Aggregate, Fallback, Shape, analyse
+from reconciler.engine.maintenance.aggregate import aggregate_update, recomputed
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
-from reconciler.engine.maintenance.writes import Changed, Recomputed, Rewritten, StateChange, Update
+from reconciler.engine.maintenance.writes import Changed, Recomputed, Update
 from reconciler.engine.maintenance.zset import ZSet, positional
 from reconciler.engine.runtime import PipelineRuntime
 
@@ -80,15 +70,9 @@ def refresh_update(runtime: PipelineRuntime, frames: StepFrames, view: str,
         stored = runtime.frame(view) if isinstance(shape, Keyed) else None
         return Changed(_positional(change_of(frames, shape, stored), schema).net())
     if isinstance(shape, Aggregate) and runtime.relations[view].state is not None:
-        if not _regroups(runtime, frames, view, shape) and _is_small(runtime, view):
-            return _rewritten_aggregate(runtime, frames, shape, view, schema)
-        changed = aggregate_change(frames, shape, runtime.state_frame(view), schema)
-        if changed is None:
-            return Changed(ZSet())
-        view_change, state_change = changed[0].net(), changed[1]  # state: computed
-        assert state_change.inserts is not None and state_change.deletes is not None
-        return Changed(view_change, StateChange(state_change.inserts, state_change.deletes,
-                                                unique_by=keys_of(shape)))
+        return aggregate_update(frames, shape, runtime.state_frame(view), schema,
+                                reads=runtime.program.views[view].reads,
+                                small=partial(_is_small, runtime, view))
     return recompute_update(runtime, frames, view, shape)
 
 
@@ -103,26 +87,10 @@ def recompute_update(runtime: PipelineRuntime, frames: StepFrames, view: str,
     (writing the view drops the old one), so the recompute costs what `refresh: full`'s
     does; the view's next maintained refresh finds no state and starts it, as after a mode
     change."""
-    if not isinstance(shape, Aggregate):
-        return Recomputed(runtime.evaluate(view))
-    if computed_from_state(shape):
-        state = initial_state(frames, shape).localCheckpoint()  # read twice, computed once
-        arguments = argument_types(source_rows(frames, shape))
-        schema = runtime.evaluate(view).schema
-        return Recomputed(output_rows(frames, shape, state, arguments, schema), state)
-    return Recomputed(runtime.evaluate(view), initial_state(frames, shape))
-
-
-def _rewritten_aggregate(runtime: PipelineRuntime, frames: StepFrames, shape: Aggregate,
-                         view: str, schema: StructType) -> Update:
-    """A small aggregate view refreshed in two jobs: its new state (the old one plus this
-    step's contributions), then its contents from that state."""
-    merged = merged_state(frames, shape, runtime.state_frame(view))
-    if merged is None:
-        return Changed(ZSet())
-    state, arguments = merged
-    return Rewritten(state, partial(output_rows, frames, shape, arguments=arguments,
-                                    view_schema=schema))
+    contents = runtime.evaluate(view)
+    if isinstance(shape, Aggregate):
+        return recomputed(frames, shape, contents)
+    return Recomputed(contents)
 
 
 def _is_small(runtime: PipelineRuntime, view: str) -> bool:
@@ -135,17 +103,3 @@ def _is_small(runtime: PipelineRuntime, view: str) -> bool:
 def _positional(change: ZSet, schema: StructType) -> ZSet:
     """Both sides of a query's change with the view's stored column names and types."""
     return change.each_side(partial(positional, schema=schema))
-
-
-def _regroups(runtime: PipelineRuntime, frames: StepFrames, view: str,
-              shape: Aggregate) -> bool:
-    """Whether this step recomputes the touched groups (`aggregate.regroups`: a
-    COUNT(DISTINCT), or a MIN/MAX whose source may delete rows): then the state cannot be
-    rewritten by adding contributions, and `aggregate_change` does it."""
-    if not regroups(shape, deletes=True):
-        return False
-    if regroups(shape, deletes=False) or not isinstance(shape.source, Linear):
-        return True  # keyed and derived sources retract rows
-    reads = runtime.program.views[view].reads
-    return any(frames.changes[read].deletes is not None for read in reads
-               if read in frames.changes)
