@@ -310,24 +310,25 @@ def land_batch(runtime: PipelineRuntime, table: str, rows: DataFrame, *, marked:
     lands once: its rows cast to the table's columns, with their DEFAULTs where they hold
     NULL, appended; or, `marked` with `_op` (a `changes: true` connector, or a source's
     change data feed), applied as one change."""
+    columns = [F.col(f.name).cast(f.dataType).alias(f.name)
+               for f in runtime.table_schemas[table]]
     if marked:
-        _apply_change_rows(runtime, table, rows, batch_id, transaction)
+        _apply_change_rows(runtime, table, rows.select(
+            *columns, F.lower(F.col(OP_COLUMN)).alias(OP_COLUMN)), batch_id, transaction)
         return
-    schema = runtime.table_schemas[table]
-    cast = rows.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema))
     runtime.storage.append(runtime.relations[table].path,
-                           with_defaults(cast, runtime.program.tables[table]),
+                           with_defaults(rows.select(*columns), runtime.program.tables[table]),
                            app_id=transaction, txn_version=batch_id)
 
 
 def _apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, batch_id: int,
                        transaction: str) -> None:
-    """A `changes: true` batch: rows marked `_op` = insert are added, `_op` = delete remove
-    one equal row each (a delete of a row the table does not hold removes nothing). One
-    Delta commit, recorded as the batch's app transaction, so a replay changes nothing."""
+    """A `changes: true` batch (`rows`: the table's columns and `_op`, lower-cased): rows
+    marked `_op` = insert are added, `_op` = delete remove one equal row each (a delete of
+    a row the table does not hold removes nothing). One Delta commit, recorded as the
+    batch's app transaction, so a replay changes nothing."""
     schema = runtime.table_schemas[table]
-    marked = rows.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema),
-                         F.lower(F.col(OP_COLUMN)).alias(OP_COLUMN)).cache()
+    marked = rows.cache()
     try:
         unknown = marked.filter(~F.coalesce(F.col(OP_COLUMN).isin("insert", "delete"),
                                             F.lit(False))).count()

@@ -175,8 +175,8 @@ def _malformed() -> Column:
 
 def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState,
           records: DataFrame, batch: int) -> DataFrame:
-    """The batch's rows in the table's columns (with `_op` for a changes connector):
-    `records` as read (raw), or `_parsed` (json)."""
+    """The batch's rows by the table's column names (with `_op` for a changes connector):
+    `records` as read (raw), or `_parsed` (json); `land_batch` casts them to the table."""
     schema = runtime.table_schemas[connector.relation]
     if connector.format == "raw":
         unknown = [field.name for field in schema if field.name not in RECORD_COLUMNS]
@@ -185,13 +185,13 @@ def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conne
                 f"input connector '{connector.name}' (format raw): table "
                 f"'{connector.relation}' has a column '{unknown[0]}' that a Kafka record "
                 f"does not have ({', '.join(RECORD_COLUMNS)})")
-        return records.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema))
+        return records
     if _fails_on_malformed(connector):  # the write fails at the first malformed message
         good = records.where(F.coalesce(F.when(_malformed(), F.raise_error(F.lit(MALFORMED)))
                                         .cast("boolean"), F.lit(True)))
     else:
         good = _without_malformed(runtime, connector, state, records, batch)
-    fields = [F.col(f"{_MESSAGE}.{f.name}").cast(f.dataType).alias(f.name)
+    fields = [F.col(f"{_MESSAGE}.{f.name}").alias(f.name)
               for f in _message_schema(runtime, connector)]
     return good.select(*fields)
 

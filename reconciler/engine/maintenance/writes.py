@@ -77,7 +77,7 @@ def refresh_with(runtime: PipelineRuntime, view: str, update: Update, *,
     if isinstance(update, Changed):
         write_update(runtime, view, update)
         return update.change
-    before = runtime.frame(view) if view in runtime.relations else None
+    before = runtime.frame(view)  # a step refreshes views the committed state holds
     write_update(runtime, view, update)
     after = runtime.frame(view)
     return ZSet.between(before, after) if change_read else ZSet.pending(before, after)
