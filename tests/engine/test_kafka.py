@@ -57,11 +57,12 @@ def new_topic(broker: Broker, partitions: int = 2, name: str | None = None) -> s
     return name
 
 
-def produce(broker: Broker, topic: str, messages: list[tuple[int, bytes | None]]) -> None:
-    """(partition, value) pairs, in order."""
+def produce(broker: Broker, topic: str, messages: list[tuple[int, bytes | None]],
+            keys: list[str | None] | None = None) -> None:
+    """(partition, value) pairs, in order; `keys`, one per message, or none at all."""
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for partition, value in messages:
-        producer.produce(topic, value, partition=partition)
+    for (partition, value), key in zip(messages, keys or [None] * len(messages), strict=True):
+        producer.produce(topic, value, key, partition=partition)
     assert producer.flush(30) == 0
 
 
@@ -214,6 +215,49 @@ def test_malformed_messages_hold_the_connector_then_are_skipped(broker: Broker,
     skipped = manifest(root, "p")["connectors"]["orders_in"]["skipped_files"]
     assert skipped[-1]["file"] == f"topic {topic} partition 0 offset 3"
 
+
+
+def test_raw_records_land_with_their_own_columns_and_the_tables_defaults(
+        broker: Broker, tmp_path: Path) -> None:
+    """`format: raw` takes the record's columns the table declares; a record without a key
+    or a value (a tombstone is a row here) gets the column's DEFAULT, as every source's
+    rows do."""
+    topic = new_topic(broker, partitions=2)
+    root = write_files(tmp_path, {
+        "reconcile.yaml": "spark:\n  master: local[2]\n",
+        "pipelines/p/program.sql": """
+            create table events (key string default 'unkeyed', value string default 'gone',
+                                 partition int, offset bigint);
+            create materialized view per_key as
+            select key, count(*) as n from events group by key;
+            """,
+        "pipelines/p/pipeline.yaml": f"""
+            name: p
+            connectors:
+              - name: events_in
+                table: events
+                type: kafka
+                format: raw
+                bootstrap_servers: {broker.bootstrap_servers}
+                topic: {topic}
+            """})
+    reconcile(root, "apply", "--auto-approve")
+    sent = [(n % 2, None if n % 3 == 0 else f"k{n % 2}", None if n == 4 else f"v{n}")
+            for n in range(9)]
+    produce(broker, topic, [(partition, None if value is None else value.encode())
+                            for partition, _, value in sent], [key for _, key, _ in sent])
+    reconcile(root, "run")
+
+    offsets: Counter[int] = Counter()
+    expected = []
+    for partition, key, value in sent:
+        expected.append((key or "unkeyed", value or "gone", partition, offsets[partition]))
+        offsets[partition] += 1
+    landed = query(root, "p", "SELECT * FROM events")
+    assert sorted((r["key"], r["value"], int(r["partition"]), int(r["offset"]))
+                  for r in landed) == sorted(expected)
+    counted = Counter(key for key, _, _, _ in expected)
+    assert {r["key"]: int(r["n"]) for r in query(root, "p", "SELECT * FROM per_key")} == counted
 
 
 def test_quarantine_keeps_malformed_messages_with_their_offsets(broker: Broker,
