@@ -100,15 +100,17 @@ def aggregate_update(frames: StepFrames, shape: Aggregate, state: DataFrame,
     one (`small()`, asked only when it could be) is rewritten whole: its new state (the old
     one plus the change's contributions), then its rows from that state, two jobs. Any
     other, and one whose touched groups are recomputed this step (`_regroups_now`), takes
-    its change and its state's change (the touched groups only)."""
+    its change and its state's change (the touched groups only). Either way the source
+    select's change is taken once, here."""
+    source = change_of(frames, shape.source)
     if not _regroups_now(frames, shape, reads) and small():
-        merged = merged_state(frames, shape, state)
+        merged = merged_state(shape, state, source)
         if merged is None:
             return Changed(ZSet())
         new_state, arguments = merged
         return Rewritten(new_state, partial(output_rows, frames, shape, arguments=arguments,
                                             view_schema=view_schema))
-    changed = aggregate_change(frames, shape, state, view_schema)
+    changed = aggregate_change(frames, shape, state, source, view_schema)
     if changed is None:
         return Changed(ZSet())
     view_change, state_change = changed[0].net(), changed[1]  # state: computed
@@ -140,16 +142,15 @@ def _regroups_now(frames: StepFrames, shape: Aggregate, reads: Sequence[str]) ->
                if read in frames.changes)
 
 
-def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
+def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame, source: ZSet,
                      view_schema: T.StructType) -> tuple[ZSet, ZSet] | None:
     """This step's change of the view (the touched groups' rows after as inserted, before as
-    deleted: `ZSet.net` cancels the rows that did not move) and of its state; None when the
-    input did not change the groups at all (no row of the source select changed)."""
-    change = change_of(frames, shape.source)
-    signed = _signed(change)
+    deleted: `ZSet.net` cancels the rows that did not move) and of its state, from the
+    source select's change (`source`); None when no row of the source select changed."""
+    signed = _signed(source)
     if signed is None:
         return None
-    if regroups(shape, deletes=change.deletes is not None):
+    if regroups(shape, deletes=source.deletes is not None):
         return _regrouped(frames, shape, state, signed, view_schema)
     added = _contributions(signed, shape)
     keys = keys_of(shape)
@@ -167,17 +168,17 @@ def aggregate_change(frames: StepFrames, shape: Aggregate, state: DataFrame,
             ZSet(inserts=merged, deletes=before_state))
 
 
-def merged_state(frames: StepFrames, shape: Aggregate, state: DataFrame
+def merged_state(shape: Aggregate, state: DataFrame, source: ZSet
                  ) -> tuple[DataFrame, dict[str, T.DataType]] | None:
     """Every group's state after this step, lazily: the old state and the change's
     contributions joined by group (full outer: untouched groups keep their row), added up,
     groups without rows dropped; with the aggregate arguments' types (for `output_rows`).
-    None when no row of the source select changed.
+    None when no row of the source select changed (`source`, its change).
 
     For a small state this is the cheap way: one job reads the state whole, computes the
     contributions and writes the new state, where finding and rewriting the touched groups
     (`aggregate_change`) takes a job to compute them and more to apply them."""
-    signed = _signed(change_of(frames, shape.source))
+    signed = _signed(source)
     if signed is None:
         return None
     added = _contributions(signed, shape)
