@@ -125,8 +125,8 @@ def _count(rows: DataFrame, expectations: Sequence[Expectation]) -> dict[str, di
     """Rows checked and each expectation's violations, in one aggregate job."""
     sums = [F.sum(F.when(F.expr(violated(e.condition)), 1).otherwise(0)).alias(f"v{i}")
             for i, e in enumerate(expectations)]
-    # One row of counts: an aggregate without GROUP BY.
-    [result] = rows.agg(F.count(F.lit(1)).alias("rows"), *sums).collect()  # one row: counts
+    [result] = rows.agg(  # one row of counts: an aggregate without GROUP BY
+        F.count(F.lit(1)).alias("rows"), *sums).collect()
     return {e.name: {"action": e.action, "rows": int(result["rows"]),
                         "violations": int(result[f"v{i}"] or 0)}
             for i, e in enumerate(expectations)}

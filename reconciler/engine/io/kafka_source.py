@@ -197,14 +197,16 @@ def _rows(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conne
 
 
 def _first_malformed(parsed: DataFrame) -> tuple[int, str]:
-    """How many of the batch's messages are malformed, and where the first one is."""
-    bad = parsed.where(_malformed())
-    count = bad.count()
-    if not count:
+    """How many of the batch's messages are malformed, and where the first one is: one
+    aggregate job, whose one row holds a count and a position (no message's value)."""
+    position = F.struct("topic", "partition", "offset")
+    [result] = parsed.where(_malformed()).agg(  # one row: an aggregate without GROUP BY
+        F.count(F.lit(1)).alias("count"), F.min(position).alias("first")).collect()
+    if not result["count"]:
         return 0, ""
-    [first] = bad.orderBy("topic", "partition", "offset").limit(1).collect()  # 1 row: where
-    return count, (f"topic {first['topic']} partition {first['partition']} offset "
-                   f"{first['offset']}")
+    first = result["first"]
+    return result["count"], (f"topic {first['topic']} partition {first['partition']} "
+                             f"offset {first['offset']}")
 
 
 def _without_malformed(runtime: PipelineRuntime, connector: ConnectorDefinition,
