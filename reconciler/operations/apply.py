@@ -122,11 +122,12 @@ def _approved_beforehand(manifest: Manifest, options: ApplyOptions, resuming: bo
 def _no_changes(target: ApplyTarget, plan: PipelinePlan, manifest: Manifest,
                 etag: str | None) -> Outcome:
     """The specs are the committed program again (a change was reverted, or an interrupted
-    bootstrap is abandoned): its committed state is valid as it is, and the pipeline runs."""
+    bootstrap is abandoned): its committed state is valid as it is, and the pipeline runs.
+    Applying specs equal to the committed program approves it (`engine.approval`)."""
     if manifest.status != Status.RUNNING and not plan.left_out:
         manifest = manifest.next(status=Status.RUNNING, status_details=None, pending=None,
                                  analysis=analysis_memo(target.program))
-        commit_manifest(target.project, target.backend, manifest, etag)
+        commit_manifest(target.project, target.backend, manifest, etag, approves=True)
     return Outcome(target.name, OutcomeKind.NO_CHANGES, f"{target.name}: no changes",
                    manifest.serial)
 

@@ -23,9 +23,18 @@ from state_backends import StateBackend
 
 
 def commit_manifest(project: Project, backend: StateBackend, manifest: Manifest,
-                    etag: str | None, engine: Engine | None = None) -> str:
+                    etag: str | None, engine: Engine | None = None, *,
+                    approves: bool = False) -> str:
     """Write the manifest, its paths relative to the storage root; with `engine`, it
-    records where Spark ran and which Delta writer wrote (`status` shows both)."""
+    records where Spark ran and which Delta writer wrote (`status` shows both). A command
+    that `approves` the manifest's program records it in storage first
+    (`engine.approval`), so that steps run it and no program a state-bucket writer put
+    there instead."""
+    if approves:
+        from reconciler.engine.approval import record_approval  # pyarrow: only when writing
+
+        record_approval(pipeline_layout(project, manifest.pipeline), manifest.lineage,
+                        manifest.serial, manifest.program)
     if engine is not None:
         ran = {"spark_target": engine.target}
         if "storage" in engine.__dict__:  # the storage this command opened (never opens one)

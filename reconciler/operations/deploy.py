@@ -59,7 +59,7 @@ def deploy(target: ApplyTarget, git_sha: str | None, settings: dict[str, str]) -
     result = bootstrap(runtime, diff, {}, serial=1, silent=True)
     manifest = first_manifest(program, relations=result.relations,
                               connectors=result.connectors, git_sha=git_sha, settings=settings)
-    commit_manifest(target.project, target.backend, manifest, None, engine)
+    commit_manifest(target.project, target.backend, manifest, None, engine, approves=True)
     publish_committed(engine, manifest, document, program.publish)
     return Outcome(program.pipeline, OutcomeKind.DEPLOYED,
                    f"{program.pipeline}: deployed {len(program.tables)} tables and "
@@ -152,7 +152,7 @@ def _finish(target: ApplyTarget, before: Manifest, done: Manifest, etag: str | N
             document: dict[str, Any]) -> None:
     """The commit of a bootstrap or full refresh, then what follows it: the views
     published, the Delta folders only `before` used deleted, retention run."""
-    commit_manifest(target.project, target.backend, done, etag, target.engine)
+    commit_manifest(target.project, target.backend, done, etag, target.engine, approves=True)
     publish_committed(target.engine, done, document, target.program.publish)
     discard_unused(target.engine, before, done)
     collect_garbage(target.project, target.backend, target.name)

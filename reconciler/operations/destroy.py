@@ -261,6 +261,10 @@ def forget_objects(project: Project, backend: StateBackend, pipeline: str,
             connectors={n: c for n, c in manifest.connectors.items()
                         if ("connector", n) not in gone})
         committed = forgotten.next()
+        # What is left is the program the operator approves (`engine.approval`).
+        from reconciler.engine.approval import record_approval
+
+        record_approval(layout, committed.lineage, committed.serial, committed.program)
         commit_state(project, backend, committed, etag)
     return committed, [f"{kind} {name}" for kind, name in gone]
 

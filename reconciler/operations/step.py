@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.desired.connector_options import check_committed_options
 from reconciler.desired.project import Project
+from reconciler.engine.approval import check_approval
 from reconciler.engine.step import StepResult, has_pending_input, missing_inputs, run_step
 from reconciler.operations.commit import collect_garbage, commit_manifest
 from reconciler.operations.engine import Engine
@@ -40,6 +41,8 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             raise PipelinePaused(f"pipeline '{name}' is {manifest.status}, not Running: "
                                  "finish it with `reconcile apply` or `reconcile approve`")
         program = committed_program(backend, manifest)  # the state bucket is not code
+        check_approval(pipeline_layout(project, name), manifest.lineage, manifest.serial,
+                       manifest.program)  # nor does it decide where data goes
         if insert is None:  # the settings may have withdrawn what the apply allowed
             check_committed_options(name, program.document, project.settings.allow_file_cleanup)
         if insert is None and not has_pending_input(program, manifest.relations,

@@ -57,3 +57,9 @@ class Layout:
 
     def quarantine(self, connector: str) -> str:
         return self._join("quarantine", connector)
+
+    def approval(self) -> str:
+        """The record of the program the last approved command committed
+        (`engine.approval`): in storage, where a writer of the state prefix alone cannot
+        forge it."""
+        return self._join("approval")
