@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from reconciler.desired.project import PIPELINE_FILE, Project
-from reconciler.engine.spark.jars import needs_s3a
+from reconciler.desired.project import Project
+from reconciler.engine.spark.jars import needs_s3a, pipelines_mention
 from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import pipeline_layout
 from reconciler.state.relations import RelationRecord
@@ -34,14 +34,9 @@ def reaches_kafka(project: Project) -> bool:
 
 
 def _pipelines_mention(project: Project, words: tuple[str, ...]) -> bool:
-    for folder in project.pipeline_dirs.values():
-        try:
-            text = (folder / PIPELINE_FILE).read_text(encoding="utf-8").lower()
-        except (OSError, UnicodeDecodeError):
-            continue  # loading the pipeline says what is wrong with it
-        if any(word in text for word in words):
-            return True
-    return False
+    """Through the checkout's safe reader (`jars.pipelines_mention`): a pipeline.yaml it
+    refuses or cannot read is skipped here, and loading the pipeline says what is wrong."""
+    return pipelines_mention(project.root, project.pipeline_dirs.values(), words)
 
 
 @dataclass
