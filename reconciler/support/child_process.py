@@ -12,12 +12,14 @@ which does need the storage clients' credentials, is launched apart
 
 A helper also starts in an empty temporary folder, never in the checkout: a
 program that looks in its working directory for configuration or code (`python
--m` puts it first on `sys.path`; Maven reads `.mvn/`; Spark writes its warehouse
-there) finds nothing a pull request wrote. Our own CLI runs as a child with
-`python -I` (`run_reconciler`): isolated mode ignores every `PYTHON*` variable,
-the user's site folder and the working directory, so a `reconciler/` package,
-a `sitecustomize.py`, a `usercustomize.py` or a `.pth` file committed in a pull
-request is never imported; only the installed package is.
+-m` puts it first on `sys.path`; Spark writes its warehouse there) finds nothing a pull
+request wrote. Maven, which looks for `.mvn/` in every folder above its working directory
+too (where, under `/tmp`, any local user may have left one), gets a private folder of the
+jar cache with an empty `.mvn/` of its own instead (`engine/spark/jars.py`,
+`maven_base`). Our own CLI runs as a child with `python -I` (`run_reconciler`):
+isolated mode ignores every `PYTHON*` variable, the user's site folder and the working
+directory, so a `reconciler/` package, a `sitecustomize.py`, a `usercustomize.py` or a
+`.pth` file committed in a pull request is never imported; only the installed package is.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from pathlib import Path
 
 HELPER_ENVIRONMENT = re.compile(
     r"PATH|HOME|LANG|LC_\w+|TZ|TMPDIR|JAVA_HOME|XDG_CACHE_HOME|RECONCILE_JARS"
-    r"|MAVEN_OPTS|M2_HOME|(?i:https?_proxy|no_proxy)")
+    r"|MAVEN_OPTS|MAVEN_ARGS|M2_HOME|(?i:https?_proxy|no_proxy)")
 """The only variables a helper inherits: where programs are, the locale, the JDK, where
-the jars are cached and how Maven reaches its registry."""
+the jars are cached and how Maven reaches its registry (`MAVEN_OPTS`, `MAVEN_ARGS`: the
+operator's, the only Maven options there are besides `~/.m2`, since Maven runs where no
+`.mvn/` but its own empty one is found: `jars.maven_base`)."""
 
 
 def helper_environment(environment: Mapping[str, str] | None = None) -> dict[str, str]:

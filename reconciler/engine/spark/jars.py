@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -246,6 +248,29 @@ def class_archive_file() -> Path | None:
     return class_archive.archive_file(jar_folder(), [*start, *pyspark_jars()])
 
 
+@contextmanager
+def maven_base() -> Iterator[Path]:
+    """A private base folder for one `mvn` run, removed afterwards: fresh, in the jar cache,
+    mode 0700 (`mkdtemp`), holding an empty `.mvn/` of its own.
+
+    Maven's launcher walks up from its working directory (or `-f`'s folder) to the first
+    folder holding `.mvn/` and obeys `jvm.config` (its JVM's options: `-javaagent:` runs
+    code), `maven.config` (its arguments) and `extensions.xml` (its plug-ins) there. Under
+    `$TMPDIR` (`/tmp`, which every local user writes) the first such folder could be
+    anyone's; here the walk stops at once, at this empty one, so Maven's options are only
+    the operator's own: `MAVEN_OPTS`, `MAVEN_ARGS` and `~/.m2`, which `run_helper` passes
+    on and no pull request sets. (`-Dmaven.multiModuleProjectDirectory` is not passed: the
+    launcher sets it from the same walk, to this folder.)"""
+    cache = jar_folder()
+    cache.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=".maven-", dir=cache))
+    try:
+        (build / ".mvn").mkdir()
+        yield build
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+
+
 def fetch(jar_set: JarSet) -> list[Path]:
     """Fetch a set with `mvn` (nothing to do when it is cached); one line on failure."""
     present = cached(jar_set)
@@ -254,16 +279,17 @@ def fetch(jar_set: JarSet) -> list[Path]:
     folder = jar_set.folder
     folder.mkdir(parents=True, exist_ok=True)
     pom = _POM.format(dependencies="\n".join(a.pom_entry() for a in jar_set.artifacts))
-    with tempfile.TemporaryDirectory() as build:
-        (Path(build) / "pom.xml").write_text(pom, encoding="utf-8")
-        listing = Path(build) / "classpath.txt"
-        command = ["mvn", "--batch-mode", "--quiet", f"-Dmaven.repo.local={repository()}",
+    with maven_base() as build:
+        (build / "pom.xml").write_text(pom, encoding="utf-8")
+        listing = build / "classpath.txt"
+        command = ["mvn", "--batch-mode", "--quiet", "-f", str(build / "pom.xml"),
+                   f"-Dmaven.repo.local={repository()}",
                    "dependency:build-classpath", "-DincludeScope=runtime",
                    f"-Dmdep.outputFile={listing}"]
         if jar_set.only:
             command.append(f"-DincludeArtifactIds={','.join(jar_set.only)}")
         try:  # no secret of the caller's in Maven's environment: child_process
-            result = run_helper(command, cwd=Path(build), timeout=1800)
+            result = run_helper(command, cwd=build, timeout=1800)
         except FileNotFoundError:
             raise ReconcileError("Maven (`mvn`) is not installed: it fetches Delta Lake's and "
                                  "hadoop-aws's jars (e.g. `apt-get install maven`)") from None
