@@ -11,6 +11,7 @@ template, before it is parsed.
 
 from __future__ import annotations
 
+import os
 import re
 import traceback
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.loaders import split_template_path
 from jinja2.sandbox import SandboxedEnvironment
 
 from reconciler.desired.documents import YamlDocument, outside_reason, read_text, refuse_outside
@@ -53,18 +55,27 @@ class PipelineSource:
         return self.spec_lines.line_of(("connectors", index))
 
 
-class _PipelineLoader(jinja2.FileSystemLoader):
-    """Templates from the pipeline's folder only: no symbolic links, nothing outside."""
+class _PipelineLoader(jinja2.BaseLoader):
+    """Templates from the pipeline's folder only: no symbolic links, nothing outside, read
+    by the checkout's safe reader like the SQL files themselves (a regular file, at most
+    `MAX_SQL_BYTES`), never by Jinja's own `open()`."""
 
     def __init__(self, directory: Path):
-        super().__init__(directory)
         self.directory = directory
 
     def get_source(self, environment: jinja2.Environment,
                    template: str) -> tuple[str, str, Callable[[], bool]]:
-        if (why := outside_reason(self.directory / template, self.directory)) is not None:
+        path = self.directory.joinpath(*split_template_path(template))  # no '..' piece
+        if (why := outside_reason(path, self.directory)) is not None:
             raise jinja2.TemplateError(f"template '{template}' {why}: refused")
-        return super().get_source(environment, template)
+        if not os.path.lexists(path):
+            raise jinja2.TemplateNotFound(template, f"template '{template}' not found in "
+                                                    "the pipeline folder")
+        try:
+            text = read_text(path, template, MAX_SQL_BYTES, "a template")
+        except ReconcileError as error:
+            raise jinja2.TemplateError(f"template '{template}': {error.message}") from None
+        return text, str(path), lambda: True
 
 
 def load_pipeline(directory: Path) -> PipelineSource:

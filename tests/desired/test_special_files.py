@@ -161,6 +161,26 @@ def test_a_sql_file_over_the_limit_is_refused(tmp_path: Path) -> None:
                            f"at most {MAX_SQL_BYTES:,} bytes\n"), output
 
 
+
+@pytest.mark.parametrize("plant, problem", [
+    (os.mkfifo, "refusing to read a file that is a named pipe, not a regular file"),
+    (lambda path: path.write_text("--" + "x" * MAX_SQL_BYTES),
+     f"file too large: a template may have at most {MAX_SQL_BYTES:,} bytes"),
+], ids=["fifo", "too-big"])
+def test_an_included_template_is_read_by_the_same_reader(
+        tmp_path: Path, plant: Callable[[Path], object], problem: str) -> None:
+    """`{% include %}` reads through the checkout's safe reader too, never Jinja's own
+    `open()`: a named pipe is refused at once, a file over the SQL limit is refused."""
+    project = shop(tmp_path)
+    program = project / "pipelines/shop/program.sql"
+    program.write_text(SQL + "{% include 'part.sql' %}\n")
+    plant(project / "pipelines/shop/part.sql")
+    project.joinpath("pipelines/shop/pipeline.yaml").write_text("name: shop\nsql: [program.sql]\n")
+    output = reconcile(project, "validate", expect=1)
+    assert output.startswith("error: ") and output.count("\n") == 1, output
+    assert output.endswith(f"pipelines/shop/program.sql:3: template error: template "
+                           f"'part.sql': {problem}\n"), output
+
 def test_the_byte_limit_does_not_trust_stat() -> None:
     """`/proc` files are regular files that `stat()` says are empty: what is read is
     counted, so the limit holds for them as for `/dev/zero`."""
