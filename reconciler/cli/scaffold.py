@@ -2,17 +2,20 @@
 
 It writes `reconcile.yaml`, one pipeline with a table, a view and a passing view
 test, and the GitHub workflow (the same file as `examples/workflows/reconcile.yml`). Existing files
-are never overwritten.
+are never overwritten, and none is written through a symbolic link (`support.safe_files`
+says which path has one on the way).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from importlib.resources import files
 from pathlib import Path
 
 from reconciler.desired.project import NAME_PATTERN, display
 from reconciler.support.errors import ReconcileError
+from reconciler.support.safe_files import outside_reason
 
 PROJECT = """\
 # pipeline-reconciler settings; every key is optional (these are the defaults).
@@ -70,6 +73,7 @@ GITIGNORE = ".reconcile/\n"
 
 def scaffold(directory: Path, pipeline: str) -> list[Path]:
     """Write the project files that do not exist yet; returns the ones written."""
+    directory = Path(os.path.abspath(directory))
     if not re.match(NAME_PATTERN, pipeline):
         raise ReconcileError(f"'{pipeline}' is not a valid pipeline name (letters, digits, _)")
     workflow = files("reconciler.cli").joinpath("templates/workflow.yml").read_text(
@@ -82,10 +86,13 @@ def scaffold(directory: Path, pipeline: str) -> list[Path]:
         directory / ".github" / "workflows" / "reconcile.yml": workflow,
         directory / ".gitignore": GITIGNORE,
     }
+    missing = {path: text for path, text in wanted.items()
+               if not os.path.lexists(path)}  # a link exists too: never written through
+    for path in missing:  # all checked before anything is written
+        if (why := outside_reason(path, directory)) is not None:
+            raise ReconcileError(f"refusing to write a file that {why}", file=display(path))
     written = []
-    for path, text in wanted.items():
-        if path.exists():
-            continue
+    for path, text in missing.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)

@@ -35,3 +35,24 @@ def test_init_never_overwrites(tmp_path: Path) -> None:
 
 def test_example_workflow_is_the_scaffolded_one() -> None:
     assert (EXAMPLES / "workflows/reconcile.yml").read_text() == PACKAGE_WORKFLOW.read_text()
+
+
+def test_init_writes_nothing_through_a_symbolic_link(tmp_path: Path) -> None:
+    """A checkout's links are never written through: a dangling `.gitignore` link counts as
+    a file that exists, and a `pipelines` folder linked elsewhere refuses the whole init
+    before anything is written."""
+    outside, project = tmp_path / "outside", tmp_path / "project"
+    outside.mkdir()
+    project.mkdir()
+    (project / ".gitignore").symlink_to(outside / "planted")
+    (project / "pipelines").symlink_to(outside, target_is_directory=True)
+    output = reconcile(project, "init", expect=1)
+    assert "refusing to write a file that is reached through the symbolic link pipelines" \
+        in output, output
+    assert sorted(path.name for path in project.iterdir()) == [".gitignore", "pipelines"]
+    assert list(outside.iterdir()) == []
+
+    (project / "pipelines").unlink()
+    reconcile(project, "init")
+    assert (project / "pipelines/events/pipeline.yaml").is_file()
+    assert list(outside.iterdir()) == [] and (project / ".gitignore").is_symlink()
