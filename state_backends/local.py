@@ -18,10 +18,12 @@ grows on every commit, so equal bytes really do mean the same state.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import logging
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -57,6 +59,9 @@ _MUTEX_NAME = ".state.flock"
 # its body; treat an unparsable lock as "still being written" this long.
 _TORN_LOCK_GRACE_SECONDS = 0.5
 _ACQUIRE_ATTEMPTS = 5
+_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+"""How a state file is opened for reading (`LocalBackend._read_bytes`)."""
 
 
 def _digest(data: bytes) -> str:
@@ -91,12 +96,32 @@ class LocalBackend(StateBackend):
         return self.root / pipeline
 
     def _read_bytes(self, path: Path) -> bytes | None:
+        """A state file's bytes, None when there is none.
+
+        A state folder inside a checkout (the default `.reconcile/state`, which a plan still
+        reads; the Action refuses to apply with one) holds what a pull request committed,
+        so a file is never read through a symbolic link at its last step, nor when it is a
+        named pipe (which would block) or a device (`/dev/zero` never ends): the checks of
+        `reconciler.support.safe_files`, made here because this package imports nothing of
+        `reconciler`.
+        """
         try:
-            return path.read_bytes()
+            descriptor = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             return None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StateBackendError(f"refusing to read {path}: a symbolic link") from None
             raise StateBackendError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise StateBackendError(f"refusing to read {path}: not a regular file")
+            with os.fdopen(descriptor, "rb", closefd=False) as handle:
+                return handle.read()
+        except OSError as exc:
+            raise StateBackendError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(descriptor)
 
     def _makedirs(self, directory: Path) -> None:
         try:

@@ -367,6 +367,22 @@ def test_local_writes_leave_no_temp_files(tmp_path: Path) -> None:
     assert text == json.dumps(doc(2), sort_keys=True, indent=2) + "\n"
 
 
+
+@pytest.mark.parametrize("plant", ["link to /dev/zero", "named pipe"])
+def test_local_state_planted_in_a_checkout_is_refused_not_followed(tmp_path: Path,
+                                                                   plant: str) -> None:
+    """A state folder inside a checkout (the default `.reconcile/state`) holds what a pull
+    request committed; a plan reads it: a manifest linked to `/dev/zero` or made a named
+    pipe is refused in one line at once, never read without end or waited on (issue 78)."""
+    (tmp_path / PIPE).mkdir()
+    manifest = tmp_path / PIPE / "manifest.json"
+    if plant == "named pipe":
+        os.mkfifo(manifest)
+    else:
+        manifest.symlink_to("/dev/zero")
+    with pytest.raises(StateBackendError, match=r"^refusing to read .*manifest\.json: "):
+        LocalBackend(tmp_path).read_manifest(PIPE)
+
 # -- S3 specifics -------------------------------------------------------------
 
 
