@@ -130,7 +130,9 @@ def _connector_specs(document: Mapping[str, Any], where: str) -> list[ConnectorS
             specs.append(ConnectorSpec.model_validate(declared))
         except ValidationError as error:
             problem = error.errors()[0]["msg"].removeprefix("Value error, ")
-            raise ReconcileError(f"connector '{name}': {problem}", file=where) from None
+            named = f"connector '{name}'"
+            raise ReconcileError(problem if problem.startswith(named) else f"{named}: {problem}",
+                                 file=where) from None
     return specs
 
 

@@ -2,14 +2,17 @@
 
 Pydantic checks each field's own type; a connector's fields also depend on each other
 (an input's flags, a `files` connector's format, a `kafka` connector's servers and
-topic). Raised as ValueError, the way pydantic's validators report, so the error is one
-line naming the file and the connector's line (`desired.project`).
+topic), and its options are held to what its type may hand a client library
+(`desired.client_options`). Raised as ValueError, the way pydantic's validators report, so
+the error is one line naming the file and the connector's line, or the option's
+(`desired.project`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from reconciler.desired.client_options import check_client_options
 from reconciler.desired.kafka_settings import KAFKA_FIELDS, check_kafka_shape
 
 
@@ -27,6 +30,7 @@ def check_connector_shape(spec: Any) -> None:
         raise ValueError(f"connector '{name}' needs exactly one of 'table' or 'view'")
     if spec.type == "kafka":
         check_kafka_shape(spec)
+        check_client_options(spec)
         return
     if spec.path is None:
         raise ValueError(f"connector '{name}' of type '{spec.type}' needs a 'path'")
@@ -38,3 +42,4 @@ def check_connector_shape(spec: Any) -> None:
                          "(json, csv or parquet)")
     if spec.type == "delta" and spec.format is not None:
         raise ValueError(f"connector '{name}' of type 'delta' takes no 'format'")
+    check_client_options(spec)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from reconciler.desired.client_options import OptionRefused
 from reconciler.desired.connector_shape import check_connector_shape
 from reconciler.desired.documents import (
     YamlDocument,
@@ -189,7 +190,8 @@ class ConnectorSpec(_Strict):
     against the table's columns) or `raw` (the record's own columns). Its Kafka options
     are Spark's (`startingOffsets`, `maxOffsetsPerTrigger`, `failOnDataLoss`, `kafka.*`
     client settings); secrets come from the environment (`env_options`), never from
-    this file (`desired.kafka_settings`)."""
+    this file (`desired.kafka_settings`). Every connector's options are held to an
+    allow-list of what its type may hand a client library (`desired.client_options`)."""
 
     name: str = Field(pattern=NAME_PATTERN)
     table: str | None = None
@@ -282,6 +284,9 @@ def _validation_error(error: ValidationError, document: YamlDocument, shown: str
         message = f"missing required key '{dotted}'"
     elif kind == "value_error":
         message = str(first["msg"]).removeprefix("Value error, ")
+        refused = (first.get("ctx") or {}).get("error")
+        if isinstance(refused, OptionRefused):  # that option's line, not the connector's
+            location = (*location, *refused.location)
     elif kind == "string_pattern_mismatch":
         message = f"{dotted}: '{first['input']}' is not a valid name (letters, digits, underscore)"
     elif kind in ("literal_error", "enum"):  # name the bad value, not only the good ones
