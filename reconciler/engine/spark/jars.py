@@ -20,11 +20,15 @@ installed packages' versions:
 Each set is resolved by `mvn dependency:build-classpath` from a generated POM
 into Maven's local repository inside the jar cache (`repository()`:
 `$RECONCILE_JARS`, else `~/.cache/pipeline-reconciler/jars`), each jar stored once;
-a folder per set and version lists its jars (`complete.txt`). A company mirror is
+a folder per set and version lists its jars (`complete.txt`). Maven runs in a private
+folder of the jar cache with an empty `.mvn/` of its own (`maven_base`), obeying no
+`.mvn/` anyone left above a temporary folder. A company mirror is
 configured the Maven way, in `~/.m2/settings.xml`. S3A's set (680 MB, most of it the AWS
 SDK) is fetched only for a project whose storage is on S3 (`sets_for`), and goes on the
 class path only of a session that may reach S3 (`session.jars_conf`). Nothing is
-downloaded when a session starts.
+downloaded when a session starts. Which sets a project needs is read from its
+`reconcile.yaml` and `pipeline.yaml` files through the checkout's safe reader
+(`support.safe_files`): the Action runs this module on any pull request's checkout.
 
 `python -m reconciler.engine.spark.jars --spark-defaults` prints the lines a cluster
 operator puts in `spark-defaults.conf` to give a standalone cluster the same
