@@ -403,6 +403,43 @@ spark.stop()
 """
 
 
+def test_every_spark_jvm_is_started_without_kafka_config_providers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded session's JVM and the warm server's get the system property through
+    `SPARK_SUBMIT_OPTS`, after the operator's own options, which stay."""
+    from reconciler.desired.project import SparkSettings
+    from reconciler.engine.spark.launch import SAFE_JAVA_OPTIONS, jvm_launch
+    from reconciler.engine.spark.warm import _server_environment
+
+    assert SAFE_JAVA_OPTIONS == "-Dorg.apache.kafka.automatic.config.providers=none"
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")
+    with jvm_launch():
+        embedded = os.environ["SPARK_SUBMIT_OPTS"]
+    warm = _server_environment("token", SparkSettings(), False, False)["SPARK_SUBMIT_OPTS"]
+    for options in (embedded, warm):
+        assert options == f"-Xss4m {SAFE_JAVA_OPTIONS}", options
+    assert os.environ["SPARK_SUBMIT_OPTS"] == "-Xss4m"
+
+
+def test_kafkas_client_in_the_session_loads_no_config_provider(spark) -> None:  # type: ignore[no-untyped-def]
+    """Whatever settings reach Kafka's client in the session's JVM, it instantiates no config
+    provider, so `${env:...}` is never read into what it sends a broker."""
+    jvm = spark._jvm
+    assert jvm.java.lang.System.getProperty(
+        "org.apache.kafka.automatic.config.providers") == "none"
+    settings = jvm.java.util.HashMap()
+    deserializer = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
+    for key, value in {"bootstrap.servers": "127.0.0.1:1", "config.providers": "env",
+                       "config.providers.env.class":
+                           "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+                       "client.id": "${env:AWS_SECRET_ACCESS_KEY}",
+                       "key.deserializer": deserializer,
+                       "value.deserializer": deserializer}.items():
+        settings.put(key, value)
+    with pytest.raises(Exception, match="EnvVarConfigProvider is not allowed"):
+        jvm.org.apache.kafka.clients.consumer.ConsumerConfig(settings)
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_spark_starts_with_a_clean_environment_and_ignores_a_hostile_pyspark_folder(

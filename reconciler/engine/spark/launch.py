@@ -1,7 +1,8 @@
 """What a JVM the reconciler starts inherits: a cleaned environment, no stdout, a filtered stderr.
 
 Pipeline SQL comes from pull requests, so the JVM must not see the caller's secrets
-(``GITHUB_TOKEN``, action inputs, runner tokens): only ``JVM_ENVIRONMENT`` passes.
+(``GITHUB_TOKEN``, action inputs, runner tokens): only ``JVM_ENVIRONMENT`` passes. Every
+JVM started here also gets ``SAFE_JAVA_OPTIONS`` (``with_safe_java_options``).
 
 The JVM prints ``WARNING: Using incubator modules: jdk.incubator.vector`` at start,
 for the ``--add-modules`` flag Spark's launcher always passes; no logging setting or
@@ -16,7 +17,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +28,25 @@ JVM_ENVIRONMENT = re.compile(
 """Variables the JVM may inherit: what Java, Spark, its Python workers and the storage
 clients read. Everything else (``GITHUB_TOKEN``, ``INPUT_*``, ``ACTIONS_*`` tokens,
 any other secret of the caller's) stays out of reach of the SQL Spark runs."""
+
+
+SAFE_JAVA_OPTIONS = "-Dorg.apache.kafka.automatic.config.providers=none"
+"""System properties of every Spark JVM the reconciler starts (the driver, where an embedded
+session's tasks run too, and the warm server): Kafka's client instantiates no config
+provider, so no setting can make it read an environment variable or a file into what it
+sends a broker (`${env:AWS_SECRET_ACCESS_KEY}`), whatever reaches it. Connector options are
+held to an allow-list before (`desired.client_options`); this holds for a setting that
+check would miss. A cluster's executors are its operator's (`docs/clusters.md`)."""
+
+
+def with_safe_java_options(environment: Mapping[str, str]) -> dict[str, str]:
+    """`environment` whose ``SPARK_SUBMIT_OPTS`` (the operator's first) ends with
+    `SAFE_JAVA_OPTIONS`: Spark's launcher puts that variable on the command line of the JVM
+    that `spark-submit` starts, the driver, before any ``spark.driver.extraJavaOptions``,
+    and no conf of a session replaces it (a builder's ``spark.driver.extraJavaOptions``
+    would replace the operator's ``spark-defaults.conf`` value)."""
+    operator = environment.get("SPARK_SUBMIT_OPTS", "")
+    return {**environment, "SPARK_SUBMIT_OPTS": f"{operator} {SAFE_JAVA_OPTIONS}".strip()}
 
 
 INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
@@ -96,8 +116,9 @@ def with_appended_jars(environment: dict[str, str], jars: Sequence[Path]) -> dic
 def jvm_launch(appended: Sequence[Path] = ()) -> Iterator[None]:
     """What the JVM inherits when it starts: a cleaned environment and no stdout.
 
-    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``, and the
-    `appended` jars at the end of the class path: ``with_appended_jars``), and
+    ``os.environ`` holds only ``JVM_ENVIRONMENT`` (plus ``PYTHONSAFEPATH=1``,
+    ``SAFE_JAVA_OPTIONS`` in ``SPARK_SUBMIT_OPTS`` and the `appended` jars at the end of
+    the class path: ``with_appended_jars``), and
     file descriptor 1 points at stderr, so whatever the JVM ever writes to its stdout
     (unified logging such as a GC warning, ``System.out``) lands on stderr: stdout
     carries only what a command prints (``--json``, ``--format json``). Its stderr is a
@@ -113,7 +134,8 @@ def jvm_launch(appended: Sequence[Path] = ()) -> Iterator[None]:
     try:
         kept = {key: value for key, value in saved.items() if JVM_ENVIRONMENT.fullmatch(key)}
         os.environ.clear()
-        os.environ.update(with_appended_jars(kept, appended) | {"PYTHONSAFEPATH": "1"})
+        os.environ.update(with_safe_java_options(with_appended_jars(kept, appended))
+                          | {"PYTHONSAFEPATH": "1"})
         os.dup2(sink, 2)
         os.dup2(sink, 1)
         yield

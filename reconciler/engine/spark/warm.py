@@ -207,17 +207,21 @@ def _server_command(folder: Path, spark: Any, port: int, s3a: bool) -> list[str]
 
 def _server_environment(token: str, spark: Any, s3a: bool, kafka: bool) -> dict[str, str]:
     """The cleaned environment an embedded JVM gets (`launch.JVM_ENVIRONMENT`, with the
-    jars appended to its class path: `session.appended_jars`), and the token the server
-    checks."""
+    jars appended to its class path: `session.appended_jars`, and its system properties:
+    `launch.SAFE_JAVA_OPTIONS`), and the token the server checks."""
     import pyspark
 
-    from reconciler.engine.spark.launch import JVM_ENVIRONMENT, with_appended_jars
+    from reconciler.engine.spark.launch import (
+        JVM_ENVIRONMENT,
+        with_appended_jars,
+        with_safe_java_options,
+    )
     from reconciler.engine.spark.session import appended_jars, default_master
 
     env = {key: value for key, value in os.environ.items()
            if JVM_ENVIRONMENT.fullmatch(key) and key != "SPARK_REMOTE"}
     jars = appended_jars(spark.master or default_master(), s3a, kafka)
-    return with_appended_jars(env, jars) | {
+    return with_safe_java_options(with_appended_jars(env, jars)) | {
         "PYTHONSAFEPATH": "1", "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
         "SPARK_HOME": str(Path(pyspark.__file__).resolve().parent)}
 
