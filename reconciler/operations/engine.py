@@ -11,7 +11,8 @@ from functools import cached_property
 from typing import Any
 
 from reconciler.desired.project import Project
-from reconciler.engine.spark.jars import needs_s3a, pipelines_mention
+from reconciler.engine.spark.jars import needs_s3a
+from reconciler.engine.spark.project_jars import pipelines_mention
 from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import pipeline_layout
 from reconciler.state.relations import RelationRecord
@@ -34,7 +35,7 @@ def reaches_kafka(project: Project) -> bool:
 
 
 def _pipelines_mention(project: Project, words: tuple[str, ...]) -> bool:
-    """Through the checkout's safe reader (`jars.pipelines_mention`): a pipeline.yaml it
+    """Through the checkout's safe reader (`project_jars.pipelines_mention`): a pipeline.yaml it
     refuses or cannot read is skipped here, and loading the pipeline says what is wrong."""
     return pipelines_mention(project.root, project.pipeline_dirs.values(), words)
 

@@ -4,7 +4,7 @@ symbolic link, never waiting on a pipe, never more bytes than a limit.
 A project's files arrive in pull requests, and git stores symbolic links: whoever reads
 one of them (the commands loading a project in `desired/`, the session choosing its jars in
 `operations/engine.py`, the Action's set-up step choosing which jars to fetch in
-`engine/spark/jars.py`) reads it here, and `tests/test_safe_reads.py` fails on any other
+`engine/spark/project_jars.py`) reads it here, and `tests/test_safe_reads.py` fails on any other
 read of a file in the package that its allow-list does not name with a reason.
 
 It lives in `support/`, not in `desired/documents.py` where it began, because it knows

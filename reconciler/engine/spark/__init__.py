@@ -1,6 +1,7 @@
 """Spark itself: the session a command runs on and what it needs to start.
 
-Owns the Java check (``java``), the jars an embedded session needs (``jars``) and its
+Owns the Java check (``java``), the jars an embedded session needs (``jars``; which of
+them a project needs, read from its checkout's files: ``project_jars``) and its
 local file system without ``chmod`` processes (``local_fs``, compiled from ``java_src/``), the
 class archive an embedded JVM starts from (``class_archive``, made by running
 ``archive_workload`` in a child), the session (``session``) and what its JVM inherits
