@@ -7,7 +7,9 @@ Owns, bottom to top (each folder imports only those before it):
 * ``delta/``: Delta tables read without a JVM and written with either writer, merge,
   compaction, retention.
 * ``runtime``: a pipeline's relations as DataFrames at the versions a step reads (the
-  step's context); ``publish``: catalog views pinned to committed versions.
+  step's context); ``publish``: catalog views pinned to committed versions;
+  ``approval``: the approved program recorded in storage, which a step's manifest must
+  match.
 * ``maintenance/``: incremental view maintenance, one module per operator family, and
   ``refresh: auto``'s choice.
 * ``io/``: input and output connectors (files, Delta, Kafka), bad input.
