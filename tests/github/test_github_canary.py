@@ -7,7 +7,9 @@ non-writers comment, and finally a writer applies a harmless change, so the
 credentials are really used against moto. Then (issue 51) someone who can write only
 the state bucket stores a view that reads the environment in the committed manifest,
 which a step refuses, and the next pull request is planned over that manifest with its
-data preview and its view tests. Then every comment, log line, output,
+data preview and its view tests. A pull request's Kafka connector names a listener of the
+test's as its broker and asks Kafka's client for the AWS secret through config providers
+(issue 78): refused at plan, and nothing ever connects. Then every comment, log line, output,
 summary, file under the test's folder, object in the state bucket and environment
 of every git process started is searched for the canaries: only the `::add-mask::`
 lines that tell the runner to hide them may hold them.
@@ -18,8 +20,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +58,7 @@ def program(workspace: Workspace) -> str:
     return (workspace.project / "pipelines/grades/program.sql").read_text()
 
 
-def attacks(workspace: Workspace, leak: Path) -> list[Attack]:
+def attacks(workspace: Workspace, leak: Path, broker: int) -> list[Attack]:
     sql = program(workspace)
     spec = (workspace.project / "pipelines/grades/pipeline.yaml").read_text()
     settings = yaml.safe_load((workspace.project / "reconcile.yaml").read_text())
@@ -101,6 +104,15 @@ def attacks(workspace: Workspace, leak: Path) -> list[Attack]:
                 "connectors:\n- {name: src, table: students, type: files, format: json, "
                 "path: input/students, options: {cleanSource: delete}}\n")},
             "makes Spark delete or move the input files"),
+        Attack("Kafka's client reads the environment (config providers)", {
+            "pipelines/grades/pipeline.yaml": spec + (
+                "connectors:\n- name: leak_in\n  table: students\n  type: kafka\n"
+                f"  format: json\n  bootstrap_servers: 127.0.0.1:{broker}\n  topic: leak\n"
+                "  options:\n    kafka.config.providers: env\n"
+                "    kafka.config.providers.env.class: "
+                "org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+                "    kafka.client.id: '${env:AWS_SECRET_ACCESS_KEY}'\n")},
+            "Kafka config providers read environment variables and files"),
         Attack("a YAML alias bomb", {"pipelines/grades/pipeline.yaml": alias_bomb()},
                "values once aliases are expanded"),
         Attack("${env:...} in an expectation's condition", with_view(
@@ -156,9 +168,18 @@ def git_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callabl
     return lambda: "\n".join(path.read_text() for path in sorted(records.iterdir()))
 
 
+@pytest.fixture
+def broker() -> Iterator[socket.socket]:
+    """A port a pull request names as its Kafka broker: nothing may ever connect to it."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        yield listener
+
+
 def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, spark: Any,
                                      tmp_path: Path, s3_endpoint: str,
-                                     git_environments: Callable[[], str]) -> None:
+                                     git_environments: Callable[[], str],
+                                     broker: socket.socket) -> None:
     github.state.token = CANARY_TOKEN
     leak = workspace.root / "leaked-environment.txt"
     (workspace.project / "pipelines/grades/env.txt").symlink_to("/proc/self/environ")
@@ -178,7 +199,7 @@ def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, s
                                       **inputs)[0])
         return runs[-1]
 
-    for attack in attacks(workspace, leak):
+    for attack in attacks(workspace, leak, broker.getsockname()[1]):
         planned = run_pull("synchronize", push(workspace, attack.files))
         assert planned.exit_code == 1, (attack.name, planned.log)
         assert attack.refusal in only_sticky(github)["body"], attack.name
@@ -210,6 +231,8 @@ def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, s
     assert "Data preview of <code>grades</code> (from serial 1)" in body
 
     assert not leak.exists()
+    with pytest.raises(BlockingIOError):
+        broker.accept()  # no Kafka client ever reached the pull request's broker
     shown = everything(github, runs, tmp_path, workspace.backend_url, s3_endpoint)
     for canary in CANARIES:
         assert canary not in shown
