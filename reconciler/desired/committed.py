@@ -29,15 +29,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from reconciler.desired.connector_roles import same_entry, spec_values
 from reconciler.desired.documents import YamlDocument
 from reconciler.desired.kafka_settings import spec_fields
 from reconciler.desired.pipeline_sql import PipelineSource, SqlSource
-from reconciler.desired.program import Program, build_program
+from reconciler.desired.program import CONNECTOR_KEYS, Program, build_program
 from reconciler.desired.project import NAME_PATTERN, ConnectorSpec, PipelineSpec
 from reconciler.support.errors import ReconcileError
 
 _NAME = re.compile(NAME_PATTERN)
-_FLAGS = ("on_error", "on_bad_input", "snapshot_on_bootstrap", "changes")
 _checked: set[str] = set()  # hashes of documents that passed, in this process only
 
 
@@ -92,8 +92,11 @@ def _compare(program: Program, document: Mapping[str, Any], where: str) -> None:
               and tuple(entry.get("reads", ())) == built.reads, where)
     for name, entry in document.get("connectors", {}).items():
         built_connector = program.connectors[name]
-        _same(f"connector '{name}'", {**built_connector.definition(),
-                                      **built_connector.handling()} == entry, where)
+        # Read with each key's default, options split as this version splits them: a
+        # manifest an earlier version wrote (`on_error` among the definition's keys, an
+        # option classified otherwise) is the same connector (`connector_roles`).
+        _same(f"connector '{name}'", same_entry(CONNECTOR_KEYS, {
+            **built_connector.definition(), **built_connector.handling()}, entry), where)
     order = document.get("order")
     if order is not None and sorted(order) != sorted([*tables, *views]):
         raise ReconcileError("the stored order names other relations than the program",
@@ -119,10 +122,11 @@ def _connector_specs(document: Mapping[str, Any], where: str) -> list[ConnectorS
     for name, entry in _mapping(document.get("connectors", {}), where, "connectors").items():
         entry = _mapping(entry, where, f"connector {name}")
         side = "table" if entry.get("direction") == "input" else "view"
-        declared = {"name": name, side: entry.get("relation"), "type": entry.get("type"),
-                    "format": entry.get("format"), "path": entry.get("path"),
-                    "options": {**entry.get("options", {}), **entry.get("throughput_options", {})},
-                    **{key: entry[key] for key in _FLAGS if key in entry}}
+        # Every field the entry holds as pipeline.yaml would (`connector_roles`: type,
+        # format, path, on_error, changes, ...), then those it holds otherwise.
+        declared = {**spec_values(CONNECTOR_KEYS, entry), "name": name,
+                    side: entry.get("relation"), "type": entry.get("type"),
+                    "options": {**entry.get("options", {}), **entry.get("throughput_options", {})}}
         if isinstance(entry.get("kafka"), Mapping):  # its servers and topics, not a path
             declared |= {"path": None, "env_options": entry.get("env_options", {}),
                          **spec_fields(dict(entry["kafka"]), str(entry.get("direction")))}

@@ -24,6 +24,8 @@ def check_connector_shape(spec: Any) -> None:
                          "connectors (view:)")
     if spec.on_bad_input != "fail" and spec.table is None:
         raise ValueError(f"connector '{name}': on_bad_input is for input connectors (table:)")
+    if spec.on_reset != "refuse" and spec.table is None:
+        raise ValueError(f"connector '{name}': on_reset is for input connectors (table:)")
     if spec.changes and spec.table is None:
         raise ValueError(f"connector '{name}': changes is for input connectors (table:)")
     if (spec.table is None) == (spec.view is None):

@@ -17,6 +17,13 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from reconciler.desired.connector_options import cleanup_option, cleanup_refusal, location_option
+from reconciler.desired.connector_roles import (
+    HANDLING_OPTIONS_KEY,
+    document_keys,
+    document_part,
+    keys_of,
+    split_options,
+)
 from reconciler.desired.expectation_clauses import Expectation, check_columns, with_drops
 from reconciler.desired.fingerprint import derive, stable_hash
 from reconciler.desired.kafka_settings import kafka_document, kafka_path
@@ -39,34 +46,11 @@ from reconciler.support.errors import ReconcileError, did_you_mean
 
 PROGRAM_FORMAT = 1
 
-# Spark source options that only tune how much is read per micro-batch, not what is read.
-THROUGHPUT_OPTIONS = frozenset(
-    key.lower()
-    for key in (
-        "maxFilesPerTrigger",
-        "maxBytesPerTrigger",
-        "maxOffsetsPerTrigger",
-        "minOffsetsPerTrigger",
-        "maxTriggerDelay",
-        "maxRecordsPerFile",
-        "fetchOffset.numRetries",
-        "fetchOffset.retryIntervalMs",
-        "maxCachedFiles",
-        # Kafka: where a new connector starts and whether a gap in retention stops it
-        # (`engine/io/kafka_source.py`) say how it reads, not what it reads.
-        "startingOffsets",
-        "failOnDataLoss",
-    )
-)
-
-
-def is_handling_option(connector_type: str, key: str) -> bool:
-    """Whether an option only tunes how a connector reads: the throughput ones, and a Kafka
-    connector's client settings (`kafka.*`: security, timeouts, fetch sizes), whose
-    servers and topics are its own fields."""
-    folded = key.lower()
-    return folded in THROUGHPUT_OPTIONS or (connector_type == "kafka"
-                                           and folded.startswith("kafka."))
+CONNECTOR_KEYS = document_keys(ConnectorSpec)
+"""Every key of a connector's document entry, with its role, from `ConnectorSpec`'s fields
+(`desired.connector_roles`): the one list of what resets a connector and what does not."""
+HANDLING_KEYS = keys_of(CONNECTOR_KEYS, "handling")
+"""Keys that say how a connector reads or writes, not what: changing one resets nothing."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +114,7 @@ class Connector:
     on_error: str
     location: Location
     on_bad_input: str = "fail"
+    on_reset: str = "refuse"
     snapshot_on_bootstrap: bool = False
     changes: bool = False
     option_lines: dict[str, int] = field(default_factory=dict)  # pipeline.yaml line per key
@@ -141,30 +126,21 @@ class Connector:
         return Location(self.location.file, self.option_lines.get(key, self.location.line))
 
     def definition(self) -> dict[str, Any]:
-        """Configuration that changes what the connector reads or writes (the flags only
-        when set, so documents written before they existed compare equal)."""
-        flags = {name: True for name, value in (("snapshot_on_bootstrap",
-                                                 self.snapshot_on_bootstrap),
-                                                ("changes", self.changes)) if value}
-        return {**flags,
-            "direction": self.direction,
-            "relation": self.relation,
-            "type": self.type,
-            "format": self.format,
-            "path": self.path,
-            "options": {k: v for k, v in self.options.items()
-                        if not is_handling_option(self.type, k)},
-            "on_error": self.on_error,
-            **({"kafka": self.kafka} if self.kafka is not None else {}),
-        }
+        """What the connector reads or writes: a change resets it. The keys are those of
+        `ConnectorSpec`'s identity fields (`CONNECTOR_KEYS`); flags only when set, so
+        documents written before they existed compare equal."""
+        return document_part(CONNECTOR_KEYS, "identity", self._document_value)
 
     def handling(self) -> dict[str, Any]:
-        """How the connector reads, not what: throughput options, and `on_bad_input` when it
-        skips. A change of these resets no offsets (`plan.diff.IGNORED_KEYS`)."""
-        skip = {"on_bad_input": self.on_bad_input} if self.on_bad_input != "fail" else {}
-        secrets = {"env_options": self.env_options} if self.env_options else {}
-        return {"throughput_options": {k: v for k, v in self.options.items()
-                                       if is_handling_option(self.type, k)}, **skip, **secrets}
+        """How the connector reads or writes, not what: its handling fields and options
+        (`HANDLING_KEYS`). A change of these resets no offsets (`plan.diff`)."""
+        return document_part(CONNECTOR_KEYS, "handling", self._document_value)
+
+    def _document_value(self, key: str) -> Any:
+        if key in ("options", HANDLING_OPTIONS_KEY):
+            identity_part, handling_part = split_options(self.type, self.options)
+            return identity_part if key == "options" else handling_part
+        return getattr(self, key)
 
 
 @dataclass(frozen=True)
@@ -441,6 +417,7 @@ def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, 
                      format=spec.format or ("json" if kafka is not None else None), path=path,
                      options=dict(spec.options), kafka=kafka, env_options=dict(spec.env_options),
                      on_error=spec.on_error, on_bad_input=spec.on_bad_input,
+                     on_reset=spec.on_reset,
                      location=location,
                      snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes,
                      option_lines=option_lines)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from reconciler.desired.connector_roles import describe_change, normal_entry
 from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
-from reconciler.desired.program import Program
+from reconciler.desired.program import CONNECTOR_KEYS, Program
 from reconciler.plan.diff import ProgramDiff
 from reconciler.support.redaction import redact_text, shown_value
 
@@ -291,24 +292,47 @@ def _connector_changes(diff: ProgramDiff) -> list[Action]:
             actions.append(Action(kind, name, "keep", (
                 f"follows {relation} (renamed from {diff.renamed[relation]})"
                 + ("; offsets kept" if direction == "input" else ""),)))
-        elif "on_bad_input" in diff.handling_changes.get(name, ()):
-            before = diff.old["connectors"][name].get("on_bad_input", "fail")
-            actions.append(Action(kind, name, "keep", (
-                f"on_bad_input {before} -> {document.get('on_bad_input', 'fail')}; "
-                "offsets kept",)))
+        elif name in diff.handling_changes:
+            actions.append(Action(kind, name, "keep", tuple(
+                f"{change}; {'offsets kept' if direction == 'input' else 'nothing sent again'}"
+                for change in handling_descriptions(diff, name))))
         else:
             actions.append(Action(kind, name, "keep"))
     return actions
 
 
+def handling_descriptions(diff: ProgramDiff, name: str) -> list[str]:
+    """Each handling change of an unchanged connector, as `connector_roles` describes it:
+    `on_error fail -> quarantine`, `options changed: maxOffsetsPerTrigger`."""
+    old = normal_entry(CONNECTOR_KEYS, diff.old["connectors"][name])
+    new = normal_entry(CONNECTOR_KEYS, diff.new["connectors"][name])
+    return [describe_change(key, old.get(key), new.get(key))
+            for key in diff.handling_changes.get(name, ())]
+
+
 def _rereads(connector: dict[str, Any]) -> tuple[str, ...]:
-    """What a reset input connector reads again: a Kafka topic from where it starts."""
-    if connector.get("type") != "kafka" or connector["direction"] != "input":
+    """What a reset input connector reads again: a Kafka topic from where it starts; and,
+    when it reads again what its table keeps, that its rows are appended again
+    (`on_reset: reread`, which `plan.rereads` asks for)."""
+    if connector["direction"] != "input":
         return ()
+    found = []
+    if connector.get("type") == "kafka":
+        start = kafka_start(connector)
+        found.append(f"reads {redact_text(str(connector.get('path')))} from the {start} "
+                     "offsets" + ("" if start == "earliest" else
+                                  " at the apply: what the topic holds now is not read"))
+    if connector.get("on_reset") == "reread":
+        found.append(f"on_reset: reread: what it read before is appended to "
+                     f"{connector['relation']} again")
+    return tuple(found)
+
+
+def kafka_start(connector: dict[str, Any]) -> str:
+    """Where a new generation of a Kafka input starts: its `startingOffsets`."""
     options = {key.lower(): value for key, value
                in connector.get("throughput_options", {}).items()}
-    start = options.get("startingoffsets", "earliest")
-    return (f"reads {redact_text(str(connector.get('path')))} from the {start} offsets",)
+    return str(options.get("startingoffsets", "earliest"))
 
 
 def _where(connector: dict[str, Any]) -> str:

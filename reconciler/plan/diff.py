@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from reconciler.desired.connector_roles import handling_changes, normal_entry
 from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
 from reconciler.desired.fingerprint import rederive
 from reconciler.desired.lineage import LineageOf, view_lineage
+from reconciler.desired.program import CONNECTOR_KEYS
+from reconciler.desired.program import HANDLING_KEYS as CONNECTOR_HANDLING_KEYS
 from reconciler.desired.table_evolution import Evolution, evolution
 from reconciler.plan.diff_summary import CHANGES, ChangedNames, DiffSummary
 from reconciler.plan.renames import apply_renames, find_renames
@@ -58,17 +61,18 @@ DeepDiff = _import_deepdiff()
 Change = Literal["added", "removed", "modified", "unchanged"]
 
 # Parts of an object that never make a relation or connector modified: the original
-# SQL text (kept for diffs and reviews) and connector options that only tune
-# throughput. They are removed before diffing (cheaper than deepdiff's per-path
-# exclusion patterns); the document's evaluation order is not compared at all.
+# SQL text (kept for diffs and reviews) and a connector's handling keys, which say how
+# it reads or writes, not what (`desired.connector_roles`, from `ConnectorSpec`'s fields:
+# `on_error`, `on_bad_input`, bounds and client settings among its options, ...). They
+# are removed before diffing (cheaper than deepdiff's per-path exclusion patterns); the
+# document's evaluation order is not compared at all.
 # A view's refresh mode (maintained or recomputed) is compared on its own
 # (`refresh_changes`): it changes how steps keep the view, not its contents. A view's
 # lineage (column fingerprints) is summed up by its fingerprint; reasons read it.
-IGNORED_KEYS = frozenset({"sql", "throughput_options", "on_bad_input", "env_options",
-                          "refresh", "lineage"})
-HANDLING_KEYS = ("throughput_options", "on_bad_input", "env_options")
+HANDLING_KEYS = CONNECTOR_HANDLING_KEYS
 """Connector keys that change how it reads, not what (`Connector.handling`): an apply
-commits them with no reset."""
+commits them with no reset (`handling_changes`)."""
+IGNORED_KEYS = frozenset({"sql", "refresh", "lineage", *HANDLING_KEYS})
 
 EMPTY_PROGRAM: dict[str, Any] = {"tables": {}, "views": {}, "connectors": {}}
 
@@ -123,9 +127,10 @@ class ProgramDiff:
 
     @property
     def handling_changes(self) -> dict[str, list[str]]:
-        """Unchanged connectors whose handling keys (`HANDLING_KEYS`) changed: name -> keys."""
-        changes = {name: [key for key in HANDLING_KEYS if self.old["connectors"][name].get(key)
-                          != self.new["connectors"][name].get(key)]
+        """Unchanged connectors whose handling keys (`HANDLING_KEYS`) changed: name -> keys
+        (a key a document leaves out read as its default)."""
+        changes = {name: handling_changes(CONNECTOR_KEYS, self.old["connectors"][name],
+                                          self.new["connectors"][name])
                    for name, change in self.connectors.items() if change == "unchanged"}
         return {name: keys for name, keys in changes.items() if keys}
 
@@ -247,7 +252,8 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any],
     `lineage_of` derives the old document's fingerprints: `view_lineage`, or the new
     program's memo of it (`Program.analysis`), which its unchanged views share."""
     renamed = find_renames(old, new) if old else {}
-    old = rederive(apply_renames(old, renamed), lineage_of) if old else EMPTY_PROGRAM
+    old = _current_split(rederive(apply_renames(old, renamed), lineage_of)) if old \
+        else EMPTY_PROGRAM
     compared_old, compared_new, texts = _comparable(old, new)
     deep = DeepDiff(compared_old, compared_new, verbose_level=1, threshold_to_diff_deeper=0)
     changed: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -291,6 +297,20 @@ def diff_programs(old: dict[str, Any] | None, new: dict[str, Any],
         raw=_shown_report(deep, texts), rows_reset=frozenset(reset), renamed=renamed,
         evolutions=evolutions,
     )
+
+
+def _current_split(document: dict[str, Any]) -> dict[str, Any]:
+    """A committed document's connectors with their options split as this code splits them
+    (`connector_roles.normal_entry`): an option a newer version counts as handling is
+    then no change of the connector's identity. Only the options move; the entry keeps
+    its keys otherwise, as written."""
+    connectors = {}
+    for name, entry in document.get("connectors", {}).items():
+        normal = normal_entry(CONNECTOR_KEYS, entry)
+        connectors[name] = {**entry, "options": normal["options"],
+                            "throughput_options": normal["throughput_options"]} \
+            if "options" in entry else entry
+    return {**document, "connectors": connectors}
 
 
 def _only_expectations(old: dict[str, Any], new: dict[str, Any], fields: set[str]) -> bool:

@@ -17,9 +17,15 @@ from typing import Any
 from reconciler.desired.fingerprint import stable_hash
 from reconciler.desired.lineage import view_lineage
 from reconciler.desired.program import Program
-from reconciler.plan.actions import Action, connector_actions, relation_actions
+from reconciler.plan.actions import (
+    Action,
+    connector_actions,
+    handling_descriptions,
+    relation_actions,
+)
 from reconciler.plan.artifact import Base, Plan, PlannedPipeline
 from reconciler.plan.diff import ProgramDiff, diff_programs
+from reconciler.plan.rereads import reread_refusals
 from reconciler.plan.selection import Selection, narrow
 from reconciler.state.manifest import Manifest, Status, spark_version, utc_now
 from reconciler.support.errors import ReconcileError, public_message
@@ -177,13 +183,9 @@ def _notes(diff: ProgramDiff, manifest: Manifest | None) -> list[str]:
             notes.append(f"{kind} {name}: reads renamed {', '.join(followed)}, nothing to "
                          "recompute" if followed else
                          f"{kind} {name}: comments or formatting only, nothing to recompute")
-    for name, keys in diff.handling_changes.items():
-        if "throughput_options" in keys:
-            notes.append(f"connector {name}: throughput options changed, no reset")
-        if "on_bad_input" in keys:
-            before, after = (diff.old["connectors"][name].get("on_bad_input", "fail"),
-                             diff.new["connectors"][name].get("on_bad_input", "fail"))
-            notes.append(f"connector {name}: on_bad_input {before} -> {after}, no reset")
+    for name in diff.handling_changes:
+        notes += [f"connector {name}: {change}, no reset"
+                  for change in handling_descriptions(diff, name)]
     return notes
 
 
@@ -228,9 +230,14 @@ def _spark_notes(manifest: Manifest | None, settings: dict[str, str] | None) -> 
 
 
 def _refusals(diff: ProgramDiff) -> list[str]:
-    """Bootstrapping reads unchanged tables' state, which non-materialized tables don't keep."""
+    """Bootstrapping reads unchanged tables' state, which non-materialized tables don't keep;
+    and a reset must not append again what its table keeps (`plan.rereads`)."""
     if not diff.old.get("views") and not diff.old.get("tables"):
         return []
+    return [*_unmaterialized_refusals(diff), *reread_refusals(diff)]
+
+
+def _unmaterialized_refusals(diff: ProgramDiff) -> list[str]:
     needs: dict[str, list[str]] = {}
     for name, change in diff.views.items():
         if change not in ("added", "modified"):

@@ -220,7 +220,9 @@ def test_throughput_only_connector_change_is_a_note(tmp_path: Path) -> None:
     plan = diff_after(tmp_path, CONNECTED, CONNECTED, CONNECTORS, spec_after)
     assert plan["has_changes"] is True and plan["bootstrap_required"] is False
     assert {a["action"] for a in plan["actions"]} == {"keep"}
-    assert plan["notes"] == ["connector src: throughput options changed, no reset"]
+    assert plan["notes"] == ["connector src: options changed: maxFilesPerTrigger, no reset"]
+    keep = next(a for a in plan["actions"] if a["name"] == "src")
+    assert keep["reasons"] == ["options changed: maxFilesPerTrigger; offsets kept"]
 
 
 def test_new_output_connector_on_unchanged_view_gets_later_changes(tmp_path: Path) -> None:
