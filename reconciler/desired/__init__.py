@@ -13,7 +13,8 @@ be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 ``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``output_key``
 and ``fallback``, the reason a view is recomputed), how each view is refreshed given
 its shape and the pipeline's policy (``view_refresh``), whether a table can evolve in
-place (``table_evolution``), connector options (``connector_options``), which
+place (``table_evolution``), connector options (``connector_options``), the allow-list
+of what a connector may hand a client library (``client_options``), which
 connector fields go together (``connector_shape``) and a Kafka connector's settings
 (``kafka_settings``),
 expectation clauses (``expectation_clauses``), view test files
