@@ -15,7 +15,8 @@ and ``fallback``, the reason a view is recomputed), how each view is refreshed g
 its shape and the pipeline's policy (``view_refresh``), whether a table can evolve in
 place (``table_evolution``), connector options (``connector_options``), the allow-list
 of what a connector may hand a client library (``client_options``), which
-connector fields go together (``connector_shape``) and a Kafka connector's settings
+connector fields go together (``connector_shape``), which of them say what a connector
+reads and which how (``connector_roles``: what resets one) and a Kafka connector's settings
 (``kafka_settings``),
 expectation clauses (``expectation_clauses``), view test files
 (``view_test_files``), which output columns the preview masks, by lineage

@@ -66,7 +66,7 @@ def handling(key: str, *, omitted: bool = False, why: str = "") -> Role:
 
 NAME = Role("name", (), why="connectors are keyed by name")
 OPTIONS = Role("options", ("options", "throughput_options"),
-               why="Spark's options: each key is identity or handling (is_handling_option)")
+               why="parsing options change the rows read; bounds and client settings do not")
 HANDLING_OPTIONS_KEY = "throughput_options"
 """Where a connector's document keeps its handling options (the name predates `kafka.*`)."""
 
@@ -101,7 +101,7 @@ changes that entry and resets it."""
 HANDLING_OPTIONS: dict[str, frozenset[str]] = {
     "files": frozenset(key.casefold() for key in _COMMON_HANDLING),
     "delta": frozenset(key.casefold() for key in _COMMON_HANDLING),
-    "kafka": frozenset(key.casefold() for key in {**_COMMON_HANDLING, **_KAFKA_HANDLING}),
+    "kafka": frozenset(key.casefold() for key in _KAFKA_HANDLING),
 }
 """Per connector type, the option keys (case-folded, as Spark compares them) that only
 bound or tune how it reads or writes. Every other option is identity: a `files`
@@ -112,7 +112,7 @@ HANDLING_OPTION_PREFIXES: dict[str, tuple[str, ...]] = {"kafka": (_KAFKA_CLIENT_
 
 OPTION_DOCS: dict[str, dict[str, str]] = {
     "files": _COMMON_HANDLING, "delta": _COMMON_HANDLING,
-    "kafka": {**_COMMON_HANDLING, **_KAFKA_HANDLING,
+    "kafka": {**_KAFKA_HANDLING,
               "kafka.*": "client settings: security, timeouts, fetch and batch sizes"},
 }
 """The handling options as the docs list them (`tests/test_docs.py` checks the list)."""
@@ -260,3 +260,28 @@ def handling_fields(keys: Mapping[str, DocumentKey]) -> Iterable[str]:
     """The spec fields whose whole value is handling, for the docs."""
     return [found.field for found in keys.values()
             if found.kind == "handling" and found.key != HANDLING_OPTIONS_KEY]
+
+
+# -- the docs -------------------------------------------------------------------------------
+
+TABLE_START = "<!-- connector-roles:start (desired.connector_roles.roles_table) -->"
+TABLE_END = "<!-- connector-roles:end -->"
+
+
+def roles_table(model: type[BaseModel]) -> str:
+    """The list as docs/modifications.md shows it, between `TABLE_START` and `TABLE_END`
+    (`tests/plan/test_connector_resets.py` checks that the page holds what this renders)."""
+    said = {"identity": "**resets** it: what it reads or writes",
+            "handling": "keeps its offsets: how it reads or writes",
+            "options": "depends on the key: the handling options below keep its offsets, "
+                       "any other resets it",
+            "name": "makes another connector"}
+    lines = [TABLE_START, "", "| setting | a change | |", "|---|---|---|"]
+    for name, role in roles_of(model).items():
+        lines.append(f"| `{name}` | {said[role.kind]} | {role.why} |")
+    lines += ["", "Handling options (case-insensitive, as Spark reads them):", ""]
+    for connector_type, options in OPTION_DOCS.items():
+        shown = ", ".join(f"`{key}`" for key in options)
+        lines.append(f"- `{connector_type}`: {shown}")
+    lines += ["", TABLE_END]
+    return "\n".join(lines)

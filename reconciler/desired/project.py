@@ -218,10 +218,13 @@ class ConnectorSpec(_Strict):
     # Each field's role (`desired.connector_roles`): what the connector reads or writes
     # (identity: a change resets it) or how (handling: an apply keeps its offsets).
     name: Annotated[str, NAME] = Field(pattern=NAME_PATTERN)
-    table: Annotated[str | None, identity("direction", "relation")] = None
-    view: Annotated[str | None, identity("direction", "relation")] = None
+    table: Annotated[str | None, identity("direction", "relation",
+                                          why="the table it appends to")] = None
+    view: Annotated[str | None, identity("direction", "relation",
+                                         why="the view it sends")] = None
     type: Annotated[Literal["files", "delta", "kafka"], identity("type")]
-    format: Annotated[Literal["json", "csv", "parquet", "raw"] | None, identity("format")] = None
+    format: Annotated[Literal["json", "csv", "parquet", "raw"] | None, identity(
+        "format", why="how bytes become rows: the same input gives other rows")] = None
     path: Annotated[str | None, identity("path")] = None
     options: Annotated[dict[str, str | int | float | bool], OPTIONS] = Field(
         default_factory=dict)
@@ -231,13 +234,15 @@ class ConnectorSpec(_Strict):
         "on_bad_input", omitted=True, why="whether malformed rows are dropped")] = "fail"
     on_reset: Annotated[Literal["refuse", "reread"], handling(
         "on_reset", omitted=True,
-        why="whether a reset may read again what its table keeps (plan.rereads)")] = "refuse"
+        why="whether a reset may append again what its table keeps")] = "refuse"
     snapshot_on_bootstrap: Annotated[bool, handling(
         "snapshot_on_bootstrap", omitted=True,
         why="what a later bootstrap sends an output; its steps send the same changes")] = False
     # inputs: rows carry `_op` (insert/delete), deletions applied
-    changes: Annotated[bool, identity("changes", omitted=True)] = False
-    bootstrap_servers: Annotated[str | None, identity("kafka", omitted=True)] = Field(
+    changes: Annotated[bool, identity("changes", omitted=True,
+                                      why="whether rows carry _op")] = False
+    bootstrap_servers: Annotated[str | None, identity(
+        "kafka", omitted=True, why="another cluster holds other messages")] = Field(
         default=None, min_length=1)
     topic: Annotated[str | list[str] | None, identity("kafka", omitted=True)] = None
     topic_pattern: Annotated[str | None, identity("kafka", omitted=True)] = Field(

@@ -1,7 +1,8 @@
 """From a desired program and a committed manifest to a plan a person can approve.
 
 Owns the diff (``diff``: classified from deepdiff; ``diff_summary``: Feldera's shape), renamed
-relations (``renames``), one action per object with its reasons (``actions``), one
+relations (``renames``), one action per object with its reasons (``actions``), the
+resets refused because they would append again what a table keeps (``rereads``), one
 pipeline's plan (``document``), the plan as one frozen object, its id, and its JSON
 written out and read back (``artifact``), the data preview and view tests it carries
 (``preview_report``, ``view_test_report``), the objects ``--select`` chooses and the

@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 
 from reconciler.desired.committed import check_committed_program
-from reconciler.desired.connector_roles import roles_of
+from reconciler.desired.connector_roles import OPTION_DOCS, handling_fields, roles_of, roles_table
 from reconciler.desired.program import CONNECTOR_KEYS, HANDLING_KEYS
 from reconciler.desired.project import ConnectorSpec, load_project, settings_summary
 from reconciler.state.manifest import Manifest
 from state_backends import LocalBackend
 from tests.cli_helpers import reconcile
 from tests.projects import program_of, write_files
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 SQL = """
 create table t (id bigint, v int);
@@ -72,6 +74,17 @@ def test_every_connector_field_has_one_role_and_handling_is_what_leaves_the_read
                                   "snapshot_on_bootstrap", "env_options"}
     assert {key for key, found in CONNECTOR_KEYS.items() if found.kind == "identity"} == {
         "direction", "relation", "type", "format", "path", "options", "changes", "kafka"}
+
+
+def test_the_docs_show_the_list_as_declared() -> None:
+    assert roles_table(ConnectorSpec) in (DOCS / "modifications.md").read_text()
+    kafka = (DOCS / "kafka.md").read_text().split("## What the plan counts as a modification")[1]
+    section = kafka.split("\n## ")[0]
+    for name in [*OPTION_DOCS["kafka"], "on_error", "on_bad_input", "env_options",
+                 "on_reset"]:
+        assert f"`{name.removesuffix('*')}" in section, name
+    assert set(handling_fields(CONNECTOR_KEYS)) == {
+        "on_error", "on_bad_input", "on_reset", "snapshot_on_bootstrap", "env_options"}
 
 
 @pytest.mark.parametrize(("before", "after", "said"), [
