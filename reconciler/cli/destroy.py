@@ -15,6 +15,7 @@ from reconciler.cli.options import (
     LOCK_TIMEOUT,
     POLICY_CHOICE,
     backend_option,
+    engine_options,
     json_option,
     lock_option,
 )
@@ -31,17 +32,21 @@ from reconciler.support.errors import ReconcileError
 @json_option
 @lock_option(LOCK_TIMEOUT)
 @backend_option
+@engine_options
 @pass_cli
 def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
                     bootstrap_policy: str | None, lock_timeout: float,
-                    backend_url: str | None) -> None:
+                    backend_url: str | None, spark_master: str | None,
+                    spark_remote: str | None) -> None:
     """Remove a pipeline: its tables', views' and checkpoints' data, then its state.
 
     Shows what goes and asks first, like terraform destroy (off a terminal it needs
     --auto-approve). Works from the committed manifest, so a pipeline whose folder was
     deleted can be removed; one still in the project is deployed again by the next apply.
     Never deletes outside the pipeline's folder of the storage root. Interrupted, it is
-    finished by running it again. With --json, the plan it asks about goes to stderr."""
+    finished by running it again. With --json, the plan it asks about goes to stderr.
+    A pipeline in the project with `publish:` has its catalog views dropped too (Spark
+    starts for that alone; the --spark flags say where)."""
     from reconciler.desired.project import load_project
     from reconciler.operations.destroy import check_policy, destroy_pipeline, plan_destroy
     from reconciler.state.reader import open_backend
@@ -65,7 +70,13 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
             _report(obj, plan.document() | {"result": "cancelled"},
                     f"{pipeline}: destroy cancelled")
             return
-    destroy_pipeline(project, backend, plan)
+    engine = None
+    if plan.published is not None:
+        from reconciler.operations.engine import Engine  # PySpark: only to drop views
+
+        engine = Engine(project, master=spark_master, remote=spark_remote,
+                        report=obj.progress(), debug=obj.debug)
+    destroy_pipeline(project, backend, plan, engine)
     _report(obj, plan.document() | {"result": "destroyed"},
             f"{pipeline}: destroyed ({len(plan.doomed)} location(s) and its state removed)")
 

@@ -120,3 +120,11 @@ def _read(layout: Layout) -> dict[str, Any] | None:
         raise ReconcileError(f"pipeline '{layout.pipeline}': the approval record in storage "
                              "is not valid JSON; run `reconcile apply` to record it again")
     return record
+
+
+def approved_lineage(layout: Layout) -> str | None:
+    """The lineage the pipeline's approval record in storage holds; None without one. A
+    destroy drops the catalog views of this lineage only (`operations.destroy`)."""
+    record = _read(layout)
+    lineage = None if record is None else record.get("lineage")
+    return lineage if isinstance(lineage, str) else None

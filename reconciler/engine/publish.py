@@ -10,15 +10,26 @@ because the manifest points at it. The catalog is the session's (a cluster's Hiv
 metastore, Glue or Unity Catalog; embedded Spark's `spark-defaults.conf` may name a Hive
 metastore); a reader needs Delta Lake, as for the tables themselves.
 
-Each view carries the property `reconciler.pipeline` = the pipeline's name. Only such
-views are replaced or dropped (a relation no longer published, one renamed or removed):
-an object of the same name that the pipeline did not publish is never overwritten, and
-the commit's publication stops with one line saying so.
+Each view carries two properties: `reconciler.pipeline`, the pipeline's name, and
+`reconciler.lineage`, the lineage its manifest was given when the pipeline was first
+deployed (`Manifest.lineage`, never changed after). A view is the pipeline's own when its
+lineage is the pipeline's: two projects sharing a metastore and a database, each with a
+pipeline of the same name, are told apart. Only its own views are replaced or dropped (a
+relation no longer published, one renamed or removed, every one at `destroy`); any other
+object of the same name, another project's view among them, is never overwritten, and the
+commit's publication stops with one line naming it and its owner.
+
+Views an earlier version published carry the name alone: one is taken over (replaced,
+with the lineage) when the pipeline of that name publishes that name again, the one
+publication such a view had before; it is never dropped, since nothing says which project
+published it (drop it by hand, `DROP VIEW`, if no relation publishes it any more).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
@@ -27,6 +38,18 @@ from reconciler.support.errors import ReconcileError
 
 PUBLISHED_BY = "reconciler.pipeline"
 """The catalog view's property naming the pipeline that published it."""
+LINEAGE = "reconciler.lineage"
+"""The catalog view's property holding the lineage of the pipeline that published it."""
+LINEAGE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a lineage may be to be written into a view's properties (a UUID is)."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who published a view of the catalog, from its properties."""
+
+    pipeline: str
+    lineage: str | None  # None: published by a version that wrote no lineage
 
 
 def catalog_is_kept(spark: SparkSession) -> bool:
@@ -34,38 +57,82 @@ def catalog_is_kept(spark: SparkSession) -> bool:
     return spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "in-memory"
 
 
-def publish(spark: SparkSession, database: str, pipeline: str,
+def publish(spark: SparkSession, database: str, pipeline: str, lineage: str,
             relations: Mapping[str, tuple[str, int]]) -> list[str]:
-    """Make `relations` (name -> (table URI, committed version)) the views `pipeline` has in
-    `database`, dropping those it published before and no longer publishes; returns the
-    names dropped. Names are validated identifiers (`NAME_PATTERN`), versions integers."""
+    """Make `relations` (name -> (table URI, committed version)) the views the pipeline of
+    `lineage` has in `database`, dropping those it published before and no longer
+    publishes; returns the names dropped. Every name is checked before any view is written,
+    so a refused publication changes nothing. Names are validated identifiers
+    (`NAME_PATTERN`), versions integers."""
+    _check_lineage(lineage)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}")
-    ours = published_views(spark, database, pipeline)
+    owners = published_views(spark, database)
+    ours = {name for name, owner in owners.items() if owner.lineage == lineage}
+    for name in sorted(set(relations) - ours):
+        owner = owners.get(name)
+        if owner is not None and owner.lineage is None and owner.pipeline == pipeline:
+            continue  # an earlier version's view of this pipeline name: taken over
+        if owner is not None or spark.catalog.tableExists(f"{database}.{name}"):
+            raise ReconcileError(_conflict(database, name, pipeline, lineage, owner))
     for name, (uri, version) in sorted(relations.items()):
-        target = f"{quoted(database)}.{quoted(name)}"
-        if name not in ours and spark.catalog.tableExists(f"{database}.{name}"):
-            raise ReconcileError(f"{database}.{name} is in the catalog and pipeline "
-                                 f"'{pipeline}' did not publish it: drop or rename it, or "
-                                 "leave the relation out (publish.exclude)")
-        spark.sql(f"CREATE OR REPLACE VIEW {target} "
-                  f"TBLPROPERTIES ('{PUBLISHED_BY}' = '{pipeline}') AS "
+        spark.sql(f"CREATE OR REPLACE VIEW {quoted(database)}.{quoted(name)} "
+                  f"TBLPROPERTIES ('{PUBLISHED_BY}' = '{pipeline}', "
+                  f"'{LINEAGE}' = '{lineage}') AS "
                   f"SELECT * FROM delta.{quoted(uri)} VERSION AS OF {int(version)}")
-    dropped = sorted(set(ours) - set(relations))
+    dropped = sorted(ours - set(relations))
     for name in dropped:
         spark.sql(f"DROP VIEW IF EXISTS {quoted(database)}.{quoted(name)}")
     return dropped
 
 
-def published_views(spark: SparkSession, database: str, pipeline: str) -> set[str]:
-    """The views of `database` that `pipeline` published (its property on them): catalog
-    metadata, one row per view."""
-    found = set()
+def unpublish(spark: SparkSession, database: str, lineage: str) -> list[str]:
+    """Drop every view of `database` that the pipeline of `lineage` published (a destroy);
+    returns their names. Another project's views and an earlier version's (no lineage)
+    stay."""
+    _check_lineage(lineage)
+    if not spark.catalog.databaseExists(database):
+        return []
+    dropped = sorted(name for name, owner in published_views(spark, database).items()
+                     if owner.lineage == lineage)
+    for name in dropped:
+        spark.sql(f"DROP VIEW IF EXISTS {quoted(database)}.{quoted(name)}")
+    return dropped
+
+
+def published_views(spark: SparkSession, database: str) -> dict[str, Owner]:
+    """The views of `database` a pipeline published (its properties on them), by name, with
+    who published them: catalog metadata, one row per view and property."""
+    found = {}
     views = spark.sql(f"SHOW VIEWS IN {quoted(database)}").collect()  # names, not rows
     for view in views:
         if view["isTemporary"]:
             continue
-        owner = spark.sql(f"SHOW TBLPROPERTIES {quoted(database)}.{quoted(view['viewName'])} "
-                          f"('{PUBLISHED_BY}')").collect()  # one property's row
-        if owner and owner[0]["value"] == pipeline:
-            found.add(view["viewName"])
+        rows = spark.sql(f"SHOW TBLPROPERTIES {quoted(database)}."
+                         f"{quoted(view['viewName'])}").collect()  # the view's properties
+        properties = {row["key"]: row["value"] for row in rows}
+        if PUBLISHED_BY in properties or LINEAGE in properties:
+            found[view["viewName"]] = Owner(properties.get(PUBLISHED_BY, "?"),
+                                            properties.get(LINEAGE))
     return found
+
+
+def _conflict(database: str, name: str, pipeline: str, lineage: str,
+              owner: Owner | None) -> str:
+    """One line: why `database.name` is not the pipeline's to replace, and what to do."""
+    if owner is None:
+        held = f"is in the catalog and pipeline '{pipeline}' did not publish it"
+    elif owner.lineage is None:
+        held = (f"is published by pipeline '{owner.pipeline}' (an earlier reconciler's view, "
+                "without a lineage), not by this pipeline")
+    else:
+        other = " of another project" if owner.pipeline == pipeline else ""
+        held = (f"is published by pipeline '{owner.pipeline}'{other} (its lineage "
+                f"{owner.lineage} is not this pipeline's, {lineage})")
+    return (f"{database}.{name} {held}: drop or rename it, publish to another database, or "
+            "leave the relation out (publish.exclude)")
+
+
+def _check_lineage(lineage: str) -> None:
+    if not LINEAGE_PATTERN.fullmatch(lineage):
+        raise ReconcileError(f"the manifest's lineage {lineage[:80]!r} is not a plain "
+                             "identifier: not publishing under it")

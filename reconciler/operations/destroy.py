@@ -15,6 +15,10 @@ Delta folders and checkpoints go, each deletion idempotent; then the backend's o
 the manifest last but the lock (`StateBackend.delete_state`). Until the manifest goes,
 `destroy` finds the pipeline again, and its deletions of what is already gone do nothing.
 
+A pipeline still in the project whose pipeline.yaml says `publish:` also has its catalog
+views dropped, right after the mark: those carrying its manifest's lineage, never another
+project's of the same pipeline name (`engine/publish.py`); only then does Spark start.
+
 `state rm` commits a new manifest serial without the objects named: the manifest is the
 only commit point, so they are forgotten at once and entirely, and the next plan shows
 them as added again (an apply then makes them anew where the layout puts them).
@@ -62,6 +66,7 @@ class DestroyPlan:
     history: int  # committed serials kept in the backend's history
     doomed: tuple[Doomed, ...]
     kept: tuple[str, ...]  # locations outside the storage root a connector reads or writes
+    published: str | None = None  # the catalog database its views are dropped from
 
     @property
     def in_project(self) -> bool:
@@ -79,6 +84,7 @@ class DestroyPlan:
                 "status": self.status, "in_project": self.in_project,
                 "storage": self.storage, "state": self.state, "history": self.history,
                 "remove": [doomed.document() for doomed in self.doomed],
+                "published": self.published,
                 "kept": list(self.kept), "warnings": self.warnings()}
 
     def lines(self) -> list[str]:
@@ -91,6 +97,9 @@ class DestroyPlan:
             label = "everything under" if doomed.kind == "folder" else \
                 f"{doomed.kind} {doomed.name}"
             shown.append(f"  - {label}  {doomed.path}")
+        if self.published is not None:
+            shown.append(f"  - its views in catalog database {self.published} (those "
+                         "carrying its lineage)")
         shown.append(f"  - state: the manifest, {self.history} history entries and the lock "
                      f"in {self.state}")
         shown += [f"  kept: {kept}" for kept in self.kept]
@@ -146,12 +155,30 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
                  for name, entry in sorted((manifest.program.get("connectors") or {}).items())
                  if isinstance(entry, dict))
     folder = project.pipeline_dirs.get(manifest.pipeline)
+    publish = None if folder is None else load_pipeline_spec(folder)[0].publish
+    if publish is not None:
+        _check_lineage(layout, manifest, publish.database)
     return DestroyPlan(
         pipeline=manifest.pipeline, lineage=manifest.lineage, serial=manifest.serial,
         status=manifest.status, folder=None if folder is None else str(folder),
         storage=home, state=f"{backend.url}/{manifest.pipeline}",
         history=len(backend.list_history(manifest.pipeline)), doomed=tuple(doomed),
-        kept=kept)
+        kept=kept, published=None if publish is None else publish.database)
+
+
+def _check_lineage(layout: Layout, manifest: Manifest, database: str) -> None:
+    """Refuse to drop views by a lineage the approval record in storage does not hold: a
+    writer of the state prefix alone could give the manifest another project's lineage
+    (which that project's views show) to have this destroy drop them."""
+    from reconciler.engine.approval import approved_lineage
+
+    recorded = approved_lineage(layout)
+    if recorded is not None and recorded != manifest.lineage:
+        raise ReconcileError(f"pipeline '{manifest.pipeline}': the manifest's lineage is not "
+                             "the one recorded in storage (the state backend was written "
+                             f"outside reconcile): not dropping views in '{database}' by it; "
+                             "remove `publish:` from its pipeline.yaml to destroy it without "
+                             "its views")
 
 
 def _refuse_links(root: str, path: str, pipeline: str) -> None:
@@ -174,8 +201,10 @@ def pipeline_folder(layout: Layout) -> str:
     return layout.folder("tables").rsplit("/", 1)[0]
 
 
-def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan) -> None:
-    """Carry out a destroy the person approved as `shown`, under the pipeline's lock.
+def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan,
+                     engine: Any = None) -> None:
+    """Carry out a destroy the person approved as `shown`, under the pipeline's lock;
+    `engine` (`operations.engine.Engine`) drops its published views, if it has any.
 
     Refused when the manifest moved on since `shown` was made (another run committed):
     what would go is then not what was approved.
@@ -197,6 +226,10 @@ def destroy_pipeline(project: Project, backend: StateBackend, shown: DestroyPlan
             "destroying": utc_now(),
             "error": f"being destroyed: run `reconcile destroy -p {name}` to finish"})
         commit_state(project, backend, marked, etag)
+        if plan.published is not None and engine is not None:
+            from reconciler.operations.publication import unpublish_committed
+
+            unpublish_committed(engine, name, manifest.lineage, plan.published)
         store, done = FileStore.for_root(layout.root), Collected()
         for doomed in plan.doomed:  # the pipeline's folder last: it holds all the others
             try:

@@ -5,7 +5,8 @@ relations (a deployment, a bootstrap, a step) and before retention runs, so the 
 views (`engine/publish.py`) follow the committed manifest and never a version it does not
 hold. The setting is read from pipeline.yaml (`publish:`, not part of the committed
 program, like `bootstrap_policy`); a step reads only that file, so a pipeline whose SQL is
-being edited still runs and publishes its committed program.
+being edited still runs and publishes its committed program. The views are the
+manifest's lineage's (`engine/publish.py`): a destroy drops them with `unpublish_committed`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def publish_committed(engine: Any, manifest: Manifest, program: Mapping[str, Any
                  for name, record in manifest.relations.items()
                  if name not in setting.exclude and _materialized(program, name)}
     try:
-        publish(engine.spark, setting.database, manifest.pipeline, relations)
+        publish(engine.spark, setting.database, manifest.pipeline, manifest.lineage,
+                relations)
     except ReconcileError as error:
         raise ReconcileError(f"{manifest.pipeline}: committed (serial {manifest.serial}), "
                              f"but not published: {error}") from None
@@ -60,3 +62,17 @@ def _materialized(program: Mapping[str, Any], name: str) -> bool:
         if name in program[kind]:
             return bool(program[kind][name].get("materialized"))
     return False
+
+
+def unpublish_committed(engine: Any, pipeline: str, lineage: str, database: str) -> list[str]:
+    """Drop the views the pipeline of `lineage` published in `database` (a destroy), none
+    of another lineage's; returns their names. An in-memory catalog holds none of them."""
+    from reconciler.engine.publish import catalog_is_kept, unpublish
+
+    if not catalog_is_kept(engine.spark):
+        return []
+    try:
+        return unpublish(engine.spark, database, lineage)
+    except ReconcileError as error:
+        raise ReconcileError(f"{pipeline}: cannot drop its views in '{database}': {error}"
+                             ) from None

@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from tests.jvm_options import FAST_JVM
-from tests.projects import SEED_GRADES, SEED_STUDENTS, apply_seed_modification, copy_example
+from tests.projects import (
+    SEED_GRADES,
+    SEED_STUDENTS,
+    apply_seed_modification,
+    copy_example,
+    write_files,
+)
 
 COMMANDS = """
 import json, sys
@@ -134,23 +140,121 @@ def test_only_the_pipelines_own_views_are_replaced_or_dropped(spark: Any,
                                                                tmp_path: Path) -> None:
     """On the test run's session (its in-memory catalog holds views as a metastore does):
     a relation's view is replaced at each commit, one no longer published is dropped, and
-    an object the pipeline did not publish is refused, not replaced."""
-    from reconciler.engine.publish import publish
+    an object the pipeline did not publish is refused, not replaced: another project's view
+    of a pipeline of the same name (another lineage) among them. An earlier version's view
+    (the pipeline's name, no lineage) is taken over when published again, never dropped."""
+    from reconciler.engine.publish import publish as publish_views
+    from reconciler.engine.publish import published_views, unpublish
     from reconciler.support.errors import ReconcileError
+
+    def publish(pipeline: str, relations: dict[str, tuple[str, int]],
+                lineage: str = "lineage-1") -> list[str]:
+        return publish_views(spark, "published_here", pipeline, lineage, relations)
 
     table = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(table)
     spark.range(5).write.format("delta").mode("append").save(table)
-    publish(spark, "published_here", "p", {"a": (table, 0), "b": (table, 1)})
+    publish("p", {"a": (table, 0), "b": (table, 1)})
     assert spark.table("published_here.a").count() == 3
-    assert publish(spark, "published_here", "p", {"a": (table, 1)}) == ["b"]
+    assert publish("p", {"a": (table, 1)}) == ["b"]
     assert spark.table("published_here.a").count() == 8
     assert not spark.catalog.tableExists("published_here.b")
 
     spark.sql("CREATE VIEW published_here.theirs AS SELECT 1 AS one")
     with pytest.raises(ReconcileError, match=r"published_here\.theirs is in the catalog "
                                              r"and pipeline 'p' did not publish it"):
-        publish(spark, "published_here", "p", {"a": (table, 1), "theirs": (table, 1)})
+        publish("p", {"a": (table, 1), "theirs": (table, 1)})
     assert spark.table("published_here.theirs").count() == 1
-    assert publish(spark, "published_here", "q", {}) == [], "another pipeline's views stay"
+    assert publish("q", {}, lineage="lineage-q") == [], "another pipeline's views stay"
     assert spark.table("published_here.a").count() == 8
+
+    # another project's pipeline `p`: refused before any view is written, none dropped
+    with pytest.raises(ReconcileError, match=r"^published_here\.a is published by pipeline "
+                       r"'p' of another project \(its lineage lineage-1 is not this "
+                       r"pipeline's, lineage-2\): [^\n]*$"):
+        publish("p", {"_first": (table, 0), "a": (table, 0)}, lineage="lineage-2")
+    assert not spark.catalog.tableExists("published_here._first")
+    assert publish("p", {"c": (table, 0)}, lineage="lineage-2") == []
+    assert spark.table("published_here.a").count() == 8
+    assert unpublish(spark, "published_here", "lineage-2") == ["c"]
+    assert spark.table("published_here.a").count() == 8
+
+    spark.sql("CREATE VIEW published_here.old TBLPROPERTIES ('reconciler.pipeline' = 'p') "
+              "AS SELECT 1 AS one")
+    spark.sql("CREATE VIEW published_here.older TBLPROPERTIES ('reconciler.pipeline' = 'p') "
+              "AS SELECT 1 AS one")
+    with pytest.raises(ReconcileError, match=r"published_here\.old is published by "
+                                             r"pipeline 'p' \(an earlier reconciler's"):
+        publish("q", {"old": (table, 0)}, lineage="lineage-q")
+    assert publish("p", {"a": (table, 1), "old": (table, 0)}) == []  # taken over
+    assert spark.table("published_here.old").count() == 3
+    owners = published_views(spark, "published_here")
+    assert {name: (owner.pipeline, owner.lineage) for name, owner in owners.items()} == {
+        "a": ("p", "lineage-1"), "old": ("p", "lineage-1"), "older": ("p", None)}
+    assert publish("p", {}) == ["a", "old"]  # `older`: nothing says it is this project's
+    assert unpublish(spark, "published_here", "lineage-1") == []
+    assert spark.catalog.tableExists("published_here.older")
+    with pytest.raises(ReconcileError, match="lineage \"x'y\" is not a plain identifier"):
+        publish("p", {}, lineage="x'y")
+
+TWO_PROJECTS_SQL = {
+    "a": """
+        CREATE TABLE orders (id INT, amount INT);
+        CREATE MATERIALIZED VIEW totals AS
+          SELECT id, SUM(amount) AS amount FROM orders GROUP BY id;
+        """,
+    "b": """
+        CREATE TABLE orders (id INT, amount INT);
+        CREATE MATERIALIZED VIEW big AS SELECT id, amount FROM orders WHERE amount > 10;
+        """,
+}
+
+
+def orders_project(root: Path, which: str, publish: str = "{database: analytics}") -> Path:
+    """A project of its own (state and storage under its folder) with a pipeline `orders`
+    publishing to the database `analytics`."""
+    return write_files(root / which, {
+        "reconcile.yaml": "",
+        "pipelines/orders/pipeline.yaml": f"name: orders\npublish: {publish}\n",
+        "pipelines/orders/program.sql": TWO_PROJECTS_SQL[which]})
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_two_projects_pipelines_of_one_name_keep_their_own_views(
+        tmp_path: Path, metastore: dict[str, str]) -> None:
+    """Two projects, each with its own state backend and storage root and a pipeline named
+    `orders`, publish to one database of one Derby metastore: the second is refused on the
+    view the first owns, in one line naming it, and neither replaces, drops nor destroys
+    the other's views."""
+    first, second = orders_project(tmp_path, "a"), orders_project(tmp_path, "b")
+    results = commands(metastore, first, ["apply", "--auto-approve"],
+                       ["execute", "-p", "orders", "INSERT INTO orders VALUES (1, 5), (1, 7)"])
+    assert [r["exit"] for r in results] == [0, 0], results
+    theirs = {"orders": [["1", "5"], ["1", "7"]], "totals": [["1", "12"]]}
+    assert read(metastore, "orders", "totals") == theirs
+
+    results = commands(metastore, second, ["apply", "--auto-approve"],
+                       ["execute", "-p", "orders", "INSERT INTO orders VALUES (2, 50)"])
+    assert [r["exit"] for r in results] == [1, 1], results
+    for result in results:  # committed, but the other project's view is not replaced
+        [line] = [each for each in result["output"].splitlines() if "analytics." in each]
+        assert "but not published: analytics.orders is published by pipeline 'orders' of " \
+               "another project (its lineage" in line, line
+    assert read(metastore, "orders", "totals") == theirs
+
+    spec = second / "pipelines/orders/pipeline.yaml"  # the clash left out: `big` alone
+    spec.write_text("name: orders\npublish: {database: analytics, exclude: [orders]}\n")
+    [result] = commands(metastore, second, ["execute", "-p", "orders",
+                                            "INSERT INTO orders VALUES (3, 30)"])
+    assert result["exit"] == 0, result
+    assert read(metastore, "orders", "totals", "big") == \
+        {**theirs, "big": [["2", "50"], ["3", "30"]]}
+
+    [result] = commands(metastore, second, ["destroy", "-p", "orders", "--auto-approve"])
+    assert result["exit"] == 0, result
+    assert read(metastore, "orders", "totals", "big") == \
+        {**theirs, "big": "TABLE_OR_VIEW_NOT_FOUND"}
+    [result] = commands(metastore, first, ["destroy", "-p", "orders", "--auto-approve"])
+    assert result["exit"] == 0, result
+    assert set(read(metastore, "orders", "totals").values()) == {"TABLE_OR_VIEW_NOT_FOUND"}

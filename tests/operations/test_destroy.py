@@ -156,6 +156,29 @@ def test_a_manifest_naming_a_path_outside_the_storage_folder_deletes_nothing(
 
 
 @pytest.mark.spark
+def test_a_forged_lineage_drops_no_published_views(tmp_path: Path) -> None:
+    """A destroy drops the catalog views of the manifest's lineage: one a writer of the state
+    prefix gave another lineage (another project's, which its views show) is refused before
+    anything goes, in one line saying how to destroy it without its views."""
+    project = project_of(tmp_path / "project")
+    spec = project / "pipelines/keep/pipeline.yaml"
+    spec.write_text(spec.read_text() + "publish: {database: analytics}\n")
+    reconcile(project, "apply", "--auto-approve")
+    state = project / ".reconcile/state/keep/manifest.json"
+    document = json.loads(state.read_text())
+    document["lineage"] = "0c7e5a38-another-project"
+    state.write_text(json.dumps(document))
+    output = reconcile(project, "destroy", "-p", "keep", "--auto-approve", expect=1)
+    assert "the manifest's lineage is not the one recorded in storage" in output
+    assert "not dropping views in 'analytics'" in output and "remove `publish:`" in output
+    assert manifest(project, "keep")["serial"] == 1
+    assert Path(in_storage(project, "keep/views/totals/_delta_log")).is_dir()
+    spec.write_text(spec.read_text().replace("publish: {database: analytics}\n", ""))
+    reconcile(project, "destroy", "-p", "keep", "--auto-approve")
+    assert not Path(in_storage(project, "keep")).exists()
+
+
+@pytest.mark.spark
 def test_state_rm_forgets_objects_and_the_next_plan_adds_them(deployed: Path) -> None:
     before = manifest(deployed, "keep")
     output = reconcile(deployed, "state", "rm", "-p", "keep", "view.totals")
