@@ -75,3 +75,39 @@ def test_following_the_held_steps_advice_ingests_each_message_once(
         kept = [json.loads(line) for path in (root / ".reconcile/data/p/quarantine/orders_in")
                 .rglob("*.json") for line in path.read_text().splitlines()]
         assert [(m["topic"], m["offset"]) for m in kept] == [(topic, 6)]
+
+
+def test_new_servers_over_the_same_topic_are_refused_until_the_plan_says_where_to_start(
+        broker: Broker, tmp_path: Path) -> None:
+    """The servers are what a connector reads: a change resets it. Over a topic its table
+    holds rows from, the reset would append them again: refused, then started after what
+    the topic holds (`startingOffsets: latest`), each message is in the table once."""
+    topic = new_topic(broker, partitions=1)
+    new_topic(broker, 1, f"{topic}-out")
+    root = project(tmp_path, broker, topic)
+    reconcile(root, "apply", "--auto-approve")
+    first = orders(0, 6, 1)
+    produce(broker, topic, first)
+    reconcile(root, "run")
+
+    spec = root / "pipelines/p/pipeline.yaml"
+    servers = broker.bootstrap_servers
+    moved = spec.read_text().replace(f"bootstrap_servers: {servers}\n    topic: {topic}\n",
+                                     f"bootstrap_servers: {servers},{servers}\n"
+                                     f"    topic: {topic}\n")
+    assert moved != spec.read_text()
+    spec.write_text(moved)
+    refused = reconcile(root, "apply", "--auto-approve", expect=1)
+    assert "input connector orders_in is reset and would read" in refused, refused
+    assert "startingOffsets: latest" in refused and len(refused.strip().splitlines()) == 1
+    assert counts(root) == (6, 6)
+
+    spec.write_text(moved.replace("options: {}", "options: {startingOffsets: latest}"))
+    plan = reconcile(root, "plan")
+    assert "what the topic holds now is not read" in plan and "refused" not in plan, plan
+    reconcile(root, "apply", "--auto-approve")
+    later = orders(6, 4, 1)
+    produce(broker, topic, later)
+    reconcile(root, "run")
+    assert counts(root) == (10, 10)
+    assert totals(root) == expected_totals(first + later)
