@@ -21,6 +21,7 @@ from reconciler.runner.loop import HEARTBEAT
 from reconciler.state.connectors import connector_definitions
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import orphaned_pipelines, pipeline_layout, read_manifest
+from reconciler.support.errors import ReconcileError
 from state_backends import StateBackend
 from state_backends.base import format_age
 
@@ -60,6 +61,7 @@ def status_reports(project: Project, backend: StateBackend,
             "waiting_input": waiting_input(project, manifest, lags) if manifest and in_project
             else {},
             "kafka_lag": lags,
+            "unapproved": unapproved(project, manifest) if manifest and in_project else None,
             "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
             "expectations": {n: record.expectations for n, record in manifest.relations.items()
@@ -77,13 +79,34 @@ def status_reports(project: Project, backend: StateBackend,
 
 def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int] | None]:
     """Per Kafka input connector, `{"topic/partition": records not ingested}`; None when
-    its broker cannot be asked."""
+    its broker cannot be asked. A broker is asked (with the `KAFKA_*` credentials the
+    connector names) only when the manifest's program is the approved one
+    (`engine.approval`): a writer of the state prefix must not have them sent elsewhere."""
+    kafka = {name: connector for name, connector
+             in connector_definitions(manifest.program, project.root).items()
+             if connector.is_input and connector.kafka is not None}
+    if not kafka:
+        return {}
     from reconciler.engine.io.kafka_offsets import connector_lag
 
+    if unapproved(project, manifest) is not None:
+        return dict.fromkeys(kafka)
     return {name: connector_lag(name, connector.kafka, connector.reader_options,
                                 manifest.connectors[name].kafka_offsets)
-            for name, connector in connector_definitions(manifest.program, project.root).items()
-            if connector.is_input and connector.kafka is not None}
+            for name, connector in kafka.items()}
+
+
+def unapproved(project: Project, manifest: Manifest) -> str | None:
+    """Why no step runs the manifest's program (it is not the one the last approved command
+    recorded, `engine.approval`), or None; nothing is recorded."""
+    from reconciler.engine.approval import check_approval
+
+    try:
+        check_approval(pipeline_layout(project, manifest.pipeline), manifest.lineage,
+                       manifest.serial, manifest.program, record_missing=False)
+    except ReconcileError as error:
+        return error.message
+    return None
 
 
 def waiting_input(project: Project, manifest: Manifest,
@@ -119,6 +142,8 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         if not report["in_project"]:
             click.echo(f"  not in the project: its state stays in the backend until "
                        f"`reconcile destroy -p {report['pipeline']}`")
+        if report["unapproved"]:
+            click.echo(f"  not approved: {report['unapproved']}")
         if report["spark"]:
             writer = f", Delta tables written by {report['delta_writer']}" \
                 if report["delta_writer"] else ""

@@ -58,13 +58,16 @@ def record_approval(layout: Layout, lineage: str, serial: int,
 
 
 def check_approval(layout: Layout, lineage: str, serial: int,
-                   program: Mapping[str, Any]) -> None:
+                   program: Mapping[str, Any], *, record_missing: bool = True) -> None:
     """Refuse (one line naming the pipeline and what differs) a committed program that is not
-    the one the last approved command recorded; record it when nothing was ever recorded."""
+    the one the last approved command recorded; record it when nothing was ever recorded,
+    unless a read-only caller (`status`) says not to (`record_missing`)."""
     digest = stable_hash(program)
     if (layout.root, layout.pipeline, digest) in _verified:
         return
     record = _read(layout)
+    if record is None and not record_missing:
+        return
     if record is None:
         logging.getLogger("reconciler").warning(
             "%s: no approval record in storage (deployed by an older version): recording the "

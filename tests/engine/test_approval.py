@@ -102,6 +102,8 @@ def test_a_manifest_edited_outside_reconcile_is_not_run(tmp_path: Path, edit: st
     assert not (tmp_path / "stolen").exists()
     assert not (project / "outbox").exists() or not any((project / "outbox").rglob("*.json"))
     assert json.loads(state.read_text())["serial"] == document["serial"]
+    report = json.loads(reconcile(project, "status", "-p", "p", "--json"))
+    assert named in (report[0] if isinstance(report, list) else report)["unapproved"]
 
     state.write_text(approved)  # the approved manifest back: the pipeline runs again
     assert "step committed" in reconcile(project, "run", "-p", "p")

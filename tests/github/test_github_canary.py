@@ -35,7 +35,7 @@ from click.testing import CliRunner
 from reconciler.cli.main import cli
 from tests.fake_github import FakeGitHub
 from tests.github_harness import PR, Run, Workspace, approve, only_sticky
-from tests.projects import apply_seed_modification
+from tests.projects import apply_seed_modification, program_of
 
 CANARY_TOKEN = "ghs_CANARYtoken0000000000000000000000"
 CANARY_SECRET = "CANARYsecret/aws+0000000000000000000000"
@@ -220,6 +220,8 @@ def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, s
     assert applied.exit_code == 0, applied.log
     assert workspace.manifest()["serial"] == 1  # the credentials were really used
 
+    runs.extend(forged_redirect_refused(workspace, s3_endpoint, tmp_path,
+                                        broker.getsockname()[1]))
     runs.append(forged_manifest_refused(workspace, s3_endpoint))
     with (workspace.project / "pipelines/grades/program.sql").open("a") as sql:
         sql.write("\ncreate view student_count as select count(*) as n from students;\n")
@@ -237,6 +239,51 @@ def test_no_route_takes_a_secret_out(workspace: Workspace, github: FakeGitHub, s
     for canary in CANARIES:
         assert canary not in shown
         assert canary not in git_environments()
+
+
+def forged_redirect_refused(workspace: Workspace, endpoint: str, folder: Path,
+                            broker: int) -> list[Run]:
+    """Someone who can write the state prefix, and nothing else, adds to the committed
+    program (issue 78) a Kafka input and a Kafka output at the test's listener, the input
+    sending a `KAFKA_*` secret (holding the canary) to it, each connector as the product
+    itself would store it, so that the SQL and option checks pass. `run` refuses the
+    manifest (it is not the program the apply recorded in storage) and `status` does not
+    ask the listener for the input's lag; the manifest is then put back."""
+    bucket, prefix = workspace.backend_url.removeprefix("s3://").split("/", 1)
+    key = f"{prefix}/grades/manifest.json"
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    approved = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    document = json.loads(approved)
+    forger = folder / "forger"
+    shutil.copytree(workspace.project / "pipelines", forger / "pipelines")
+    with (forger / "pipelines/grades/pipeline.yaml").open("a") as spec:
+        spec.write("connectors:\n"
+                   f"- {{name: leak_in, table: students, type: kafka, format: json, "
+                   f"bootstrap_servers: '127.0.0.1:{broker}', topic: leak, "
+                   "env_options: {kafka.sasl.jaas.config: KAFKA_JAAS}}\n"
+                   f"- {{name: leak_out, view: avg_grade, type: kafka, "
+                   f"bootstrap_servers: '127.0.0.1:{broker}', topic: leak}}\n")
+    forged = program_of(forger, "grades").document()["connectors"]
+    document["program"]["connectors"] |= forged
+    document["connectors"]["leak_in"] = {
+        "generation": "g1", "checkpoint": "grades/connectors/leak_in/g1",
+        "kafka_offsets": {"leak": {"0": 0}}, "kafka_batch": 0}
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(document).encode("utf-8"))
+    environment = {"AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
+                   "AWS_SECRET_ACCESS_KEY": CANARY_SECRET, "AWS_SESSION_TOKEN": CANARY_SESSION,
+                   "KAFKA_JAAS": f"org.apache.kafka.common.security.plain.PlainLoginModule "
+                                 f"required username=\"u\" password=\"{CANARY_SECRET}\";"}
+    runs = []
+    for command in (["run", "-p", "grades"], ["status", "-p", "grades"]):
+        result = CliRunner().invoke(cli, ["-C", str(workspace.project), *command],
+                                    env=environment, catch_exceptions=False)
+        runs.append(Run(result.exit_code, result.output, {}, ""))
+        assert "is not the program the last approved apply recorded" in result.output
+        assert "connector 'leak_in' added" in result.output
+    assert runs[0].exit_code == 1 and runs[1].exit_code == 0, runs
+    assert workspace.manifest()["serial"] == document["serial"]  # nothing committed
+    s3.put_object(Bucket=bucket, Key=key, Body=approved)
+    return runs
 
 
 def forged_manifest_refused(workspace: Workspace, endpoint: str) -> Run:
