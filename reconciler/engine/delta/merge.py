@@ -27,8 +27,8 @@ restored first, so a retried step applies each change exactly once.
 
 from __future__ import annotations
 
-import datetime
 import decimal
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 
 from reconciler.engine.delta.commit import commit_files, write_errors, write_files
 from reconciler.engine.delta.log import PathLike, quoted, relative_file, table_uri
+from reconciler.engine.delta.parquet_stats import DATE_DAYS
 from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.delta.versions import DeltaVersion
 from reconciler.engine.spark.local_rows import empty_frame
@@ -190,30 +191,56 @@ _RANGE_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalTyp
 a number or a date."""
 
 
-def _key_bounds(deletes: DataFrame, key: T.StructField) -> tuple[str, str] | None:
+def _key_bounds(deletes: DataFrame, key: T.StructField) -> tuple[str | None, str | None] | None:
     """The deleted rows' lowest and highest `key`, as SQL literals; None when the key's type
     is not one of `_RANGE_TYPES` or no deleted row has one. A MERGE's `ON` compares target
     and source columns, which no file statistic can answer: a range on the target alone
     (`_within`) lets Delta read only the files that may hold a deleted row (files hold
     ranges of the first column when rows arrive in its order, as ids do, or after
-    `OPTIMIZE`). One small aggregate of the deleted rows."""
+    `OPTIMIZE`). One small aggregate of the deleted rows.
+
+    A date bound outside 0001-01-01..9999-12-31 (`parquet_stats.DATE_DAYS`: Spark reads
+    year 0, -0044 or +12345) is left out, that side of the range open: no statistic the
+    engine writes holds such a date, and Spark's own filter on a date literal near its first
+    day fails (`integer overflow`, rebasing it to the Julian calendar), which would stop
+    every retry of the step (issue 78)."""
     if not isinstance(key.dataType, _RANGE_TYPES):
         return None
-    bounds = deletes.agg(F.min(quoted(key.name)), F.max(quoted(key.name))).first()
-    if bounds is None or bounds[0] is None:  # (two scalars, never rows of the table)
+    low, high = F.min(quoted(key.name)), F.max(quoted(key.name))
+    if not isinstance(key.dataType, T.DateType):
+        bounds = deletes.agg(low, high).first()
+        if bounds is None or bounds[0] is None:  # (two scalars, never rows of the table)
+            return None
+        return _literal(bounds[0]), _literal(bounds[1])
+    # As Spark writes them, and as days: no Python `date` holds year 0 or +12345.
+    dates = deletes.agg(low.cast("string"), high.cast("string"), F.unix_date(low),
+                        F.unix_date(high)).first()
+    if dates is None or dates[0] is None:
         return None
-    return _literal(bounds[0]), _literal(bounds[1])
+    first, last = DATE_DAYS
+    opened = (_literal(dates[0]) if first <= dates[2] <= last else None,
+              _literal(dates[1]) if first <= dates[3] <= last else None)
+    return None if opened == (None, None) else opened
 
 
-def _within(column: str, bounds: tuple[str, str]) -> str:
-    """`column` in the range, or NULL (min and max skip NULLs; a NULL key can be deleted)."""
-    return f"({column} BETWEEN {bounds[0]} AND {bounds[1]} OR {column} IS NULL)"
+def _within(column: str, bounds: tuple[str | None, str | None]) -> str:
+    """`column` in the range (a side None: open), or NULL (min and max skip NULLs; a NULL
+    key can be deleted)."""
+    low, high = bounds
+    ranged = (f"{column} BETWEEN {low} AND {high}" if low is not None and high is not None
+              else f"{column} >= {low}" if low is not None else f"{column} <= {high}")
+    return f"({ranged} OR {column} IS NULL)"
+
+
+_DATE_TEXT = re.compile(r"[+-]?[0-9]{4,7}-[0-9]{2}-[0-9]{2}")
+"""A date as Spark casts one to a string: `2024-01-31`, `0000-01-01`, `+12345-01-01`."""
 
 
 def _literal(value: Any) -> str:
-    """A bound as SQL: numbers as written, dates as DATE literals (nothing else reaches it)."""
-    if isinstance(value, datetime.date):
-        return f"DATE'{value.isoformat()}'"
+    """A bound as SQL: numbers as written, dates (as Spark writes them, `_key_bounds`) as
+    DATE literals (nothing else reaches it)."""
+    if isinstance(value, str) and _DATE_TEXT.fullmatch(value):
+        return f"DATE'{value}'"
     if isinstance(value, decimal.Decimal):  # positional, as written in a column: 0.0000000000
         return f"{format(value, 'f')}BD"
     if isinstance(value, int):
