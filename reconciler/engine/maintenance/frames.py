@@ -31,6 +31,13 @@ SIDE_COLUMN = "__side"
 RANGED_TYPES = (T.IntegralType, T.StringType, T.DateType, T.DecimalType)
 """Types whose min and max come back to Python and go back to Spark as the same value (a
 TIMESTAMP would pass through the driver's time zone, a float's NaN does not compare)."""
+_FIT = {T.DateType: "{0} >= DATE'0001-01-01' AND {1} <= DATE'9999-12-31'",
+        T.StringType: "is_valid_utf8({0}) AND is_valid_utf8({1})"}
+"""When a column's min and max come back as they are: a date of Python's years (Spark's
+reach from -5877641 to +5881580, and Spark's filter on a date literal near its first day
+overflows), a string of valid UTF-8 (a Parquet input may hold other bytes, which would
+come back replaced by U+FFFD and compare otherwise). A range that does not fit is no
+range (issue 78): no value of a row can fail the step or narrow a read wrongly."""
 
 
 @dataclass
@@ -87,14 +94,16 @@ class StepFrames:
                                             for field in frame.schema.fields}
             if ranged[side]:
                 rows.append(frame.agg(F.lit(side).alias(SIDE_COLUMN), *(
-                    function(name).alias(f"__{function.__name__}_{name}")
-                    for name in ranged[side] for function in (F.min, F.max))))
+                    aggregate for field in frame.schema.fields if field.name in ranged[side]
+                    for aggregate in _bounds(field))))
         if not rows:
             return
         both = reduce(lambda one, other: one.unionByName(other, allowMissingColumns=True), rows)
         for found in both.collect():  # small: one row per side, a min and max per column
             side = found[SIDE_COLUMN]
             for name in ranged[side]:
+                if found[f"__fits_{name}"] is False:
+                    continue  # no range: the whole relation is read, as for other types
                 self._ranges[relation, side][name.lower()] = (
                     name, found[f"__min_{name}"], found[f"__max_{name}"])
 
@@ -121,6 +130,20 @@ class StepFrames:
         frame.createOrReplaceTempView(view)
         self._registered.add(view)
         return view
+
+
+def _bounds(field: T.StructField) -> list[Column]:
+    """A column's min, max and whether they fit (`_FIT`), the bounds NULL where they do
+    not, so that no value Python cannot hold comes back."""
+    quoted = f"`{field.name.replace('`', '``')}`"
+    low, high = F.min(F.col(quoted)), F.max(F.col(quoted))
+    test = next((test for kind, test in _FIT.items() if isinstance(field.dataType, kind)),
+                None)
+    fits = F.lit(True) if test is None else F.expr(test.format(f"min({quoted})",
+                                                               f"max({quoted})"))
+    return [F.when(fits, low).alias(f"__min_{field.name}"),
+            F.when(fits, high).alias(f"__max_{field.name}"),
+            fits.alias(f"__fits_{field.name}")]
 
 
 def in_range(column: Column, low: Any, high: Any, nulls: bool = False) -> Column:
