@@ -36,6 +36,7 @@ from typing import Any
 import sqlglot
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from reconciler.desired.expectation_clauses import (
@@ -153,11 +154,33 @@ def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
         if expectation.action != "fail" or not count["violations"]:
             continue
         keys = _key_columns(runtime, kind, relation, expectation.condition, rows.columns)
-        # Bounded: SAMPLE rows of the key columns, for the error message.
-        sample = rows.filter(violated(expectation.condition)).select(*keys).limit(
+        types = {field.name.lower(): field.dataType for field in rows.schema.fields}
+        # Bounded: SAMPLE rows of the key columns, for the error message; a value Python
+        # may not hold (a date of year +12345, a timestamp) comes back as Spark's text.
+        sample = rows.filter(violated(expectation.condition)).select(*(
+            F.col(_quoted(key)) if isinstance(types[key.lower()], _AS_THEY_ARE) else
+            F.col(_quoted(key)).cast("string") for key in keys)).limit(
             SAMPLE).collect()  # at most SAMPLE key values, for the message
         raise expectation_failed(kind, relation, expectation, count, [
-            ", ".join(f"{key}={row[key]!r}" for key in keys) for row in sample])
+            ", ".join(f"{key}={_shown(value, isinstance(types[key.lower()], _AS_THEY_ARE))}"
+                      for key, value in zip(keys, row, strict=True)) for row in sample])
+
+
+_AS_THEY_ARE = (T.IntegralType, T.BooleanType, T.StringType)
+"""Key types whose values a FAIL UPDATE message shows as Python reads them (`4`, `'x'`)."""
+SHOWN_CHARACTERS = 80
+"""A value a FAIL UPDATE message shows is cut to this many characters."""
+
+
+def _quoted(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"
+
+
+def _shown(value: Any, as_read: bool) -> str:
+    """A key value in a FAIL UPDATE message: one line, at most `SHOWN_CHARACTERS` long."""
+    text = repr(value) if as_read or value is None or not str(value).isprintable() \
+        else str(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS - 3]}..."
 
 
 def expectation_failed(kind: str, relation: str, expectation: Expectation,
