@@ -60,7 +60,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
 def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
           backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Query materialized tables and views at their committed versions."""
-    from reconciler.cli.query_output import print_rows
+    from reconciler.cli.query_output import print_rows, python_rows
     from reconciler.desired.project import load_project
     from reconciler.desired.workspace import select_pipelines
     from reconciler.operations.engine import Engine
@@ -76,5 +76,5 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     # The rows are what this command prints, so they come to this process, but streamed a
     # partition at a time and never held whole. Results too large for a terminal belong in
     # a view with an output connector, which the executors write.
-    print_rows(frame.columns, frame.toLocalIterator(),  # printed rows: one partition at a time
+    print_rows(frame.columns, python_rows(frame),  # printed rows: one partition at a time
                output_format, console())
