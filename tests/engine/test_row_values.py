@@ -14,6 +14,7 @@ are left out. On both writers: each commits small tables with the engine's stati
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -150,7 +151,8 @@ def test_bytes_that_are_not_utf8_are_kept_replaced_or_quarantined(
     reads the other side's matching rows (before: the change's range came back to Python
     with U+FFFD, which sorts below the byte 0xFF, and the join missed the row); a CSV's are
     replaced by Spark; a JSON row's are a malformed row, quarantined under
-    `on_error: quarantine`."""
+    `on_error: quarantine`. A file whose name is not UTF-8 waits, named in one line, until
+    renamed (before: handing it to Spark broke the session's connection, every step)."""
     project = write_files(tmp_path, {
         "reconcile.yaml": "spark:\n  master: local[2]\n",
         "pipelines/p/pipeline.yaml": (
@@ -182,7 +184,14 @@ def test_bytes_that_are_not_utf8_are_kept_replaced_or_quarantined(
     (project / "input/csv/1.csv").write_bytes(b"id,note\n1,ok\n2,bad\xff\n")
     (project / "input/json/1.json").write_bytes(
         b'{"id": 3, "note": "bad\xff"}\n{"id": 4, "note": "fine"}\n')
-    assert "step committed" in reconcile(project, "run")
+    unnamed = os.path.join(os.fsencode(project / "input/json"), b"2\xff.json")
+    with open(unnamed, "wb") as file:  # a name that is not UTF-8: Spark cannot open it
+        file.write(b'{"id": 5, "note": "renamed"}\n')
+    output = reconcile(project, "run")
+    assert "step committed" in output, output
+    assert f"reconcile: input file {unnamed!r} waits: its name is not UTF-8" in output, output
+    os.rename(unnamed, project / "input/json/2.json")  # renamed, it goes in
+    assert "rows notes +1" in reconcile(project, "run")
     assert query(project, "p", "select concat('x', hex(k)) as k, n, label from joined "
                                "order by k") == [
         {"k": "x6D", "n": 1, "label": "M"}, {"k": "x79", "n": 3, "label": "Y"},
@@ -190,7 +199,7 @@ def test_bytes_that_are_not_utf8_are_kept_replaced_or_quarantined(
     assert query(project, "p", "select id, concat('x', hex(note)) as note from notes "
                                "order by id") == [
         {"id": 1, "note": "x6F6B"}, {"id": 2, "note": "x626164EFBFBD"},
-        {"id": 4, "note": "x66696E65"}]
+        {"id": 4, "note": "x66696E65"}, {"id": 5, "note": "x72656E616D6564"}]
     quarantine = project / ".reconcile/data/p/quarantine/notes_json"
     quarantined = [line for file in sorted(quarantine.rglob("part-*")) if file.is_file()
                    for line in file.read_bytes().splitlines()]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -99,7 +100,27 @@ def input_files(path: str) -> set[str]:
             subfolders[:] = [name for name in subfolders if not _hidden(name)]
             files.update(os.path.realpath(os.path.join(folder, name)) for name in names
                          if not _hidden(name))
-    return files
+    return {file for file in files if _nameable(file)}
+
+
+_said: set[str] = set()
+
+
+def _nameable(file: str) -> bool:
+    """Whether Spark can be handed `file`: a name that is not UTF-8 (Python lists its bytes
+    as surrogates) cannot cross to the JVM, and handing it over broke the session's
+    connection ("the Spark JVM died"), every step (issue 78). Such a file waits, said once
+    per process on stderr with its name's bytes, until it is renamed: the next step then
+    ingests it."""
+    try:
+        file.encode("utf-8")
+    except UnicodeEncodeError:
+        if file not in _said:
+            _said.add(file)
+            print(f"reconcile: input file {os.fsencode(file)!r} waits: its name is not UTF-8, "
+                  "which Spark cannot open; rename it", file=sys.stderr)
+        return False
+    return True
 
 
 def waiting_files(path: str, checkpoint: str) -> int | None:
