@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -302,3 +303,38 @@ def test_delta_input_reads_deletes_and_updates_from_the_change_feed(
         (r["kind"], r["n"], r["amount"]) for r in scratch.collect()]
     assert sorted(r["id"] for r in query(project, "d", "SELECT id FROM events")) == [2, 3, 4]
     assert manifest(project, "d")["connectors"]["upstream"]["source_version"] == version
+
+
+def test_a_streamed_connector_moves_to_listed_batches(spark: SparkSession, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connector whose checkpoint a Structured Streaming query kept (before issue 79):
+    a stream batch killed after its append, before its commit, is finished by the stream
+    once; then the connector takes only new files as listed batches, numbered after the
+    stream's, and every row lands once."""
+    from reconciler.engine.io import connectors
+
+    project = grades_project(tmp_path, ONE_FILE_PER_BATCH)
+    reconcile(project, "apply", "--auto-approve")
+    inbox = project / "input/grades"
+    with monkeypatch.context() as streamed:
+        streamed.setattr(connectors, "uses_listed_batches", lambda *_: False)
+        json_lines(inbox / "part-1.json", [{"student_id": 1, "class": "algebra", "grade": 90}])
+        json_lines(inbox / "part-2.json", [{"student_id": 2, "class": "algebra", "grade": 80}])
+        assert "step committed" in reconcile(project, "run")
+    [checkpoint] = (project / ".reconcile/data/p/connectors/grades_in").iterdir()
+    assert sorted(entry.name for entry in (checkpoint / "commits").iterdir()
+                  if entry.name.isdigit()) == ["0", "1"]
+    for name in ("1", ".1.crc"):  # killed after batch 1's append, before its commit
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    json_lines(inbox / "part-3.json", [{"student_id": 1, "class": "algebra", "grade": 94}])
+    assert "step committed" in reconcile(project, "run")  # the stream finishes batch 1
+    assert not (checkpoint / "listed").exists()
+    json_lines(inbox / "part-4.json", [{"student_id": 2, "class": "algebra", "grade": 84}])
+    assert "step committed" in reconcile(project, "run")
+    assert json.loads((checkpoint / "listed/3.json").read_text())["files"] == [
+        str((inbox / "part-4.json").resolve())]
+    assert (checkpoint / "listed/3.done").exists()
+    assert grade_rows(project) == [(1, "algebra", 90), (1, "algebra", 94), (2, "algebra", 80),
+                                   (2, "algebra", 84)]
+    assert_views_consistent(project)
+    assert "no new input" in reconcile(project, "run")

@@ -1,12 +1,16 @@
 """Input and output connectors.
 
-Inputs are Spark Structured Streaming sources run with `trigger(availableNow=True)`:
-the streaming checkpoint is the connector's offset state, and every micro-batch is
-appended to its table as a Delta app transaction (app id = connector generation,
-version = batch id), so replaying a batch after a crash writes nothing twice.
-Over Spark Connect a stream's `foreachBatch` would run on the server, which cannot
-carry this process's runtime, so there the client lists the new files and Spark
-reads them as batches (`engine.listed_ingest`), with the same exactly-once rule.
+A `files` input on a local (or mounted) path is read as bounded batches: the client
+lists the files its checkpoint has not taken, records them, and Spark reads exactly
+those as a batch DataFrame, blindly appended to the table as a Delta app transaction
+(app id = connector generation, version = batch id), so replaying a batch after a
+crash writes nothing twice (`engine.io.listed_ingest`); no streaming query is started
+per step. An input or checkpoint on object storage (`s3a://`), which the listed path
+cannot list from here, or a connector with options only the stream implements
+(`cleanSource`, ...), is a Spark Structured Streaming source run with
+`trigger(availableNow=True)`: its streaming checkpoint is its offset state, and every
+micro-batch is appended under the same exactly-once rule. Delta and Kafka inputs are
+bounded batch reads too (`engine.io.delta_source`, `engine.io.kafka_source`).
 
 Outputs receive a view's changes each step (rows with an `_op` column, `insert` or
 `delete`), or the view's full contents when it is bootstrapped. File names are
@@ -91,7 +95,7 @@ def ingest(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conn
         return None
     with _quiet_stream_failure(runtime.spark):
         try:
-            if is_connect(runtime.spark) or uses_listed_batches(checkpoint):
+            if uses_listed_batches(connector, checkpoint, is_connect(runtime.spark)):
                 batches = ingest_listed(runtime, connector, state, transaction)
             else:
                 batches = _ingest_streamed(runtime, connector, state, transaction)
@@ -102,7 +106,11 @@ def ingest(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conn
 
 def _ingest_streamed(runtime: PipelineRuntime, connector: ConnectorDefinition,
                      state: ConnectorState, transaction: str) -> int:
-    """A files connector as a Structured Streaming query; returns how many batches ran."""
+    """A files connector as a Structured Streaming query; returns how many batches ran.
+
+    Only where the listed path cannot go (`uses_listed_batches`): an object-storage input
+    or checkpoint (the listed path lists locally), a stream-only option, or a stream
+    batch an earlier run left unfinished, which Spark redoes with its files once."""
     batches: list[int] = []
     # Why a batch failed, kept here rather than fished out of the
     # StreamingQueryException text (which also holds a Python traceback).

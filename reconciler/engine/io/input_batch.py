@@ -30,6 +30,7 @@ file twice.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -215,6 +216,19 @@ def configured(reader: Reader, connector: ConnectorDefinition, schema: StructTyp
             .option("columnNameOfCorruptRecord", CORRUPT_COLUMN).schema(permissive))
 
 
+def read_files(runtime: PipelineRuntime, connector: ConnectorDefinition, schema: StructType,
+               files: list[str]) -> DataFrame:
+    """A batch read of some of a files connector's files. Like Spark's streaming file
+    source, a folder input is their partitions' base path, so a file under `day=1/` has
+    its partition column as the stream gives it."""
+    reader = configured(runtime.spark.read, connector, schema)
+    folder = connector.local_location
+    if (folder is not None and not glob.has_magic(folder) and os.path.isdir(folder)
+            and "basepath" not in {key.lower() for key in connector.reader_options}):
+        reader = reader.option("basePath", folder)
+    return reader.load(files)
+
+
 def with_defaults(rows: DataFrame, table: CommittedTable) -> DataFrame:
     """Input rows with the table's DEFAULTs where they hold NULL: a file or source table
     written before a column existed has no value for it (a missing field reads NULL)."""
@@ -293,8 +307,7 @@ def write_checked(runtime: PipelineRuntime, connector: ConnectorDefinition,
     def reread(remaining: list[str]) -> DataFrame:
         if not remaining:  # every file skipped: an empty batch still advances the offset
             return frame.limit(0)
-        return with_file_column(configured(runtime.spark.read, connector, schema)
-                                .load(remaining))
+        return with_file_column(read_files(runtime, connector, schema, remaining))
 
     write_skipping(lambda rows, set_aside: write_batch(
         runtime, connector, rows, batch_id, transaction=transaction,

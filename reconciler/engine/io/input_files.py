@@ -3,9 +3,10 @@
 Two logs can be there: a Structured Streaming query's own (`sources/0` lists the
 files of each planned batch, `offsets/N` and `commits/N` bracket batch N), and
 the listed-batch log of `engine.listed_ingest` (`listed/N.json` holds the files
-of batch N, `listed/N.done` marks it appended), used where a stream's batches
-cannot run beside the client (Spark Connect). A file is taken if either lists
-it; a batch is pending if either planned it and did not finish it.
+of batch N, `listed/N.done` marks it appended), which every connector on a local
+path uses (one that streamed before moves over with its stream's log kept). A file
+is taken if either lists it; a batch is pending if either planned it and did not
+finish it.
 """
 
 from __future__ import annotations

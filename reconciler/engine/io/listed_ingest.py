@@ -1,22 +1,37 @@
 """A `files` input connector without Structured Streaming: the client lists, Spark reads.
 
-Over Spark Connect a stream's `foreachBatch` function runs on the server, which
-cannot carry this process's runtime (its storage writer commits with delta-rs
-from here). So the client does the file source's bookkeeping itself, in the
-connector's checkpoint folder, and Spark reads each batch's files as a batch
-DataFrame on the cluster:
+A step reads exactly the new files it fixed, as one bounded batch read, with no
+streaming query to start (a query per step ran as many Spark jobs, but its
+start-up put the first job of a one-shot `reconcile run` 6-8 s later on 2 cores,
+measured with Spark's event log). The
+client does the file source's bookkeeping itself, in the connector's checkpoint
+folder, and Spark reads each batch's files as a batch DataFrame:
 
 1. `listed/N.json` records the files of batch N before anything is read
    (Structured Streaming's `offsets/N`);
-2. the rows are appended as the Delta app transaction (connector generation, N),
-   so a batch redone after a crash lands once (`engine.input_batch`);
+2. the rows are blindly appended as the Delta app transaction (connector
+   generation, N), so a batch redone after a crash lands once
+   (`engine.input_batch`); the append reads no row of the stored table (Delta's
+   writer still computes a large table's snapshot: `DeltaStorage.append`);
 3. `listed/N.done` marks it finished (`commits/N`).
 
 A batch with a `.json` and no `.done` is redone with exactly its files first.
 New files are those the local listing finds (`engine.input_files`, Spark's own
 rules for hidden names and folders) that no batch took, in name order,
-`maxFilesPerTrigger` at a time. A connector that has a listed log keeps using
-it under a classic session too, so it never reads a file twice.
+`maxFilesPerTrigger` at a time.
+
+Which connectors use it (`uses_listed_batches`): every one whose input and
+checkpoint are on a local (or mounted) path, since the client lists them here.
+A connector whose checkpoint holds a Structured Streaming log moves over: the
+files its source log records are taken already (`seen_files`), and its listed
+batches are numbered after the last batch its table's app transaction records.
+Until then a stream batch it left unfinished (`offsets/N` without `commits/N`)
+is finished by the stream itself, which redoes exactly that batch once. Object
+storage (`s3a://`) inputs or checkpoints, which this client cannot list, and
+options only Spark's stream implements (`cleanSource`, `latestFirst`, ...) keep
+the streaming query (`engine.io.connectors`); over Spark Connect, where a
+stream's `foreachBatch` would run on the server, only the listed path is there.
+A connector that has a listed log keeps using it, so it never reads a file twice.
 """
 
 from __future__ import annotations
@@ -25,7 +40,7 @@ import json
 import os
 from pathlib import Path
 
-from reconciler.engine.io.input_batch import BadInput, configured, with_file_column, write_checked
+from reconciler.engine.io.input_batch import BadInput, read_files, with_file_column, write_checked
 from reconciler.engine.io.input_files import (
     LISTED,
     input_files,
@@ -40,10 +55,31 @@ from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.support.errors import ReconcileError
 from reconciler.support.faults import crash_point
 
+STREAM_ONLY_OPTIONS = frozenset(
+    {"cleansource", "sourcearchivedir", "latestfirst", "maxfileage", "filenameonly"})
+"""Spark's file-source options that only its streaming query implements (moving or
+deleting read files, newest first, forgetting old ones, names without folders)."""
 
-def uses_listed_batches(checkpoint: str) -> bool:
+
+def uses_listed_batches(connector: ConnectorDefinition, checkpoint: str, connect: bool
+                        ) -> bool:
+    """Whether a files connector is ingested as listed batches (else by a streaming query).
+
+    Its input and checkpoint must be local (the client lists them); then yes, unless its
+    checkpoint's stream left a batch unfinished, which the stream finishes, or it sets an
+    option only the stream implements. A connector with a listed log, or over Spark
+    Connect, always is."""
     folder = local_path(checkpoint)
-    return folder is not None and (Path(folder) / LISTED).is_dir()
+    if folder is not None and (Path(folder) / LISTED).is_dir():
+        return True
+    if connect:
+        return True
+    if folder is None or connector.local_location is None:
+        return False
+    if pending_stream_batch(folder):
+        return False
+    return not any(key.lower() in STREAM_ONLY_OPTIONS and str(value).lower() not in
+                   ("off", "false") for key, value in connector.reader_options.items())
 
 
 def ingest_listed(runtime: PipelineRuntime, connector: ConnectorDefinition,
@@ -83,8 +119,7 @@ def ingest_listed(runtime: PipelineRuntime, connector: ConnectorDefinition,
 def _run(runtime: PipelineRuntime, connector: ConnectorDefinition, state: ConnectorState,
          checkpoint: str, batch_id: int, files: list[str], transaction: str) -> None:
     schema = runtime.table_schemas[connector.relation]
-    frame = with_file_column(configured(runtime.spark.read, connector, schema)
-                             .load(files))
+    frame = with_file_column(read_files(runtime, connector, schema, files))
     where = f"input connector '{connector.name}' ({connector.path})"
     try:
         write_checked(runtime, connector, state, frame, batch_id, transaction,
