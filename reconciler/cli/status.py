@@ -82,7 +82,7 @@ def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int]
     its broker cannot be asked. A broker is asked (with the `KAFKA_*` credentials the
     connector names) only when the manifest's program is the approved one
     (`engine.approval`): a writer of the state prefix must not have them sent elsewhere."""
-    kafka = {name: connector for name, connector
+    kafka = {name: (connector.kafka, connector.reader_options) for name, connector
              in connector_definitions(manifest.program, project.root).items()
              if connector.is_input and connector.kafka is not None}
     if not kafka:
@@ -91,9 +91,9 @@ def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int]
 
     if unapproved(project, manifest) is not None:
         return dict.fromkeys(kafka)
-    return {name: connector_lag(name, connector.kafka, connector.reader_options,
+    return {name: connector_lag(name, endpoint, options,
                                 manifest.connectors[name].kafka_offsets)
-            for name, connector in kafka.items()}
+            for name, (endpoint, options) in kafka.items()}
 
 
 def unapproved(project: Project, manifest: Manifest) -> str | None:
