@@ -60,9 +60,10 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
 def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
           backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Query materialized tables and views at their committed versions."""
-    from reconciler.cli.query_output import print_rows, python_rows
+    from reconciler.cli.query_output import print_rows
     from reconciler.desired.project import load_project
     from reconciler.desired.workspace import select_pipelines
+    from reconciler.engine.spark.query_rows import python_rows
     from reconciler.operations.engine import Engine
     from reconciler.operations.statements import query_pipeline
     from reconciler.state.reader import open_backend

@@ -3,7 +3,8 @@
 Owns, bottom to top (each folder imports only those before it):
 
 * ``spark/``: the Java check, the jars, the session, a warm local Spark Connect server,
-  Spark dying under a command, column types, rows the driver holds.
+  Spark dying under a command, column types, rows the driver holds, a query's rows for
+  printing (``query_rows``).
 * ``delta/``: Delta tables read without a JVM and written with either writer, merge,
   compaction, retention.
 * ``runtime``: a pipeline's relations as DataFrames at the versions a step reads (the

@@ -75,7 +75,8 @@ CHANGES = {  # name: (edit the SQL, edit pipeline.yaml, sources A read twice)
     "connector-only change": (
         lambda sql: sql,
         lambda spec: spec.replace("path: ../input/orders}",
-                                  "path: ../input/orders, options: {multiLine: 'false'}}"),
+                                  "path: ../input/orders, options: {multiLine: 'false'}, "
+                                  "on_reset: reread}"),
         ("orders",)),
 }
 

@@ -8,7 +8,8 @@ class archive an embedded JVM starts from (``class_archive``, made by running
 (``launch``: a cleaned environment, a filtered stderr), a warm local Spark Connect server
 the CLI's commands share (``warm``), Spark dying under a command (``failures``), column
 types (``schema``, of type strings parsed without a session in ``type_strings``), rows the
-driver holds as DataFrames (``local_rows``) and frames checkpointed and counted by one job
+driver holds as DataFrames (``local_rows``), a query's rows for printing
+(``query_rows``) and frames checkpointed and counted by one job
 (``checkpoints``).
 
 May import: ``desired``, ``state`` and ``support``. Never another engine folder:
