@@ -36,9 +36,9 @@ def counts(root: Path) -> tuple[int, int]:
     return int(row["n"]), int(row["ids"])
 
 
-@pytest.mark.parametrize("advice", ["on_error: quarantine", "on_bad_input: skip"])
-def test_following_the_held_steps_advice_ingests_each_message_once(
-        broker: Broker, tmp_path: Path, advice: str) -> None:
+def deployed_with_six_orders(broker: Broker, tmp_path: Path
+                             ) -> tuple[Path, str, list[tuple[int, bytes | None]]]:
+    """A deployed project over a new topic whose six orders one step has ingested."""
     topic = new_topic(broker, partitions=1)
     new_topic(broker, 1, f"{topic}-out")
     root = project(tmp_path, broker, topic)
@@ -46,6 +46,13 @@ def test_following_the_held_steps_advice_ingests_each_message_once(
     first = orders(0, 6, 1)
     produce(broker, topic, first)
     reconcile(root, "run")
+    return root, topic, first
+
+
+@pytest.mark.parametrize("advice", ["on_error: quarantine", "on_bad_input: skip"])
+def test_following_the_held_steps_advice_ingests_each_message_once(
+        broker: Broker, tmp_path: Path, advice: str) -> None:
+    root, topic, first = deployed_with_six_orders(broker, tmp_path)
     assert counts(root) == (6, 6)
 
     later = orders(6, 4, 1)
@@ -82,13 +89,7 @@ def test_new_servers_over_the_same_topic_are_refused_until_the_plan_says_where_t
     """The servers are what a connector reads: a change resets it. Over a topic its table
     holds rows from, the reset would append them again: refused, then started after what
     the topic holds (`startingOffsets: latest`), each message is in the table once."""
-    topic = new_topic(broker, partitions=1)
-    new_topic(broker, 1, f"{topic}-out")
-    root = project(tmp_path, broker, topic)
-    reconcile(root, "apply", "--auto-approve")
-    first = orders(0, 6, 1)
-    produce(broker, topic, first)
-    reconcile(root, "run")
+    root, topic, first = deployed_with_six_orders(broker, tmp_path)
 
     spec = root / "pipelines/p/pipeline.yaml"
     servers = broker.bootstrap_servers
