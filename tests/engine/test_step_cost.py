@@ -214,3 +214,27 @@ def test_a_steps_jobs_with_ingest(spark: SparkSession, tmp_path: Path, delta_spa
     assert {folder.name for folder in checkpoints} == {"listed"}, checkpoints  # no stream
     assert jobs <= STEP_WITH_INGEST_JOBS and snapshots == 0 and idle == 0, \
         (jobs, snapshots, idle)
+
+
+def test_an_append_to_a_large_table_computes_no_snapshot(spark: SparkSession, tmp_path: Path,
+                                                          delta_spark: str) -> None:
+    """On Delta's writer, a step's append to a table of any size is the engine's own commit
+    (`DeltaStorage.append`): Delta would compute the snapshot of the version it appends to
+    (3 jobs, seconds on a large table) only to add files. Here every table counts as large
+    (`engine_commit_bytes` of 1 byte, where a replacement keeps Delta's writer); the append
+    with its app transaction runs no snapshot job, lands once when retried, and the rows
+    are the table's."""
+    storage = DeltaStorage(spark, writer="delta-spark")
+    storage.engine_commit_bytes = 1
+    path = tmp_path / "p" / "tables" / "events"
+    events = step_events(spark, 0, 200)
+    storage.create(path, events.schema)
+    loaded = storage.append(path, events, app_id="events_in-g1", txn_version=0)
+    before = jobs_started(spark)
+    step = storage.append(path, step_events(spark, 200, 50), app_id="events_in-g1",
+                          txn_version=1)
+    again = storage.append(path, step_events(spark, 200, 50), app_id="events_in-g1",
+                           txn_version=1)
+    snapshots = snapshot_jobs(spark, before, jobs_started(spark))
+    assert step == again == loaded + 1 and snapshots == 0, (loaded, step, again, snapshots)
+    assert storage.read(path, step, events.schema).count() == 250

@@ -98,11 +98,17 @@ class TableChange(NamedTuple):
 
 
 ENGINE_COMMIT_BYTES = 512 * 1024
-"""On Delta's writer, a table smaller than this is replaced (`DeltaStorage.replace_small`) or
-appended to (`DeltaStorage.append`) by the engine's own commit where its log allows: its few
-files leave Delta's per-column statistics nothing to skip. A larger one keeps Delta's writer
-and its statistics. `RECONCILE_ENGINE_COMMIT_BYTES` changes the size; 0 leaves every
-commit of rows to Delta's writer."""
+"""On Delta's writer, a table smaller than this is replaced (`DeltaStorage.replace_small`) by
+the engine's own commit where its log allows: its few files leave Delta's per-column
+statistics nothing to skip. A larger one keeps Delta's writer and its statistics. An append
+(`DeltaStorage.append`, a step's ingest) is the engine's own commit whatever the table's
+size where the log allows: Delta's writer computes the snapshot of the version it appends
+to in 3 Spark jobs (seconds on a large table) only to add files, while the engine already
+holds that version's log; the new files carry the statistics the engine writes (integers
+and dates, `parquet_stats`: a step's keys); Delta's `OPTIMIZE`, the compaction of every
+table Delta's writer keeps, rewrites them with its full statistics.
+`RECONCILE_ENGINE_COMMIT_BYTES` changes the size; 0 leaves every commit of rows to Delta's
+writer, appends included."""
 
 
 def engine_commit_bytes() -> int:
@@ -192,13 +198,15 @@ class DeltaStorage(DeltaTables):
                                 app_transaction)
 
     def _engine_commits(self, latest: DeltaVersion, replaces_rows: bool) -> bool:
-        """Whether a commit to ``latest`` on Delta's writer is the engine's own instead: a
-        table of at most `engine_commit_bytes` whose log allows it
-        (`DeltaVersion.replaceable_by_engine`, or `appendable_by_engine` for an append)."""
+        """Whether a commit to ``latest`` on Delta's writer is the engine's own instead: an
+        append whose log allows it (`DeltaVersion.appendable_by_engine`), or a replacement of
+        a table of at most `engine_commit_bytes` whose log allows it
+        (`replaceable_by_engine`)."""
         if not self.writer.marks_rows:  # the delta-rs writer: every commit is the engine's
             return False
-        allowed = latest.replaceable_by_engine if replaces_rows else latest.appendable_by_engine
-        stored = latest.data_bytes() if allowed else None
+        if not replaces_rows:  # an append, whatever the size (`ENGINE_COMMIT_BYTES`)
+            return self.engine_commit_bytes > 0 and latest.appendable_by_engine
+        stored = latest.data_bytes() if latest.replaceable_by_engine else None
         return stored is not None and stored < self.engine_commit_bytes
 
     def append(
