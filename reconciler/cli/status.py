@@ -48,7 +48,9 @@ def status_reports(project: Project, backend: StateBackend,
         # An orphan's paths are not read (nor checked): only its counts are shown.
         manifest, _ = read_manifest(backend, name,
                                     pipeline_layout(project, name) if in_project else None)
-        lags = kafka_lags(project, manifest) if manifest and in_project else {}
+        problem = unapproved(project, manifest) if manifest and in_project else None
+        lags = kafka_lags(project, manifest, problem is None) if manifest and in_project \
+            else {}
         lock = backend.read_lock(name)
         reports.append({
             "pipeline": name,
@@ -61,7 +63,7 @@ def status_reports(project: Project, backend: StateBackend,
             "waiting_input": waiting_input(project, manifest, lags) if manifest and in_project
             else {},
             "kafka_lag": lags,
-            "unapproved": unapproved(project, manifest) if manifest and in_project else None,
+            "unapproved": problem,
             "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
             "expectations": {n: record.expectations for n, record in manifest.relations.items()
@@ -77,11 +79,13 @@ def status_reports(project: Project, backend: StateBackend,
     return reports
 
 
-def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int] | None]:
+def kafka_lags(project: Project, manifest: Manifest, approved: bool | None = None
+               ) -> dict[str, dict[str, int] | None]:
     """Per Kafka input connector, `{"topic/partition": records not ingested}`; None when
     its broker cannot be asked. A broker is asked (with the `KAFKA_*` credentials the
     connector names) only when the manifest's program is the approved one
-    (`engine.approval`): a writer of the state prefix must not have them sent elsewhere."""
+    (`engine.approval`; `approved` when the caller checked it already): a writer of the
+    state prefix must not have them sent elsewhere."""
     kafka = {name: (connector.kafka, connector.reader_options) for name, connector
              in connector_definitions(manifest.program, project.root).items()
              if connector.is_input and connector.kafka is not None}
@@ -89,7 +93,9 @@ def kafka_lags(project: Project, manifest: Manifest) -> dict[str, dict[str, int]
         return {}
     from reconciler.engine.io.kafka_offsets import connector_lag
 
-    if unapproved(project, manifest) is not None:
+    if approved is None:
+        approved = unapproved(project, manifest) is None
+    if not approved:
         return dict.fromkeys(kafka)
     return {name: connector_lag(name, endpoint, options,
                                 manifest.connectors[name].kafka_offsets)

@@ -36,7 +36,6 @@ from typing import Any
 import sqlglot
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from sqlglot import exp
 
 from reconciler.desired.expectation_clauses import (
@@ -51,6 +50,7 @@ from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.spark.query_rows import AS_PYTHON_READS, text_safe_columns
 from reconciler.support.errors import RepeatsEachStep
 
 SAMPLE = 5
@@ -126,8 +126,8 @@ def _count(rows: DataFrame, expectations: Sequence[Expectation]) -> dict[str, di
     """Rows checked and each expectation's violations, in one aggregate job."""
     sums = [F.sum(F.when(F.expr(violated(e.condition)), 1).otherwise(0)).alias(f"v{i}")
             for i, e in enumerate(expectations)]
-    [result] = rows.agg(  # one row of counts: an aggregate without GROUP BY
-        F.count(F.lit(1)).alias("rows"), *sums).collect()
+    [result] = rows.agg(
+        F.count(F.lit(1)).alias("rows"), *sums).collect()  # small: one row of counts
     return {e.name: {"action": e.action, "rows": int(result["rows"]),
                         "violations": int(result[f"v{i}"] or 0)}
             for i, e in enumerate(expectations)}
@@ -157,23 +157,16 @@ def _fail(runtime: PipelineRuntime, kind: str, relation: str, rows: DataFrame,
         types = {field.name.lower(): field.dataType for field in rows.schema.fields}
         # Bounded: SAMPLE rows of the key columns, for the error message; a value Python
         # may not hold (a date of year +12345, a timestamp) comes back as Spark's text.
-        sample = rows.filter(violated(expectation.condition)).select(*(
-            F.col(_quoted(key)) if isinstance(types[key.lower()], _AS_THEY_ARE) else
-            F.col(_quoted(key)).cast("string") for key in keys)).limit(
+        sample = rows.filter(violated(expectation.condition)).select(
+            *text_safe_columns(rows, keys)).limit(
             SAMPLE).collect()  # at most SAMPLE key values, for the message
         raise expectation_failed(kind, relation, expectation, count, [
-            ", ".join(f"{key}={_shown(value, isinstance(types[key.lower()], _AS_THEY_ARE))}"
+            ", ".join(f"{key}={_shown(value, isinstance(types[key.lower()], AS_PYTHON_READS))}"
                       for key, value in zip(keys, row, strict=True)) for row in sample])
 
 
-_AS_THEY_ARE = (T.IntegralType, T.BooleanType, T.StringType)
-"""Key types whose values a FAIL UPDATE message shows as Python reads them (`4`, `'x'`)."""
 SHOWN_CHARACTERS = 80
 """A value a FAIL UPDATE message shows is cut to this many characters."""
-
-
-def _quoted(name: str) -> str:
-    return f"`{name.replace('`', '``')}`"
 
 
 def _shown(value: Any, as_read: bool) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from reconciler.engine.delta.log import quoted
+from reconciler.engine.spark.schema import quoted
 from reconciler.support.errors import ReconcileError
 
 PUBLISHED_BY = "reconciler.pipeline"

@@ -28,10 +28,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.table_evolution import Evolution
-from reconciler.engine.delta.log import quoted
 from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage, table_uri
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
-from reconciler.engine.spark.schema import arrow_schema
+from reconciler.engine.spark.schema import arrow_schema, quoted
 from reconciler.engine.spark.session import session_settings
 from reconciler.state.program import CommittedTable
 from reconciler.state.relations import RelationRecord

@@ -40,11 +40,6 @@ def table_uri(path: PathLike) -> str:
     return str(Path(text).expanduser().resolve())
 
 
-def quoted(name: str) -> str:
-    """A SQL identifier (or a `delta.` table path) in backticks, backticks doubled."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 def is_local(uri: str) -> bool:
     """Whether a normalised location is a local folder."""
     return "://" not in uri

@@ -38,12 +38,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta.commit import commit_files, write_errors, write_files
-from reconciler.engine.delta.log import PathLike, quoted, relative_file, table_uri
+from reconciler.engine.delta.log import PathLike, relative_file, table_uri
 from reconciler.engine.delta.parquet_stats import DATE_DAYS
 from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.delta.versions import DeltaVersion
 from reconciler.engine.spark.local_rows import empty_frame
-from reconciler.engine.spark.schema import conform
+from reconciler.engine.spark.schema import conform, quoted
 from reconciler.engine.spark.session import session_settings
 from reconciler.support.errors import ReconcileError
 

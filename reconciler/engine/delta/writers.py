@@ -26,9 +26,9 @@ from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import types as T
 
 from reconciler.engine.delta.commit import PARQUET_CONF, commit_files, write_errors, write_files
-from reconciler.engine.delta.log import check_delta_rs_location, quoted
+from reconciler.engine.delta.log import check_delta_rs_location
 from reconciler.engine.delta.tables import COMMIT_TAG, DeltaTables
-from reconciler.engine.spark.schema import CHAR_VARCHAR_METADATA_KEY, conform
+from reconciler.engine.spark.schema import CHAR_VARCHAR_METADATA_KEY, conform, quoted
 from reconciler.support.errors import ReconcileError
 from reconciler.support.faults import crash_point
 

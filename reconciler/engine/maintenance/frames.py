@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.maintenance.zset import ZSet
+from reconciler.engine.spark.schema import quoted
 
 Part = Literal["old", "new", "inserts", "deletes"]
 Side = Literal["inserts", "deletes"]
@@ -135,12 +136,11 @@ class StepFrames:
 def _bounds(field: T.StructField) -> list[Column]:
     """A column's min, max and whether they fit (`_FIT`), the bounds NULL where they do
     not, so that no value Python cannot hold comes back."""
-    quoted = f"`{field.name.replace('`', '``')}`"
-    low, high = F.min(F.col(quoted)), F.max(F.col(quoted))
+    name = quoted(field.name)
+    low, high = F.min(F.col(name)), F.max(F.col(name))
     test = next((test for kind, test in _FIT.items() if isinstance(field.dataType, kind)),
                 None)
-    fits = F.lit(True) if test is None else F.expr(test.format(f"min({quoted})",
-                                                               f"max({quoted})"))
+    fits = F.lit(True) if test is None else F.expr(test.format(f"min({name})", f"max({name})"))
     return [F.when(fits, low).alias(f"__min_{field.name}"),
             F.when(fits, high).alias(f"__max_{field.name}"),
             fits.alias(f"__fits_{field.name}")]

@@ -34,15 +34,15 @@ from dataclasses import dataclass, field, replace
 from functools import partial, reduce
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from reconciler.desired.expectation_clauses import executable_view_query
 from reconciler.desired.masking import NO_MASK, ColumnMask
 from reconciler.engine.preview.bound import OutOfBound, PreviewBound
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.local_rows import empty_frame
+from reconciler.engine.spark.query_rows import text_safe_columns
 from reconciler.plan.preview_report import ViewPreview
 
 WEIGHT = "__preview_weight"
@@ -77,25 +77,6 @@ class ViewSamples:
 
 
 MASKED = "***"
-_AS_THEY_ARE = (T.NumericType, T.StringType, T.BooleanType)
-"""Column types whose sample values come back to Python as they are; any other (a date, a
-timestamp, an array of them) comes back as Spark's text, which every value has: Python's
-`date` and `datetime` end at year 9999 where Spark's do not (issue 78)."""
-
-
-def sample_columns(frame: DataFrame, names: list[str], prefix: str = "") -> list[Column]:
-    """`names` of `frame` (under alias `prefix`), to collect as sample rows: each value one
-    Python can hold (`_AS_THEY_ARE`, else Spark's text)."""
-    types = {field.name: field.dataType for field in frame.schema.fields}
-    columns = []
-    for name in names:
-        column = F.col(f"{prefix}`{name.replace('`', '``')}`")
-        kind = types.get(name)
-        columns.append(column if isinstance(kind, _AS_THEY_ARE) else
-                       column.cast("string").alias(name))
-    return columns
-
-
 def preview_views(runtime: PipelineRuntime, views: list[tuple[str, str]],
                   keys: dict[str, list[str] | None], unavailable: dict[str, str],
                   bound: PreviewBound, samples: Samples = Samples()
@@ -157,7 +138,7 @@ def _new_view(kind: str, after: DataFrame, samples: ViewSamples) -> ViewPreview:
     assert row is not None
     shown = None
     if samples.count:  # at most `samples.count` (<= 50) rows asked to be shown, no more
-        shown = {"added": samples.shown(after.select(*sample_columns(after, columns)).limit(
+        shown = {"added": samples.shown(after.select(*text_safe_columns(after, columns)).limit(
             samples.count).collect(), columns)}  # sample rows: preview.samples <= 50
     return ViewPreview(kind, rows_after=row["rows"], added=row["rows"], nulls={
         name: row[f"n{i}"] or 0 for i, name in enumerate(columns)}, samples=shown)
@@ -201,7 +182,7 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
              samples: ViewSamples) -> dict[str, Any]:
     """Up to `samples.count` rows added and removed, and with a key, changed rows as
     before and after (one small job each)."""
-    columns = sample_columns(differing, names)
+    columns = text_safe_columns(differing, names)
     # Each collect below is bounded by `samples.count` (<= 50): rows a person asked to see.
     shown: dict[str, list[dict[str, Any]]] = {
         side: samples.shown(differing.where(condition).select(*columns)
@@ -213,7 +194,8 @@ def _sampled(differing: DataFrame, names: list[str], key: list[str] | None,
         on = reduce(lambda a, b: a & b, [F.col(f"new.`{k}`").eqNullSafe(F.col(f"old.`{k}`"))
                                           for k in key])
         pairs = new.join(old, on).select(
-            *sample_columns(differing, names, "old."), *sample_columns(differing, names, "new.")
+            *text_safe_columns(differing, names, "old."),
+            *text_safe_columns(differing, names, "new.")
         ).limit(samples.count).collect()  # at most samples.count (<= 50) pairs asked for
         shown["changed"] = [{"before": samples.shown([pair[:len(names)]], names)[0],
                              "after": samples.shown([pair[len(names):]], names)[0]}

@@ -39,6 +39,11 @@ ARROW_TIMEZONE = "UTC"
 """Timezone of Arrow timestamps; matches the session timezone set in ``session.py``."""
 
 
+def quoted(name: str) -> str:
+    """A SQL identifier (or a `delta.` table path) in backticks, backticks doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 class ColumnLike(Protocol):
     """What ``spark_schema`` needs from a column (``reconciler.sql_parser.ColumnDef`` fits)."""
 
