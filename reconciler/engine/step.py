@@ -20,7 +20,7 @@ the connector's checkpoint has moved past, so the next step adopts them. An
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -36,6 +36,7 @@ from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.spark.micro_batch import micro_batch
 from reconciler.state.connectors import ConnectorState, connector_definitions
 from reconciler.state.program import CommittedProgram
 from reconciler.state.relations import RelationRecord
@@ -172,18 +173,12 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
 
     def changed(table: str) -> ZSet:  # read when called: after a DROP ROW delete, the new one
         return table_change(runtime, before[table], runtime.relations[table])
-    try:
-        for table in result.changed_tables:
-            change = check_table(runtime, table, frames.changes.pop(table),
-                                 partial(changed, table))
-            if not change.is_empty:  # else rows that net to nothing: no reader has a change
-                frames.changes[table] = change
-                emit_change(table, change)
-        result.refreshed = refresh_views(runtime, frames, emit_change,
-                                         _touched_rows(runtime, before, result.changed_tables),
-                                         output=outputs)
-    finally:
-        frames.close()
+    touched = _touched_rows(runtime, before, result.changed_tables)
+    with micro_batch(runtime.spark, _total(touched.values())):
+        try:
+            _maintain(runtime, result, frames, touched, emit_change, changed, outputs)
+        finally:
+            frames.close()
     for relation in [*result.changed_tables, *result.refreshed]:  # last: reads used the files
         compacted = compact(runtime.storage, runtime.relations[relation].path)
         if compacted is not None:
@@ -191,16 +186,33 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
     return result
 
 
+def _maintain(runtime: PipelineRuntime, result: StepResult, frames: StepFrames,
+              touched: dict[str, int | None], emit_change: Callable[[str, ZSet], None],
+              changed: Callable[[str], ZSet], outputs: dict[str, list[str]]) -> None:
+    """Check each changed table's change and refresh the views that read one."""
+    for table in result.changed_tables:
+        change = check_table(runtime, table, frames.changes.pop(table),
+                             partial(changed, table))
+        if not change.is_empty:  # else rows that net to nothing: no reader has a change
+            frames.changes[table] = change
+            emit_change(table, change)
+    result.refreshed = refresh_views(runtime, frames, emit_change, touched, output=outputs)
+
+
 def _touched_rows(runtime: PipelineRuntime, before: dict[str, RelationRecord],
                   tables: list[str]) -> dict[str, int | None]:
-    """Per changed table, the rows its change touched (from the Delta log), when a
-    `refresh: auto` view will choose by them; else nothing is read."""
-    if not any(view.refresh == "auto" for view in runtime.program.views.values()):
-        return {}
+    """Per changed table, the rows its change touched, from the Delta log (no Spark job):
+    whether the step is a micro-batch, and what a `refresh: auto` view chooses by."""
     return {table: runtime.storage.touched_rows(runtime.relations[table].path,
                                                 before[table].version,
                                                 runtime.relations[table].version)
             for table in tables}
+
+
+def _total(rows: Iterable[int | None]) -> int | None:
+    """The sum, or None when any is unknown."""
+    counted = list(rows)
+    return None if None in counted else sum(count for count in counted if count is not None)
 
 
 def table_change(runtime: PipelineRuntime, before: RelationRecord,

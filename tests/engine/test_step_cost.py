@@ -83,19 +83,21 @@ def delete_events(runtime: PipelineRuntime, condition: str) -> None:
                   None, doomed)
 
 
-ENGINE_JOBS_INSERT_ONLY = 15
+ENGINE_JOBS_INSERT_ONLY = 9
 """The engine's own jobs in a maintained insert-only step of the four views (measured
-2026-11-29: 15; 17 before the job that checkpoints a change counted its sides too,
-`engine/spark/checkpoints.py`): the step's frames checkpointed, the small sides of
-joins broadcast (the aggregate's state beside its contributions, the deleted groups beside
-the rows they leave), and a job for each table the engine's own commits write (small:
-`storage.ENGINE_COMMIT_BYTES`): the filter and join views appended, the aggregate's state,
-its view and the view over it (20 rows each) replaced (`PipelineRuntime.state_storage`,
-`DeltaStorage.append`, `DeltaStorage.replace_small`). Delta's writer writes none of them."""
-ENGINE_JOBS_WITH_DELETES = 24
-"""The same for a step whose events were deleted too (measured: 24; 25 before): every view of this
-small pipeline is replaced whole by the engine's own commits. They include a `load` job
-as Delta's reader opens the events table, whose appends the engine committed."""
+2026-12-06: 9; 15 before a small step was planned statically, `engine.spark.micro_batch`,
+where adaptive execution ran each shuffle's and broadcast's stage as a job of its own):
+the step's frames checkpointed, the small sides of joins broadcast (the aggregate's
+state beside its contributions, the deleted groups beside the rows they leave), and a
+job for each table the engine's own commits write (small: `storage.ENGINE_COMMIT_BYTES`):
+the filter and join views appended, the aggregate's state, its view and the view over it
+(20 rows each) replaced (`PipelineRuntime.state_storage`, `DeltaStorage.append`,
+`DeltaStorage.replace_small`). Delta's writer writes none of them."""
+ENGINE_JOBS_WITH_DELETES = 14
+"""The same for a step whose events were deleted too (measured: 14; 24 with adaptive
+execution): every view of this small pipeline is replaced whole by the engine's own
+commits. They include a `load` job as Delta's reader opens the events table, whose
+appends the engine committed."""
 INSERT_ONLY_WRITES: dict[str, int] = {}
 WITH_DELETES_WRITES: dict[str, int] = {}
 """Delta's writes of each step: none, every table here being small. A larger table's
@@ -153,9 +155,35 @@ def test_a_steps_spark_jobs_follow_its_change(deployed: PipelineRuntime,
     assert mixed <= with_deletes and idle == 0, (mixed, with_deletes, idle)
 
 
-STEP_WITH_INGEST_JOBS = 17
+def test_only_a_small_steps_queries_are_planned_statically(
+        deployed: PipelineRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step whose change touched more rows than a micro-batch (here: any row) keeps
+    adaptive execution and runs more jobs for the same views; either way the views equal
+    their queries, and the session's own setting is back after the step, also when the
+    step fails."""
+    from reconciler.engine.spark import micro_batch
+
+    spark = deployed.spark
+    spark.conf.set(micro_batch.ADAPTIVE, "true")
+    append_events(deployed, ROWS)
+    small, _ = counted_step(deployed, 3)
+    assert spark.conf.get(micro_batch.ADAPTIVE) == "true"
+    monkeypatch.setattr(micro_batch, "MICRO_BATCH_ROWS", 0)
+    append_events(deployed, ROWS + STEP_ROWS)
+    large, _ = counted_step(deployed, 4)
+    assert_views_equal_their_queries(deployed)
+    assert small <= ENGINE_JOBS_INSERT_ONLY < large, (small, large)
+    monkeypatch.setattr(micro_batch, "MICRO_BATCH_ROWS", 10**9)
+    with pytest.raises(RuntimeError), micro_batch.micro_batch(spark, 1) as planned:
+        assert planned and spark.conf.get(micro_batch.ADAPTIVE) == "false"
+        raise RuntimeError("a step failing")
+    assert spark.conf.get(micro_batch.ADAPTIVE) == "true"
+
+
+STEP_WITH_INGEST_JOBS = 10
 """The Spark jobs of a whole `reconcile run` (in this process, on Delta's writer) of an
-insert-only step of the four views fed by a `files` input, ingest included (measured: 17).
+insert-only step of the four views fed by a `files` input, ingest included (measured: 10,
+the issue's ceiling 12; 17 with adaptive execution).
 The input's new file is read as one bounded batch and appended blindly
 (`engine.io.listed_ingest`): 1 job, the table being small enough for the engine's own
 commit; the rest is the maintenance. A Structured Streaming query per step (before

@@ -9,8 +9,9 @@ class archive an embedded JVM starts from (``class_archive``, made by running
 the CLI's commands share (``warm``), Spark dying under a command (``failures``), column
 types (``schema``, of type strings parsed without a session in ``type_strings``), rows the
 driver holds as DataFrames (``local_rows``), a query's rows for printing
-(``query_rows``) and frames checkpointed and counted by one job
-(``checkpoints``).
+(``query_rows``), frames checkpointed and counted by one job
+(``checkpoints``) and a small step's queries planned statically, as a micro-batch
+(``micro_batch``).
 
 May import: ``desired``, ``state`` and ``support``. Never another engine folder:
 the rest of the engine stands on this one.
