@@ -48,7 +48,7 @@ from reconciler.engine.delta.log import PathLike, delete_remote, is_local, s3a_s
 from reconciler.engine.delta.tables import COMMIT_TAG, DeltaTables
 from reconciler.engine.delta.versions import DeltaVersion
 from reconciler.engine.delta.writers import WRITERS, DeltaWriter, Writer
-from reconciler.engine.spark.schema import conform, same_schema
+from reconciler.engine.spark.schema import conform, loosened, same_schema
 from reconciler.engine.spark.session import has_delta_extension
 from reconciler.support.errors import ReconcileError
 
@@ -175,10 +175,20 @@ class DeltaStorage(DeltaTables):
 
     def replace(self, path: PathLike, df: DataFrame, schema: T.StructType) -> int:
         """Replace a table's rows with ``df`` of ``schema`` (a recomputed view): as
-        `replace_small` does while the schema stays, else by `overwrite`, which changes it."""
+        `replace_small` does while the schema stays, else by `overwrite`, which changes it.
+
+        Delta's Spark writer stores every column it writes as nullable, so a view whose
+        query proves a column NOT NULL (`count(*)`) is held as nullable after its first
+        overwrite there. That stored schema is kept: the view's rows fit it, and treating
+        it as a change sent every later recompute through Delta's full overwrite (its
+        snapshot jobs, seconds for a 20-row view) instead of the engine's commit."""
         latest = self.find(path)
-        if latest is not None and same_schema(self.stored_schema(latest), schema):
-            return self.replace_small(latest, df, schema)
+        if latest is not None:
+            stored = self.stored_schema(latest)
+            if same_schema(stored, schema):
+                return self.replace_small(latest, df, schema)
+            if same_schema(stored, loosened(schema)):
+                return self.replace_small(latest, df, stored)
         return self.overwrite(path, df, schema)
 
     def replace_small(self, latest: DeltaVersion, rows: DataFrame, schema: T.StructType,
