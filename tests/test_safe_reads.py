@@ -67,7 +67,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("reconciler/engine/delta/deletion_vectors.py", "store.read_bytes"): ENGINE_STORAGE,
     ("reconciler/engine/approval.py", "store.read_bytes"): ENGINE_STORAGE,
     ("reconciler/engine/io/input_batch.py", "store.read_bytes"): ENGINE_STORAGE,
-    ("reconciler/engine/io/input_files.py", "entry.read_text"): ENGINE_STORAGE,
+    ("reconciler/engine/io/input_files.py", "self.tree.read_text"): ENGINE_STORAGE,
     ("reconciler/engine/io/kafka_source.py", "log.read_bytes"): ENGINE_STORAGE,
     ("reconciler/support/faults.py", "stat.read_text"):
         "/proc/<pid>/stat, for crash tests' fault injection",

@@ -1,7 +1,8 @@
 """Connectors: input ingested into tables, views written out.
 
 Owns the connectors of a pipeline (``connectors``), one step's input (``input_batch``,
-with bad input files held or skipped) from files (``input_files``, ``listed_ingest``),
+with bad input files held or skipped) from files (``input_files``, ``listed_ingest``, both
+reaching local folders and S3 through one seam, ``file_tree``),
 Delta tables (``delta_source``) and Kafka (``kafka_source``, with ``kafka_offsets``
 asking the broker without Spark), and Kafka output (``kafka_sink``).
 

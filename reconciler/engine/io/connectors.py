@@ -1,16 +1,17 @@
 """Input and output connectors.
 
-A `files` input on a local (or mounted) path is read as bounded batches: the client
-lists the files its checkpoint has not taken, records them, and Spark reads exactly
-those as a batch DataFrame, blindly appended to the table as a Delta app transaction
-(app id = connector generation, version = batch id), so replaying a batch after a
-crash writes nothing twice (`engine.io.listed_ingest`); no streaming query is started
-per step. An input or checkpoint on object storage (`s3a://`), which the listed path
-cannot list from here, or a connector with options only the stream implements
-(`cleanSource`, ...), is a Spark Structured Streaming source run with
-`trigger(availableNow=True)`: its streaming checkpoint is its offset state, and every
-micro-batch is appended under the same exactly-once rule. Delta and Kafka inputs are
-bounded batch reads too (`engine.io.delta_source`, `engine.io.kafka_source`).
+A `files` input on a local (or mounted) path or on S3 (`s3a://`) is read as bounded
+batches: the client lists the files its checkpoint has not taken, records them, and
+Spark reads exactly those as a batch DataFrame, blindly appended to the table as a Delta
+app transaction (app id = connector generation, version = batch id), so replaying a
+batch after a crash writes nothing twice (`engine.io.listed_ingest`); no streaming query
+is started per step. A connector with options only the stream implements
+(`cleanSource`, ...), one whose input or checkpoint is on a file system the client
+cannot list (`gs://`, `hdfs://`, ...), or one whose stream left a batch unfinished, is a
+Spark Structured Streaming source run with `trigger(availableNow=True)`: its streaming
+checkpoint is its offset state, and every micro-batch is appended under the same
+exactly-once rule. Delta and Kafka inputs are bounded batch reads too
+(`engine.io.delta_source`, `engine.io.kafka_source`).
 
 Outputs receive a view's changes each step (rows with an `_op` column, `insert` or
 `delete`), or the view's full contents when it is bootstrapped. File names are
@@ -41,7 +42,7 @@ from reconciler.engine.io.input_batch import (
     with_file_column,
     write_checked,
 )
-from reconciler.engine.io.input_files import has_new_files
+from reconciler.engine.io.input_files import CheckpointLog, has_new_files
 from reconciler.engine.io.kafka_sink import send
 from reconciler.engine.io.kafka_source import ingest_kafka
 from reconciler.engine.io.listed_ingest import ingest_listed, uses_listed_batches
@@ -91,12 +92,13 @@ def ingest(runtime: PipelineRuntime, connector: ConnectorDefinition, state: Conn
         with _quiet_stream_failure(runtime.spark):  # a malformed message fails a task
             batch = ingest_kafka(runtime, connector, state, transaction)
         return None if batch is None else IngestResult(connector.name, connector.relation, 1)
-    if not has_new_files(connector.location, checkpoint):
+    log = CheckpointLog.read(checkpoint)  # one listing, for both questions and the batches
+    if not has_new_files(connector.location, checkpoint, log):
         return None
     with _quiet_stream_failure(runtime.spark):
         try:
-            if uses_listed_batches(connector, checkpoint, is_connect(runtime.spark)):
-                batches = ingest_listed(runtime, connector, state, transaction)
+            if uses_listed_batches(connector, checkpoint, is_connect(runtime.spark), log):
+                batches = ingest_listed(runtime, connector, state, transaction, log)
             else:
                 batches = _ingest_streamed(runtime, connector, state, transaction)
         finally:
@@ -108,9 +110,10 @@ def _ingest_streamed(runtime: PipelineRuntime, connector: ConnectorDefinition,
                      state: ConnectorState, transaction: str) -> int:
     """A files connector as a Structured Streaming query; returns how many batches ran.
 
-    Only where the listed path cannot go (`uses_listed_batches`): an object-storage input
-    or checkpoint (the listed path lists locally), a stream-only option, or a stream
-    batch an earlier run left unfinished, which Spark redoes with its files once."""
+    Only where the listed path cannot go (`uses_listed_batches`): an input or checkpoint
+    on a file system the client cannot list (neither local nor S3), a stream-only option,
+    or a stream batch an earlier run left unfinished, which Spark redoes with its files
+    once."""
     batches: list[int] = []
     # Why a batch failed, kept here rather than fished out of the
     # StreamingQueryException text (which also holds a Python traceback).

@@ -36,6 +36,7 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, DataFrameReader
 from pyspark.sql import functions as F
@@ -44,7 +45,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.files import FileStore
 from reconciler.engine.delta.merge import apply_changes
-from reconciler.engine.io.input_files import local_path
+from reconciler.engine.io.file_tree import OBJECT_SCHEMES, object_file
+from reconciler.engine.io.input_files import file_name
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.checkpoints import unless_empty
@@ -162,9 +164,9 @@ def write_skipping(write: Callable[[DataFrame, SetAside | None], None], frame: D
 
 
 def canonical(file: str) -> str:
-    """One spelling per file: Spark writes local files as `file:` URIs, listings as paths."""
-    local = local_path(file)
-    return os.path.realpath(local) if local is not None else file
+    """One spelling per file: Spark writes local files as `file:` URIs and objects'
+    names percent-encoded, listings as paths and keys (`input_files.file_name`)."""
+    return file_name(file)
 
 
 def stream_batch_files(checkpoint: str, batch_id: int) -> list[str]:
@@ -222,11 +224,25 @@ def read_files(runtime: PipelineRuntime, connector: ConnectorDefinition, schema:
     source, a folder input is their partitions' base path, so a file under `day=1/` has
     its partition column as the stream gives it."""
     reader = configured(runtime.spark.read, connector, schema)
-    folder = connector.local_location
-    if (folder is not None and not glob.has_magic(folder) and os.path.isdir(folder)
-            and "basepath" not in {key.lower() for key in connector.reader_options}):
-        reader = reader.option("basePath", folder)
+    if "basepath" not in {key.lower() for key in connector.reader_options}:
+        base = _base_path(connector, files)
+        if base is not None:
+            reader = reader.option("basePath", base)
     return reader.load(files)
+
+
+def _base_path(connector: ConnectorDefinition, files: list[str]) -> str | None:
+    """The folder a batch's partitions start from, as the stream takes its path: the
+    input's folder (spelt as the files are), unless the input is a glob or one file."""
+    location, folder = connector.location, connector.local_location
+    if glob.has_magic(location):
+        return None
+    if folder is not None:
+        return folder if os.path.isdir(folder) else None
+    if urlparse(location).scheme.lower() not in OBJECT_SCHEMES:
+        return None
+    root = object_file(location)
+    return root if any(file.startswith(root + "/") for file in files) else None
 
 
 def with_defaults(rows: DataFrame, table: CommittedTable) -> DataFrame:
