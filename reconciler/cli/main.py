@@ -36,7 +36,12 @@ from reconciler.cli.view_tests import test_command
 from reconciler.desired.setting_values import duration_seconds
 from reconciler.runner.loop import MAX_FAILURES
 from reconciler.support.errors import ReconcileError
-from reconciler.support.process import one_shot_process, raise_on_sigterm
+from reconciler.support.process import (
+    end_without_teardown,
+    ending_with,
+    one_shot_process,
+    raise_on_sigterm,
+)
 from reconciler.support.progress import LOG_LEVELS, set_log_level
 
 if TYPE_CHECKING:
@@ -365,4 +370,9 @@ cli.add_command(spark_group)
 def main() -> None:
     one_shot_process()  # this process ends with its command (`plan.planner`)
     raise_on_sigterm()
-    cli(prog_name="reconcile")
+    end_without_teardown()
+    try:
+        cli(prog_name="reconcile")
+    except SystemExit as ended:  # click ends every command so, a success too
+        ending_with(ended.code)
+        raise

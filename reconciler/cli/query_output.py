@@ -13,18 +13,20 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def print_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], output_format: str,
-               console: Console) -> None:
+               console: Callable[[], Console]) -> None:
+    """`rows` as `output_format` on stdout; rich (`console`, made only then) draws a table."""
     records = ({name: _plain(value) for name, value in zip(columns, row, strict=True)}
                for row in rows)
     if output_format == "json":
@@ -37,10 +39,12 @@ def print_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], output_for
         writer.writeheader()
         writer.writerows(records)
     else:
+        from rich.table import Table
+
         table = Table(*columns)
         for record in records:
             table.add_row(*("" if record[c] is None else str(record[c]) for c in columns))
-        console.print(table)
+        console().print(table)
 
 
 def _plain(value: Any) -> Any:

@@ -73,9 +73,9 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
     backend = open_backend(project, backend_url)
     engine = Engine(project, master=spark_master, remote=spark_remote,
                     report=obj.progress(), debug=obj.debug)
-    frame = query_pipeline(backend, engine, pipeline, sql)
-    # The rows are what this command prints, so they come to this process, but streamed a
-    # partition at a time and never held whole. Results too large for a terminal belong in
-    # a view with an output connector, which the executors write.
-    print_rows(frame.columns, python_rows(frame),  # printed rows: one partition at a time
-               output_format, console())
+    with query_pipeline(backend, engine, pipeline, sql) as frame:
+        # The rows are what this command prints, so they come to this process, but streamed
+        # a partition at a time and never held whole. Results too large for a terminal
+        # belong in a view with an output connector, which the executors write.
+        print_rows(frame.columns, python_rows(frame),  # printed rows: one partition at a time
+                   output_format, console)

@@ -73,6 +73,15 @@ class Engine:
             return redact_url(remote)
         return master or "embedded (local)"
 
+    @property
+    def local(self) -> bool:
+        """Whether Spark runs on this machine: embedded, or the warm server standing in for
+        it (its settings are an embedded session's: 2 shuffle partitions)."""
+        settings = self.project.settings.spark
+        master, remote = ((self.master, self.remote) if self.master or self.remote
+                          else (settings.master, settings.remote))
+        return not remote and (master or "local").startswith("local")
+
     @cached_property
     def storage(self) -> Any:
         from reconciler.engine.delta.storage import DeltaStorage

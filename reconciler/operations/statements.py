@@ -9,17 +9,21 @@ allow-lists (see docs/security.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.desired.project import Project
-from reconciler.engine.step import StepResult, insert_app_id
 from reconciler.operations.engine import Engine
-from reconciler.operations.outcome import Outcome
-from reconciler.operations.step import run_pipeline
 from reconciler.state.reader import committed_program, pipeline_layout, read_manifest
+from reconciler.state.relations import RelationRecord
 from reconciler.support.errors import ReconcileError
 from state_backends import StateBackend
+
+if TYPE_CHECKING:  # a step's modules: `execute` imports them when it runs one, `query` never
+    from reconciler.engine.step import StepResult
+    from reconciler.operations.outcome import Outcome
 
 
 def _parse_single(sql: str, expected: type | tuple[type, ...], what: str) -> Any:
@@ -60,6 +64,8 @@ def _execute_insert(project: Project, backend: StateBackend, engine: Engine, nam
     from sqlglot import exp
 
     from reconciler.desired.sql import DIALECT
+    from reconciler.engine.step import insert_app_id
+    from reconciler.operations.step import run_pipeline
 
     target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
     table = target.name.lower()
@@ -85,6 +91,7 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
     Unlike an INSERT, a DELETE whose commit never happened is not undone: running it again
     deletes nothing more, so the next step simply takes it as the table's change."""
     from reconciler.desired.sql import DIALECT
+    from reconciler.operations.step import run_pipeline
 
     table = delete.this.name.lower()
     where = delete.args.get("where")
@@ -99,10 +106,21 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
     return run_pipeline(project, backend, engine, name, insert=write)
 
 
-def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -> Any:
-    """Run a SELECT over the committed state of the pipeline's views (every view is stored,
-    materialized or not: its rows are the pipeline's state) and materialized tables."""
+@contextmanager
+def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str
+                   ) -> Iterator[Any]:
+    """A SELECT over the committed state of the pipeline's views (every view is stored,
+    materialized or not: its rows are the pipeline's state) and materialized tables: the
+    DataFrame, whose rows are read inside.
+
+    Only the relations the statement names are registered, each at its pinned version. On
+    local Spark (embedded, or the warm server standing in for it), a query whose relations
+    hold at most `micro_batch.MICRO_BATCH_ROWS` rows by the manifest's counts is planned
+    statically, as a small step is: adaptive execution ran the shuffle of a `count(*)` as
+    a Spark job of its own, for nothing to re-plan at that size."""
     from sqlglot import exp
+
+    from reconciler.engine.spark.micro_batch import micro_batch
 
     select = _parse_single(sql, exp.Query, "SELECT")
     manifest, _ = read_manifest(backend, name, pipeline_layout(engine.project, name))
@@ -120,4 +138,12 @@ def query_pipeline(backend: StateBackend, engine: Engine, name: str, sql: str) -
             raise ReconcileError(f"unknown relation '{relation}' in pipeline '{name}'")
     runtime = engine.runtime(name, program, manifest.relations)
     runtime.register_queryable(named)
-    return runtime.spark.sql(sql)
+    with micro_batch(runtime.spark, _rows(manifest.relations, named) if engine.local else None):
+        yield runtime.spark.sql(sql)
+
+
+def _rows(relations: Mapping[str, RelationRecord], named: list[str]) -> int | None:
+    """The rows of the relations a query names, by the manifest's counts (None when one is
+    not known)."""
+    counts = [relations[name].rows if name in relations else None for name in named]
+    return sum(count or 0 for count in counts) if None not in counts else None

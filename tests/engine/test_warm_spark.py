@@ -93,6 +93,72 @@ def test_execute_and_query_use_the_warm_server(warm: tuple[Path, Path]) -> None:
     assert json.loads(answer.stdout) == [{"n": 2, "s": 42}]
 
 
+PROBE = """
+import json, sys
+from pyspark.sql.connect.proto import base_pb2_grpc
+
+calls = {}
+stub_init = base_pb2_grpc.SparkConnectServiceStub.__init__
+
+def counting_init(self, channel):  # every RPC of the client goes through its stub
+    stub_init(self, channel)
+    for name, method in list(vars(self).items()):
+        def counted(*args, _name=name, _method=method, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _method(*args, **kwargs)
+        setattr(self, name, counted)
+
+base_pb2_grpc.SparkConnectServiceStub.__init__ = counting_init
+from reconciler.cli.main import main
+sys.argv = ["reconcile", *sys.argv[1:]]
+try:
+    main()
+finally:  # before pyspark's own calls at exit
+    print(json.dumps({"calls": calls, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+"""`reconcile ARGS` in a process that counts its Spark Connect calls and, when the command
+ends, says them and the modules it imported (a JSON line on stderr)."""
+
+
+@pytest.mark.slow
+def test_a_warm_query_asks_and_imports_only_what_it_needs(warm: tuple[Path, Path]) -> None:
+    """Counts, not seconds (issue 79: a warm `query` was seconds of a client's imports and
+    round trips): the relation the statement names is registered, not every relation of
+    the pipeline; no module of a step is imported, nor `pyarrow.dataset` (a log's
+    checkpoint is one Parquet file). `execute` does not import how `query` prints.
+
+    pandas is imported, by pyspark: its Connect client requires it at import
+    (`pyspark.sql.connect.utils.check_dependencies`) though nothing here uses it."""
+    project, cache = warm
+    cli(project, cache, "apply", "--auto-approve")  # deployed, whichever test ran first
+    calls, modules = probed(project, cache, "query", "-p", "p", "--format", "json",
+                            "SELECT count(*) AS n FROM t")
+    # `t` registered at its pinned version, the statement, its rows (not also `totals`):
+    assert calls["ExecutePlan"] == 3
+    assert calls["AnalyzePlan"] == 1  # the result's columns
+    # The session's settings (3: the builder's two, the safe SQL conf checked), the writer's
+    # choice and its conf (3), the static plan's setting read, set and restored (3), and
+    # pyspark's own reads (plan compression, debugging, binary as bytes: 3).
+    assert calls["Config"] <= 12
+    assert not modules & {"reconciler.engine.step", "reconciler.operations.step",
+                          "reconciler.engine.maintenance", "reconciler.engine.refresh",
+                          "pyarrow.dataset", "rich.table"}, sorted(modules)  # JSON: no table
+    _, modules = probed(project, cache, "execute", "-p", "p", "INSERT INTO t VALUES (3, 0)")
+    assert "reconciler.engine.step" in modules
+    assert not modules & {"reconciler.cli.query_output", "rich.table", "pyarrow.dataset"}
+
+
+def probed(project: Path, cache: Path, *args: str) -> tuple[dict[str, int], set[str]]:
+    """`reconcile ARGS` through `PROBE` on the warm server: its calls and its modules."""
+    probe = subprocess.run([sys.executable, "-c", PROBE, "-C", str(project), *args],
+                           capture_output=True, text=True, timeout=400, check=False,
+                           env=environment(cache), cwd=project)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    assert "using the warm Spark at" in probe.stderr
+    said = json.loads(probe.stderr.strip().splitlines()[-1])
+    return said["calls"], set(said["modules"])
+
+
 @pytest.mark.slow
 def test_only_the_local_cli_with_its_settings_attaches(
         warm: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
