@@ -37,7 +37,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -187,7 +187,7 @@ class DeltaStorage(DeltaTables):
             stored = self.stored_schema(latest)
             if same_schema(stored, schema):
                 return self.replace_small(latest, df, schema)
-            if same_schema(stored, loosened(schema)):
+            if same_schema(stored, cast(T.StructType, loosened(schema))):
                 return self.replace_small(latest, df, stored)
         return self.overwrite(path, df, schema)
 
