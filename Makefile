@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-micro-batch bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -78,6 +78,12 @@ bench-step: $(STAMP) check-java jars
 # the engine's maintained step, alternately in one process, 1M rows (about 20 minutes).
 bench-streaming: $(STAMP) check-java jars
 	$(BIN)/python bench/streaming_anchor.py
+
+# A 1,000-row step as its user pays it, side by side on 4M rows: a one-shot `reconcile run`
+# process, the continuous runner's step, a Structured Streaming micro-batch and a full
+# recompute, from the input file's arrival, alternating (about 45 minutes on 2 cores).
+bench-micro-batch: $(STAMP) check-java jars
+	$(BIN)/python bench/micro_batch_bench.py
 
 # The seed story's 2-row `reconcile execute` in a warm process (a few minutes).
 bench-execute: $(STAMP) check-java jars

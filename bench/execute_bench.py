@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-GOAL_SECONDS = 1.5
+GOAL_SECONDS = 1.0
 
 
 def main() -> None:
