@@ -81,7 +81,8 @@ bench-streaming: $(STAMP) check-java jars
 
 # A 1,000-row step as its user pays it, side by side on 4M rows: a one-shot `reconcile run`
 # process, the continuous runner's step, a Structured Streaming micro-batch and a full
-# recompute, from the input file's arrival, alternating (about 45 minutes on 2 cores).
+# recompute, from the input file's arrival, alternating (long at its default
+# 4M rows; `--rows 200000 --steps 2` to try it).
 bench-micro-batch: $(STAMP) check-java jars
 	$(BIN)/python bench/micro_batch_bench.py
 

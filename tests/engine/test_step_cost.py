@@ -271,8 +271,7 @@ def test_a_steps_jobs_with_ingest(spark: SparkSession, tmp_path: Path, delta_spa
     reconcile(project, "execute", "-p", "p", "INSERT INTO users SELECT cast(id AS int), "
               "concat('c', cast(id % 7 AS string)) FROM range(100)")
     inbox = project / "input/events"
-    feed = "false" if changes else None  # the load: inserts only
-    write_events(spark, inbox, 0, ROWS, feed)
+    write_events(spark, inbox, 0, ROWS, "false" if changes else None)  # a feed's: no delete
     assert "step committed" in reconcile(project, "run")  # the load
     write_events(spark, inbox, ROWS, STEP_ROWS, "id % 50 = 3" if changes else None)
     before = jobs_started(spark)

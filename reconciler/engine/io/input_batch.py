@@ -50,7 +50,7 @@ from reconciler.engine.io.input_files import file_name
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.checkpoints import unless_empty
-from reconciler.engine.spark.micro_batch import micro_batch
+from reconciler.engine.spark.micro_batch import micro_batch, static_plan
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 from reconciler.state.program import CommittedTable
 from reconciler.support.errors import ReconcileError
@@ -361,7 +361,7 @@ def _apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, ba
     marked = rows.cache()
     try:
         known = F.coalesce(F.col(OP_COLUMN).isin("insert", "delete"), F.lit(False))
-        with micro_batch(runtime.spark, 0):  # a global count: no shuffle to re-plan
+        with static_plan(runtime.spark):  # a global count: 1 job, not 3
             counted = marked.agg(F.count(F.lit(1)), F.count_if(~known)).first()
         assert counted is not None  # an aggregate without grouping has one row
         size, unknown = counted

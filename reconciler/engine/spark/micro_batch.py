@@ -50,10 +50,20 @@ def micro_batch(spark: SparkSession, touched_rows: int | None) -> Iterator[bool]
     if not is_micro_batch(touched_rows):
         yield False
         return
+    with static_plan(spark):
+        yield True
+
+
+@contextmanager
+def static_plan(spark: SparkSession) -> Iterator[None]:
+    """Plan the queries run inside statically whatever their size: for a query AQE cannot
+    improve at any size (a global aggregate, whose one final task has nothing to
+    coalesce or split), whose shuffle it would only run as a job of its own. The
+    session's own setting is restored afterwards, whatever happens."""
     previous = spark.conf.get(ADAPTIVE, None)
     spark.conf.set(ADAPTIVE, "false")
     try:
-        yield True
+        yield
     finally:
         if previous is None:
             spark.conf.unset(ADAPTIVE)
