@@ -163,13 +163,45 @@ class PipelinePaused(ReconcileError):
 
 
 def error_class(error: BaseException) -> str:
-    """`AnalysisException [UNRESOLVED_COLUMN...]`: the class and Spark's condition, no text."""
-    condition = getattr(error, "getCondition", None) or getattr(error, "getErrorClass", None)
-    try:
-        code = condition() if callable(condition) else None
-    except Exception:  # a Py4J error object that cannot answer any more
-        code = None
+    """`AnalysisException [UNRESOLVED_COLUMN...]`: the class and Spark's condition, no text.
+
+    A call into the JVM that PySpark does not wrap (Delta's writer, some catalog calls)
+    raises a bare `Py4JJavaError`: its condition is the innermost one along the Java
+    exception's causes (a task's `CAST_INVALID_INPUT` inside the write's `SparkException`)."""
+    code = _condition(error) or _java_condition(getattr(error, "java_exception", None))
     return type(error).__name__ + (f" [{code}]" if code else "")
+
+
+JAVA_CAUSES_READ = 8
+"""How deep a Java exception's causes are searched for a condition."""
+
+
+def _condition(error: object) -> str | None:
+    """Spark's error condition of a Python or (through Py4J) Java exception, if it has one."""
+    for getter in ("getCondition", "getErrorClass"):
+        condition = getattr(error, getter, None)
+        try:
+            code = condition() if callable(condition) else None
+        except Exception:  # a Java object without the method, or one that cannot answer
+            code = None
+        if code:
+            return str(code)
+    return None
+
+
+def _java_condition(java: object) -> str | None:
+    """The innermost condition along a Java exception's causes: a failed write's own
+    (`TASK_WRITE_FAILED`) wraps what failed in its task (`CAST_INVALID_INPUT`)."""
+    innermost = None
+    for _ in range(JAVA_CAUSES_READ):
+        if java is None:
+            break
+        innermost = _condition(java) or innermost
+        try:
+            java = java.getCause()  # type: ignore[attr-defined]
+        except Exception:
+            break
+    return innermost
 
 
 def public_message(error: BaseException) -> str:

@@ -488,10 +488,13 @@ def test_the_action_installs_without_importing_from_the_checkout(tmp_path: Path)
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("writer", ["delta-rs", "delta-spark"])
 def test_a_failed_bootstrap_keeps_data_values_out_of_the_manifest_and_later_plans(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
     """Spark's error text can quote a row (here a value that does not cast): the manifest
-    and every later plan, which end up in pull-request comments, keep the class only."""
+    and every later plan, which end up in pull-request comments, keep the class only. On
+    Delta's writer the failure is a bare Py4JJavaError whose condition is on a Java cause."""
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", writer)
     project = project_with(tmp_path, "create view v as select id from t;\n")
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "p", "INSERT INTO t VALUES (1, 'hunter2')")
