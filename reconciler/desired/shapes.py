@@ -13,9 +13,9 @@ Shapes (the rules themselves are in `engine/maintenance/`):
   joins. Joins are bilinear, so they are maintained term by term.
 * `Aggregate`: `GROUP BY` (also ROLLUP, CUBE, GROUPING SETS; or a global aggregate, or
   `SELECT DISTINCT`) with COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX, STDDEV and
-  VARIANCE, `HAVING`, and expressions over aggregates, over
-  rows that come from a `Linear`, `Keyed` or `Derived` select. Per-group state
-  is kept beside the view.
+  VARIANCE, `HAVING`, expressions over aggregates and window functions over the groups
+  (`desired/group_windows.py`), over rows that come from a `Linear`, `Keyed` or
+  `Derived` select. Per-group state is kept beside the view.
 * `Keyed` (`desired/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
   (subquery)`, correlated subqueries, a `GROUP BY` of the key, derived tables and
   CTEs, window functions partitioned by the key, set operations (`UNION`,
@@ -42,6 +42,8 @@ from sqlglot import exp
 
 # Re-exported (`as`): the engine catches a shape's Fallback from here.
 from reconciler.desired.fallback import Fallback as Fallback
+from reconciler.desired.group_windows import is_window_function, windows_of
+from reconciler.desired.group_windows import over_groups as window_over_groups
 from reconciler.desired.grouping_sets import grouping_call, grouping_sets
 from reconciler.desired.inline import CannotInline, inline_ctes
 from reconciler.desired.keyed import (
@@ -102,6 +104,9 @@ class Aggregate:
     sets: tuple[tuple[int, ...], ...] = ()
     """ROLLUP, CUBE, GROUPING SETS: the key indices of each grouping set (`grouping_sets.py`);
     empty for a plain GROUP BY. The output's GROUPING(k) reads `__grp<j>`."""
+    windowed: bool = False
+    """The output has window functions over the groups (`group_windows.py`): a step
+    rewrites the view from the whole state."""
 
 
 @dataclass(frozen=True)
@@ -287,22 +292,19 @@ def tables_of(select: exp.Select) -> list[exp.Table]:
 
 
 def _aggregates(select: exp.Select) -> list[exp.AggFunc]:
-    """The select's aggregate calls (not a window's, nor a subquery's)."""
+    """The select's aggregate calls (not a window's own function, nor a subquery's): in
+    `SUM(SUM(x)) OVER (...)` the inner `SUM(x)`."""
     found: list[exp.AggFunc] = []
     for part in (*select.expressions, select.args.get("having")):
         if part is not None:
             found.extend(node for node in part.find_all(exp.AggFunc)
                          if not isinstance(node, (exp.Grouping, exp.GroupingId))
-                         and node.find_ancestor(exp.Window) is None
+                         and not is_window_function(node)
                          and node.parent_select is select)
     return found
 
 
 def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -> Aggregate:
-    window = next((node for node in select.find_all(exp.Window)
-                   if node.parent_select is select), None)  # a derived table's is its own
-    if window is not None:
-        raise Fallback(f"window function {_name(window.this)} over the groups")
     group = select.args.get("group")
     if group is not None and select.args.get("distinct"):
         raise Fallback("SELECT DISTINCT with GROUP BY")
@@ -340,6 +342,8 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
         if expression.find(exp.Select):
             raise Fallback("subquery over the groups (in HAVING or the select list)")
         def rewrite(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Window):  # over the groups (`desired/group_windows.py`)
+                return window_over_groups(node, lambda part: part.transform(rewrite))
             if isinstance(node, (exp.Grouping, exp.GroupingId)):
                 return grouping_call(node, keys, sets, key_of)
             if isinstance(node, exp.AggFunc):
@@ -375,7 +379,7 @@ def _aggregate(select: exp.Select, found: list[exp.AggFunc], columns: Columns) -
                      output=tuple(output),
                      having=over_groups(having.this) if having is not None else None,
                      is_global=group is None and not select.args.get("distinct"),
-                     sets=sets)
+                     sets=sets, windowed=bool(windows_of(select)))
 
 
 def _group_key(key: exp.Expr, select: exp.Select) -> exp.Expr:

@@ -288,6 +288,30 @@ def test_which_grouping_queries_are_maintained(tmp_path: Path, query: str, mode:
     _assert_refresh(tmp_path, query, mode)
 
 
+@pytest.mark.parametrize(("query", "mode"), [
+    ("select k, v, sum(v) * 100 / sum(sum(v)) over (partition by v) as share from a "
+     "group by k, v", "maintained incrementally"),
+    ("select k, sum(v) as s, rank() over (order by sum(v) desc) as r from a group by k",
+     "maintained incrementally"),
+    ("select k, v, rank() over (partition by grouping(k) + grouping(v), "
+     "case when grouping(v) = 0 then k end order by count(*)) as r from a "
+     "group by rollup (k, v)", "maintained incrementally"),
+    ("select k, first_value(min(v)) ignore nulls over (order by k) as f from a group by k",
+     "maintained incrementally"),
+    ("select k, rank() over (order by v) as r from a",  # over rows, not groups
+     "recomputed each step: window function RANK without PARTITION BY"),
+    ("select k, sum(v) as s, rank() over (order by (select max(w) from b)) as r from a "
+     "group by k", "recomputed each step: subquery over the groups (in HAVING or the select "
+     "list)"),
+])
+def test_which_windows_over_groups_are_maintained(tmp_path: Path, query: str,
+                                                   mode: str) -> None:
+    """A window over an aggregate's groups is evaluated over the state's rows
+    (`desired/group_windows.py`), its function's arguments, PARTITION BY and ORDER BY being
+    expressions of the groups; a window over the rows themselves is not."""
+    _assert_refresh(tmp_path, query, mode)
+
+
 def _assert_refresh(tmp_path: Path, query: str, mode: str) -> None:
     project = write_files(tmp_path, {
         "pipelines/p/pipeline.yaml": "name: p\nrefresh: incremental\n",

@@ -100,15 +100,32 @@ def aggregate_update(frames: StepFrames, shape: Aggregate, state: DataFrame,
     one (`small()`, asked only when it could be) is rewritten whole: its new state (the old
     one plus the change's contributions), then its rows from that state, two jobs. Any
     other, and one whose touched groups are recomputed this step (`_regroups_now`), takes
-    its change and its state's change (the touched groups only). Either way the source
-    select's change is taken once, here."""
+    its change and its state's change (the touched groups only). One with windows over its
+    groups (`Aggregate.windowed`) is always rewritten whole from its new state (touched
+    groups recomputed where they must be): a window's rows depend on every group of their
+    partition. Either way the source select's change is taken once, here."""
     source = change_of(frames, shape.source)
-    if not _regroups_now(frames, shape, reads) and small():
+    regroups_now = _regroups_now(frames, shape, reads)
+    if not regroups_now and (shape.windowed or small()):
         merged = merged_state(shape, state, source)
         if merged is None:
             return Changed(ZSet())
         new_state, arguments = merged
         return Rewritten(new_state, partial(output_rows, frames, shape, arguments=arguments,
+                                            view_schema=view_schema))
+    if shape.windowed:  # a window can move any group's row: every group's, from the state
+        signed = _signed(source)
+        if signed is None:
+            return Changed(ZSet())
+        fresh = _regrouped(frames, shape, state, signed, view_schema)[1].inserts
+        assert fresh is not None  # `_regrouped` computes both sides
+        keys = keys_of(shape)
+        # The touched groups as `_regrouped` finds them (not from the state: a self-join)
+        touched = (_contributions(signed, shape) if shape.sets else signed).select(*keys)
+        new_state = _among(state, touched, keys, "left_anti").unionByName(fresh) if keys \
+            else fresh  # a global aggregate's one group
+        return Rewritten(new_state, partial(output_rows, frames, shape,
+                                            arguments=argument_types(signed),
                                             view_schema=view_schema))
     changed = aggregate_change(frames, shape, state, source, view_schema)
     if changed is None:
@@ -219,10 +236,11 @@ def _regrouped(frames: StepFrames, shape: Aggregate, state: DataFrame, signed: D
             ZSet(inserts=fresh, deletes=before_state))
 
 
-def _among(rows: DataFrame, groups: DataFrame, keys: list[str]) -> DataFrame:
-    """The rows of `rows` whose keys are those of a row of `groups` (NULL equal to NULL)."""
-    return rows.join(groups, null_safe_equal([(rows[key], groups[key]) for key in keys]),
-                     "left_semi")
+def _among(rows: DataFrame, groups: DataFrame, keys: list[str],
+           how: Literal["left_semi", "left_anti"] = "left_semi") -> DataFrame:
+    """The rows of `rows` whose keys are (`left_anti`: are not) those of a row of `groups`
+    (NULL equal to NULL)."""
+    return rows.join(groups, null_safe_equal([(rows[key], groups[key]) for key in keys]), how)
 
 
 def _signed(source: ZSet) -> DataFrame | None:

@@ -10,7 +10,7 @@ gives a step the view's change):
 
     Recomputed   the view replaced whole; then its state, when it is a maintained aggregate
     Changed      the view's change merged in; then its state's change, when it has state
-    Rewritten    a small aggregate's state replaced whole; then the view, from that state
+    Rewritten    a small (or windowed) aggregate's state replaced whole; then the view, from it
 
 Between a view's two commits sits the crash point `aggregate-between-writes`: a crash
 there leaves Delta versions that no manifest names, and the next step starts again from
@@ -58,9 +58,9 @@ class Changed:
 
 @dataclass(frozen=True)
 class Rewritten:
-    """A small aggregate's new state, and how its rows follow from a state: they are
-    computed from the state as written, read back, so the state is computed once (one job
-    writes it, one writes the view)."""
+    """A small aggregate's new state (or one with windows over its groups), and how its rows
+    follow from a state: they are computed from the state as written, read back, so the
+    state is computed once (one job writes it, one writes the view)."""
 
     state: DataFrame
     rows: Callable[[DataFrame], DataFrame]
