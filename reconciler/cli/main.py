@@ -113,7 +113,7 @@ def validation_summary(program: Program) -> dict[str, Any]:
     return {"pipeline": program.pipeline, "tables": len(program.tables),
             "views": len(program.views), "input_connectors": inputs,
             "output_connectors": len(program.connectors) - inputs, "ok": True,
-            "refresh": {name: program.views[name].refresh.describe()
+            "refresh": {name: program.views[name].describe_refresh()
                         for name in program.order if name in program.views}}
 
 

@@ -10,7 +10,8 @@ view may do (``safety``), resolving its names as Spark's analyzer will
 (``resolution``, with Spark's rules for what a scope sees in ``scope_rules``),
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
 be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
-``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``group_windows``, ``output_key``
+``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``group_windows``,
+``view_parts`` (aggregating subqueries as views of their own), ``output_key``
 and ``fallback``, the reason a view is recomputed), how each view is refreshed given
 its shape and the pipeline's policy (``view_refresh``), whether a table can evolve in
 place (``table_evolution``), connector options (``connector_options``), the allow-list

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
@@ -41,6 +42,7 @@ from reconciler.desired.sql import (
     ViewStatement,
     parse_file,
 )
+from reconciler.desired.view_parts import split_view
 from reconciler.desired.view_refresh import Refresh, RefreshPolicy, refresh_of
 from reconciler.support.errors import ReconcileError, did_you_mean
 
@@ -89,12 +91,18 @@ class View:
     refresh: Refresh = field(default_factory=lambda: Refresh("full", "not analysed"))
     lineage: dict[str, Any] | None = None  # column fingerprints read and given (derived)
     expectations: tuple[Expectation, ...] = ()
+    part_of: str | None = None  # the view whose subquery this is (`desired.view_parts`)
 
     def definition(self) -> dict[str, Any]:
         """What makes a view a different view. Its refresh mode is not part of it: how a view
         is kept up to date does not change its contents."""
         return {"query": self.query, "materialized": self.materialized,
-                **_expectations(self.expectations)}
+                **_expectations(self.expectations),
+                **({"part_of": self.part_of} if self.part_of else {})}
+
+    def describe_refresh(self) -> str:
+        """How each step keeps it, and for a part whose (`desired.view_parts`)."""
+        return self.refresh.describe() + (f"; part of view {self.part_of}" if self.part_of else "")
 
 
 def _expectations(expectations: tuple[Expectation, ...]) -> dict[str, Any]:
@@ -211,13 +219,11 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
 
     `memo` is a committed manifest's analysis memo (`Manifest.analysis`, `desired.memo`), or
     None. A view whose statement and inputs are those of an entry there takes its analysis
-    results (resolution, refresh, lineage, output columns) from it instead of analysing
-    them again: the results are those of the same deterministic functions of the same
-    inputs, so the program is the same. Every statement is still parsed and put through
-    the safety checks: a memo never vouches for those. Only a caller that can trust the
-    memo's writer passes one (a plan, from a backend no pull request can write:
-    `plan.planner`); apply passes none and analyses every view. The program keeps what
-    was found (`Program.analysis`), for the manifest an apply commits.
+    results (resolution, refresh, lineage, output columns) from it: the same deterministic
+    functions of the same inputs. Every statement is still parsed and safety-checked: a
+    memo never vouches for those. Only a caller that trusts the memo's writer passes one
+    (a plan, from a backend no pull request can write: `plan.planner`); apply analyses
+    every view. The program keeps what was found (`Program.analysis`) for the manifest.
     """
     analysis = Analysis(memo)
     statements: dict[str, TableStatement | ViewStatement] = {}
@@ -249,8 +255,11 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
     views: dict[str, View] = {}
     columns: dict[str, tuple[str, ...] | None] = {}  # to resolve unqualified column names
     resolved: dict[str, tuple[str, ...] | None] = {}  # ... and as Spark names them
+    retracting: dict[str, bool] = {}  # whether each view's changes can delete rows
+    ordered: list[str] = []  # `order` with each view's parts (`desired.view_parts`) before it
     for name in order:
         statement = statements[name]
+        ordered.append(name)
         if isinstance(statement, TableStatement):
             columns[name] = resolved[name] = tuple(column.name for column in statement.columns)
             check_columns(statement.expectations, columns[name], f"table '{name}'",
@@ -262,8 +271,23 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
                                  expectations=statement.expectations)
         else:
             with refuse_deep_recursion(statement.location.file, statement.location.line):
-                facts = _analysed(statement, source.spec.refresh, views, columns, resolved,
-                                  analysis)
+                facts = _analysed(statement, retracting, columns, resolved,
+                                  policy=source.spec.refresh, analysis=analysis)
+                split = split_view(statement, facts, columns, resolved, retracting,
+                                   taken={*statements, *views}, analyse=partial(
+                                       _analysed, policy=source.spec.refresh,
+                                       analysis=analysis))
+            if split is not None:
+                for part, part_facts in split.parts:
+                    views[part.name] = View(
+                        name=part.name, query=part.query, materialized=True, reads=part.reads,
+                        location=part.location, sql=part.sql, fingerprint="",
+                        refresh=part_facts.refresh, part_of=name)
+                    columns[part.name], resolved[part.name] = (part_facts.columns,
+                                                               part_facts.resolved)
+                    retracting[part.name] = part_facts.refresh.retracts
+                ordered[-1:] = [*(part.name for part, _ in split.parts), name]
+                statement, facts = split.statement, split.facts
             check_columns(statement.expectations, facts.columns, f"view '{name}'",
                           statement.location.file)
             check_declared_key(statement, facts.columns)
@@ -272,6 +296,8 @@ def build_program(source: PipelineSource, memo: Mapping[str, Any] | None = None)
                                location=statement.location, sql=statement.sql, fingerprint="",
                                refresh=facts.refresh, expectations=statement.expectations)
             columns[name], resolved[name] = facts.columns, facts.resolved
+            retracting[name] = facts.refresh.retracts
+    order = ordered
     derived = derive({name: table.definition() for name, table in tables.items()},
                      {name: {**view.definition(), "reads": view.reads}
                       for name, view in views.items()}, order, analysis.lineage)
@@ -300,16 +326,17 @@ def _publish(source: PipelineSource, tables: Mapping[str, Table],
     return publish
 
 
-def _analysed(statement: ViewStatement, policy: RefreshPolicy, views: dict[str, View],
-              columns: dict[str, tuple[str, ...] | None],
-              resolved: dict[str, tuple[str, ...] | None], analysis: Analysis) -> ViewFacts:
+def _analysed(statement: ViewStatement, retracting: Mapping[str, bool],
+              columns: Mapping[str, tuple[str, ...] | None],
+              resolved: Mapping[str, tuple[str, ...] | None], *, policy: RefreshPolicy,
+              analysis: Analysis) -> ViewFacts:
     """A view's checks and analyses, in the order their errors are raised: bare names,
     resolution, refresh; the last two's results from the memo when it has them, under the
     key of everything they read (`desired.memo`)."""
     name, expectations = statement.name, statement.expectations
     read_columns = {read: columns[read] for read in statement.reads}
     read_resolved = {read: resolved[read] for read in statement.reads}
-    retracts = any(views[read].refresh.retracts for read in statement.reads if read in views)
+    retracts = any(retracting.get(read, False) for read in statement.reads)
     key = analysis.view_key(statement.digest, read_columns, read_resolved, policy, retracts)
     assert statement.tree is not None  # parse_file parses every statement
     # A safety check, never taken from the memo (the state bucket is not trusted as code).

@@ -57,10 +57,12 @@ def publish_committed(engine: Any, manifest: Manifest, program: Mapping[str, Any
 
 
 def _materialized(program: Mapping[str, Any], name: str) -> bool:
-    """Whether `name` is a materialized table or view of the committed program."""
+    """Whether `name` is a materialized table or view of the committed program, and not a
+    view's part (`desired.view_parts`: an implementation detail of that view)."""
     for kind in ("tables", "views"):
         if name in program[kind]:
-            return bool(program[kind][name].get("materialized"))
+            entry = program[kind][name]
+            return bool(entry.get("materialized")) and not entry.get("part_of")
     return False
 
 

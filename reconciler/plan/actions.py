@@ -82,7 +82,7 @@ def _change_actions(diff: ProgramDiff, program: Program) -> list[Action]:
         section = "tables" if kind == "table" else "views"
         change = getattr(diff, section)[name]
         view = program.views.get(name)
-        refresh = view.refresh.describe() if view is not None else None
+        refresh = view.describe_refresh() if view is not None else None
         if change == "added":
             actions.append(Action(kind, name, "create", (f"new {kind}",), refresh))
         elif change == "removed":

@@ -200,10 +200,18 @@ class _Graph:
             for name in document["tables"]:
                 self.kinds[name] = "table"
                 self.reads.setdefault(name, set())
+        # A view and its parts (`desired.view_parts`) are one object to select: each part
+        # is how its view is computed, attached to it as its connectors are.
+        self.attached: dict[str, set[str]] = {}
+        for document in (full.old, full.new):
             for name, entry in document["views"].items():
                 self.kinds[name] = "view"
                 self.reads.setdefault(name, set()).update(entry["reads"])
-        self.attached: dict[str, set[str]] = {name: set() for name in self.kinds}
+                if entry.get("part_of"):
+                    self.attached.setdefault(entry["part_of"], set()).add(name)
+                    self.attached.setdefault(name, set()).add(entry["part_of"])
+        for name in self.kinds:
+            self.attached.setdefault(name, set())
         relations = set(self.kinds)
         for document in (full.old, full.new):
             for name, entry in document["connectors"].items():
@@ -250,9 +258,13 @@ class _Graph:
                 selected |= self._closure(name, self.reads)
             if downstream:
                 selected |= self._closure(name, self.readers)
-        for name in list(selected):
+        pending = list(selected)
+        while pending:  # a part brings its view, which brings its other parts
+            name = pending.pop()
             if self.kinds[name] in ("table", "view"):
-                selected |= self.attached.get(name, set())
+                new = self.attached.get(name, set()) - selected
+                selected |= new
+                pending.extend(new)
         return selected
 
     @staticmethod

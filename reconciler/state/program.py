@@ -56,6 +56,7 @@ class CommittedView:
     refresh: RefreshMode | None
     materialized: bool
     expectations: tuple[Expectation, ...] = ()
+    part_of: str | None = None  # the view whose subquery this is (`desired.view_parts`)
 
     @property
     def maintained(self) -> bool:
@@ -103,4 +104,4 @@ def _view(name: str, entry: Mapping[str, Any]) -> CommittedView:
     return CommittedView(name=name, sql=entry["sql"], query=entry["query"],
                          reads=tuple(entry.get("reads") or ()), refresh=entry.get("refresh"),
                          materialized=bool(entry.get("materialized")),
-                         expectations=_expectations(entry))
+                         expectations=_expectations(entry), part_of=entry.get("part_of"))

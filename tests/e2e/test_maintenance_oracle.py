@@ -22,7 +22,10 @@ in its subquery, a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an
 aggregate over an EXISTS, an aggregate over a derived table's aggregate, an
 aggregate over a LEFT JOIN view, and window functions over an aggregate's groups (a rank
 and a share of all groups, a rank within each level of a ROLLUP, a dense rank of a MIN
-over deleting input with a COUNT(DISTINCT)).
+over deleting input with a COUNT(DISTINCT)), and views maintained through their parts,
+each checked against its query as written: a grouped CTE with a total of its groups, a
+ratio of two global aggregates, a hand-written rollup as a UNION ALL of aggregates, a top
+two of a rank over a grouped derived table, an EXISTS over a UNION ALL.
 
 Hypothesis draws random batches for every table (duplicates, NULLs, rows that
 join with nothing, dimension rows arriving after their facts) and deletions from
@@ -211,6 +214,38 @@ create materialized view active_regions as
   select st.region, count(*) as n from stores st
   where exists (select 1 from sales s where s.store = st.id and s.qty > 1) group by st.region;
 """
+SPLIT = {  # views maintained through their parts (`desired/view_parts.py`), as written
+    "store_totals": """
+  with per_store as (select store, sum(qty) as qty, count(*) as n from sales group by store)
+  select store, qty, n from per_store
+  union all select null, sum(qty), count(*) from per_store where n > 1""",
+    "big_share": """
+  select cast(big.n as double) / nullif(big.n + small.n, 0) as share, big.n as big_n,
+         small.total as small_total
+  from (select count(*) as n from sales where qty > 2) as big,
+       (select count(*) as n, sum(price) as total from sales where qty <= 2) as small""",
+    "qty_levels": """
+  select region, category, qty from (
+    select st.region, p.category, sum(s.qty) as qty
+    from sales s join stores st on s.store = st.id join products p on s.product = p.id
+    group by st.region, p.category
+    union all
+    select st.region, null, sum(s.qty) from sales s join stores st on s.store = st.id
+    group by st.region
+    union all
+    select null, null, sum(qty) from sales) as levels""",
+    "top_stores": """
+  select store, revenue, position from (
+    select store, revenue, rank() over (order by revenue desc) as position
+    from (select store, sum(price) as revenue from sales group by store) as per_store) ranked
+  where position <= 2""",
+    "stores_in_use": """
+  select st.id, st.region from stores st
+  where exists (select 1 from (select store as id from sales where qty > 1
+                               union all select id from stores where region = 'north') used
+                where used.id = st.id)""",
+}
+SQL += "".join(f"create materialized view {view} as {query};\n" for view, query in SPLIT.items())
 OUTPUTS = ("big_sales", "busy_stores", "totals", "report", "region_sales", "labels",
            "store_days", "idle_stores", "store_size_histogram", "active_regions")
 SPEC = "name: shop\nrefresh: incremental\nconnectors:\n" + "".join(
@@ -283,6 +318,7 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
     program = program_of(root)
     assert {name: view.refresh.reason for name, view in program.views.items()
             if view.refresh.mode == "full"} == RECOMPUTED
+    assert {view.part_of for view in program.views.values() if view.part_of} == set(SPLIT)
     document = program.document()
     base = root / "pipelines" / "shop"
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "shop"),
@@ -320,6 +356,9 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
             serial
         checks = {view: (runtime.frame(view), runtime.evaluate(view))
                   for view in document["views"]}
+        runtime.register_queryable(document["tables"])
+        for view, query in SPLIT.items():  # as written: its parts are views of the program
+            checks[f"{view} as written"] = (runtime.frame(view), spark.sql(query))
         for view in OUTPUTS:
             integrated, overdrawn = _integrated(spark, base / "out" / view,
                                                 runtime.frame(view).schema)
