@@ -129,15 +129,19 @@ def _statement(name: str, query: exp.Query, of: ViewStatement) -> ViewStatement:
 def split_parts(view: str, query: exp.Query, columns: Columns,
                 taken: set[str]) -> Parts | None:
     """The view `view` (its `query` over relations with `columns`) with its aggregating
-    subqueries as parts, when each part and the view reading them can be maintained;
-    None otherwise. `taken`: names the program already uses (a part never takes one)."""
+    subqueries as parts (none, when the view only windows a grouped derived table, merged
+    into it), when each part and the view reading them can be maintained; None otherwise.
+    `taken`: names the program already uses (a part never takes one)."""
     try:
         tree = inline_ctes(query).copy()
     except CannotInline:
         return None
+    merged = _merged(tree) if isinstance(tree, exp.Select) else None
+    if merged is not None:  # the view itself windows a grouped derived table
+        tree = merged
     found: dict[str, tuple[str, exp.Query, tuple[str, ...]]] = {}  # by the part's SQL
     _take(tree, view, columns, taken, found)
-    if not found:
+    if not found and merged is None:
         return None
     parts = tuple(found.values())
     with_parts = {**columns, **{name: names for name, _, names in parts}}

@@ -116,3 +116,19 @@ def test_selecting_a_view_or_one_of_its_parts_selects_them_all(tmp_path: Path) -
     for selector in ("totals", "totals__part"):
         assert graph.resolve(Selection.parse([selector])) == {
             "totals", "totals__part", "totals__per_store"}, selector
+
+
+def test_a_view_windowing_a_grouped_derived_table_is_that_aggregate(tmp_path: Path) -> None:
+    """No part: the window is merged into the aggregate it ranks, as windows over its
+    groups (`desired/group_windows.py`)."""
+    root = project(tmp_path, "create materialized view ranked as select store, qty, "
+                             "rank() over (order by qty desc) as r from (select store, "
+                             "sum(qty) as qty from sales group by store) per_store;\n")
+
+    program = program_of(root)
+
+    assert parts(program) == {}
+    assert program.views["ranked"].refresh.mode == "incremental"
+    assert program.views["ranked"].sql == (
+        "CREATE MATERIALIZED VIEW ranked AS SELECT store AS store, SUM(qty) AS qty, "
+        "RANK() OVER (ORDER BY SUM(qty) DESC) AS r FROM sales GROUP BY store")
