@@ -11,7 +11,8 @@ view may do (``safety``), resolving its names as Spark's analyzer will
 column lineage (``lineage``) and fingerprints (``fingerprint``), which views can
 be maintained and in which shape (``shapes``, with ``keyed``, ``partitioning``,
 ``query_graph``, ``query_parts``, ``inline``, ``grouping_sets``, ``group_windows``,
-``view_parts`` (aggregating subqueries as views of their own), ``output_key``
+``view_parts`` (aggregating subqueries as views of their own), ``set_operations``
+(distinct set operations as counts per branch), ``output_key``
 and ``fallback``, the reason a view is recomputed), how each view is refreshed given
 its shape and the pipeline's policy (``view_refresh``), whether a table can evolve in
 place (``table_evolution``), connector options (``connector_options``), the allow-list

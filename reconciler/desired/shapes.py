@@ -15,7 +15,9 @@ Shapes (the rules themselves are in `engine/maintenance/`):
   `SELECT DISTINCT`) with COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX, STDDEV and
   VARIANCE, `HAVING`, expressions over aggregates and window functions over the groups
   (`desired/group_windows.py`), over rows that come from a `Linear`, `Keyed` or
-  `Derived` select. Per-group state is kept beside the view.
+  `Derived` select; and a distinct `UNION`/`INTERSECT`/`EXCEPT` no key splits, as
+  its rows counted per branch (`desired/set_operations.py`). Per-group state is kept
+  beside the view.
 * `Keyed` (`desired/keyed.py`): outer joins, `EXISTS`/`NOT EXISTS`, `IN
   (subquery)`, correlated subqueries, a `GROUP BY` of the key, derived tables and
   CTEs, window functions partitioned by the key, set operations (`UNION`,
@@ -56,6 +58,7 @@ from reconciler.desired.keyed import (
     keyed,
 )
 from reconciler.desired.query_parts import expression_key
+from reconciler.desired.set_operations import as_aggregate
 from reconciler.desired.sql import SPARK, parse_query
 
 AggregateFunction = Literal["count", "count_distinct", "sum", "avg", "min", "max",
@@ -150,7 +153,13 @@ def _analyse(query: exp.Expr, columns: Columns) -> Shape:
             try:  # any set operation whose branches share a key, as a derived table
                 return keyed(_over_derived(query), columns, _check_clauses)
             except KeyFallback as reason:
-                raise Fallback(str(reason)) from None
+                counted = as_aggregate(query)  # else its rows counted per branch
+                if counted is None:
+                    raise Fallback(str(reason)) from None
+                try:
+                    return _aggregate(counted, _aggregates(counted), columns)
+                except Fallback:
+                    raise Fallback(str(reason)) from None
     if not isinstance(query, exp.Select):
         raise Fallback(f"{query.key.upper()} query")
     calls = _aggregates(query)

@@ -19,8 +19,9 @@ analysis gives. A part repeated (a CTE used twice) is one part. What may be a pa
 * an aggregating derived table of a FROM or JOIN, or an aggregating branch of a set
   operation, outside expression subqueries (which may be correlated); a later branch's
   columns are named as the operation names them, after its first branch;
-* a derived set operation anywhere, an `EXISTS`'s included, when it reads nothing of the
-  query around it (set operations inside expression subqueries have no key rule);
+* a set operation anywhere (a derived table, an `EXISTS`'s, the subquery of an `IN`) when
+  it reads nothing of the query around it (set operations inside expression subqueries
+  have no key rule);
 * a select that only names and windows the columns of an aggregating derived table
   (`SELECT item, RANK() OVER (ORDER BY ratio) FROM (... GROUP BY item) t`), first merged
   into that aggregate: windows over its groups (`desired/group_windows.py`).
@@ -174,10 +175,10 @@ def _take(node: exp.Expr, view: str, columns: Columns, taken: set[str],
             continue
         text = candidate.sql(dialect=SPARK)
         if text not in found:
-            names = _output_names(candidate)
-            assert names is not None  # `_named` names every column
-            found[text] = (_name(view, child, taken, found), candidate, names)
-        part = found[text][0]
+            outputs = _output_names(candidate)
+            assert outputs is not None  # `_named` names every column
+            found[text] = (_name(view, child, taken, found), candidate, outputs)
+        part, _, names = found[text]
         if isinstance(child, exp.Subquery):
             table = exp.to_table(part)
             alias = child.alias
@@ -185,7 +186,7 @@ def _take(node: exp.Expr, view: str, columns: Columns, taken: set[str],
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
             child.replace(table)
         else:
-            child.replace(exp.select("*").from_(exp.to_table(part)))
+            child.replace(exp.select(*names).from_(exp.to_table(part)))
 
 
 def _merged(select: exp.Select) -> exp.Select | None:
@@ -238,6 +239,9 @@ def _candidate(node: exp.Expr) -> exp.Query | None:
     if isinstance(node, exp.Subquery) and isinstance(node.parent, (exp.From, exp.Join)) \
             and isinstance(node.this, exp.SetOperation):
         return node.this if _self_contained(node.this) else None
+    if isinstance(node, exp.SetOperation) and isinstance(node.parent, exp.Subquery) \
+            and not isinstance(node.parent.parent, (exp.From, exp.Join)):
+        return node if _self_contained(node) else None  # `IN (SELECT ... INTERSECT ...)`
     if isinstance(node, exp.Subquery) and isinstance(node.parent, (exp.From, exp.Join)):
         select = node.this
     elif isinstance(node, exp.Select) and isinstance(node.parent, exp.SetOperation):
@@ -298,10 +302,6 @@ def _first_branch_names(node: exp.Expr,
         first = first.this
     if not isinstance(first, exp.Select):
         return None
-    source = first.args.get("from_") or first.args.get("from")
-    if [item.sql() for item in first.expressions] == ["*"] and source is not None:
-        part = source.this.name
-        return next((names for name, _, names in found.values() if name == part), None)
     return _output_names(first)
 
 

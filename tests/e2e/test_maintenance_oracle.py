@@ -1,32 +1,32 @@
 """Oracle for incremental maintenance: after every step, each view equals its query from scratch.
 
 One pipeline holds a corpus of view shapes: every maintained operator (filters,
-projections, UNION ALL, inner joins, GROUP BY with COUNT/SUM/AVG/MIN/MAX and
-HAVING, DISTINCT, a global aggregate), chains through aggregates (a filter and
-a join over an aggregate, so retractions flow), an aggregate over a join of an
-aggregate, a star-schema report (a fact table joined to three dimensions,
-filtered on dates, grouped, with a conditional sum and a ratio), MIN and MAX over
-inputs that delete rows (their touched groups recomputed), and views maintained by
-the keys a step touches: window functions partitioned by the key (ranking and
-aggregate windows, a top-N per key over a derived table), CTEs (a year-over-year
-style self-join of a grouped CTE, a CTE over a CTE), set operations (UNION,
-INTERSECT, EXCEPT ALL, aggregates inside UNION ALL), COUNT(DISTINCT) and STDDEV_SAMP
-per key (and STDDEV_POP and a SUM of doubles per key over a LEFT JOIN, whose retractions
-must find the stored rows by key, not by their last bits), ROLLUP, CUBE and GROUPING SETS
-(with GROUPING, GROUPING_ID, HAVING, MIN over deleting input, COUNT(DISTINCT) and
-VARIANCE from state; one over a CTE with a window per key), a global COUNT(DISTINCT) with
-VARIANCE and STDDEV_POP over a join, outer joins (LEFT, a LEFT JOIN
-... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS
-and NOT EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs
-in its subquery, a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an
-aggregate over an EXISTS, an aggregate over a derived table's aggregate, an
-aggregate over a LEFT JOIN view, and window functions over an aggregate's groups (a rank
-and a share of all groups, a rank within each level of a ROLLUP, a dense rank of a MIN
-over deleting input with a COUNT(DISTINCT)), and views maintained through their parts,
-each checked against its query as written: a grouped CTE with a total of its groups, a
-ratio of two global aggregates, a hand-written rollup as a UNION ALL of aggregates, a top
-two of a rank over a grouped derived table, an EXISTS over a UNION ALL, and a rank and
-share of a grouped derived table merged into its aggregate.
+projections, UNION ALL, inner joins, GROUP BY with COUNT/SUM/AVG/MIN/MAX and HAVING,
+DISTINCT, a global aggregate), chains through aggregates (a filter and a join over an
+aggregate, so retractions flow), an aggregate over a join of an aggregate, a star-schema
+report (a fact table joined to three dimensions, filtered on dates, grouped, with a
+conditional sum and a ratio), MIN and MAX over inputs that delete rows (their touched
+groups recomputed), and views maintained by the keys a step touches: window functions
+partitioned by the key (ranking and aggregate windows, a top-N per key over a derived
+table), CTEs (a year-over-year style self-join of a grouped CTE, a CTE over a CTE), set
+operations (UNION, INTERSECT, EXCEPT ALL, aggregates inside UNION ALL), COUNT(DISTINCT)
+and STDDEV_SAMP per key (and STDDEV_POP and a SUM of doubles per key over a LEFT JOIN,
+whose retractions must find the stored rows by key, not by their last bits), ROLLUP,
+CUBE and GROUPING SETS (with GROUPING, GROUPING_ID, HAVING, MIN over deleting input,
+COUNT(DISTINCT) and VARIANCE from state; one over a CTE with a window per key), a global
+COUNT(DISTINCT) with VARIANCE and STDDEV_POP over a join, outer joins (LEFT, a LEFT JOIN
+... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS and NOT
+EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs in its subquery,
+a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an aggregate over an EXISTS,
+an aggregate over a derived table's aggregate, an aggregate over a LEFT JOIN view, and
+window functions over an aggregate's groups (a rank and a share of all groups, a rank
+within each level of a ROLLUP, a dense rank of a MIN over deleting input with a
+COUNT(DISTINCT)), set operations no key splits (INTERSECT, EXCEPT and UNION of
+expressions, NULLs included) kept as counts per branch, and views maintained through
+their parts, each checked against its query as written: a grouped CTE with a total of
+its groups, a ratio of two global aggregates, a hand-written rollup as a UNION ALL of
+aggregates, a top two of a rank over a grouped derived table, an EXISTS over a UNION
+ALL, and a rank and share of a grouped derived table merged into its aggregate.
 
 Hypothesis draws random batches for every table (duplicates, NULLs, rows that
 join with nothing, dimension rows arriving after their facts) and deletions from
@@ -211,6 +211,13 @@ create materialized view cheapest_stores as
   select store, min(price) as low, count(distinct product) as products,
          dense_rank() over (order by min(price)) as position
   from sales group by store;
+create materialized view doubled_product_ids as
+  select qty * 2 as v from sales intersect select id from products;
+create materialized view regions_not_categories as
+  select upper(region) as name from stores except select upper(category) from products;
+create materialized view all_names as
+  select coalesce(region, 'none') as name from stores
+  union select category from products where id > 1;
 create materialized view active_regions as
   select st.region, count(*) as n from stores st
   where exists (select 1 from sales s where s.store = st.id and s.qty > 1) group by st.region;

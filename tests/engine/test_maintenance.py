@@ -289,6 +289,22 @@ def test_which_grouping_queries_are_maintained(tmp_path: Path, query: str, mode:
 
 
 @pytest.mark.parametrize(("query", "mode"), [
+    ("select v * 2 as x from a intersect select w from b", "maintained incrementally"),
+    ("select upper(cast(v as string)) as x from a except select cast(w as string) from b "
+     "except select cast(x as string) from c", "maintained incrementally"),
+    ("select v + 1 as x from a union select w from b union all select x from c",
+     "recomputed each step: no column equality to split it by"),  # not distinct
+    ("select v + 1 as x from a intersect all select w from b",
+     "recomputed each step: no column equality to split it by"),  # multiplicities
+])
+def test_which_set_operations_are_kept_as_counts(tmp_path: Path, query: str,
+                                                 mode: str) -> None:
+    """A distinct set operation no key splits is an aggregate of its branches' counts per
+    row (`desired/set_operations.py`); the ALL forms keep multiplicities it cannot."""
+    _assert_refresh(tmp_path, query, mode)
+
+
+@pytest.mark.parametrize(("query", "mode"), [
     ("select k, v, sum(v) * 100 / sum(sum(v)) over (partition by v) as share from a "
      "group by k, v", "maintained incrementally"),
     ("select k, sum(v) as s, rank() over (order by sum(v) desc) as r from a group by k",
