@@ -208,6 +208,9 @@ def _merged(select: exp.Select) -> exp.Select | None:
     if names is None or any(isinstance(item, exp.Star) or item.find(exp.Star)
                             for item in select.expressions):
         return None
+    if any(not is_window_function(call) for item in select.expressions
+           for call in item.find_all(exp.AggFunc)):
+        return None  # an aggregate of the aggregate (`AVG(total)`): not a projection of it
     values: dict[str, exp.Expr] = dict(zip(names, (item.unalias() for item in
                                                    inner.expressions), strict=True))
 

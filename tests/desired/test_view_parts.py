@@ -132,3 +132,21 @@ def test_a_view_windowing_a_grouped_derived_table_is_that_aggregate(tmp_path: Pa
     assert program.views["ranked"].sql == (
         "CREATE MATERIALIZED VIEW ranked AS SELECT store AS store, SUM(qty) AS qty, "
         "RANK() OVER (ORDER BY SUM(qty) DESC) AS r FROM sales GROUP BY store")
+
+
+def test_an_aggregate_of_a_grouped_derived_table_is_not_merged_into_it(
+        tmp_path: Path) -> None:
+    """Only names and windows are merged: `AVG(total)` over `SUM(...) AS total` would be an
+    aggregate of an aggregate, which Spark refuses; it stays a part of its own."""
+    root = project(tmp_path, "create materialized view high as with totals as ("
+                             "select store, sum(qty) as total from sales group by store), "
+                             "average as (select avg(total) as spend from totals) "
+                             "select store, total, spend from totals cross join average "
+                             "where total > 2 * spend;\n")
+
+    program = program_of(root)
+
+    assert parts(program) == {"high__totals": "high", "high__average": "high"}
+    assert program.views["high__average"].sql == (
+        "CREATE MATERIALIZED VIEW high__average AS SELECT AVG(total) AS spend FROM "
+        "high__totals AS totals")
