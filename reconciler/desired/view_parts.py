@@ -32,6 +32,7 @@ where every output column has a name of its own, which the view reads the part b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -51,6 +52,9 @@ Schemas = Mapping[str, tuple[str, ...] | None]
 AnalyseView = Callable[[ViewStatement, Mapping[str, bool], Schemas, Schemas], ViewFacts]
 """Analyses one view statement given whether each relation retracts rows, their columns
 and their columns as Spark names them (`desired.program`'s own analysis)."""
+
+_ALIAS = re.compile(r"[a-z_][a-z0-9_]*")
+"""A derived table's alias a part's name takes; any other alias gives `part`."""
 
 PART_SEPARATOR = "__"
 """Between a view's name and its part's (`q88__s1`)."""
@@ -353,6 +357,8 @@ def _name(view: str, node: exp.Expr, taken: set[str],
           found: dict[str, tuple[str, exp.Query, tuple[str, ...]]]) -> str:
     """`<view>__<alias>` (a derived table's alias) or `<view>__part<n>`, free in the program."""
     alias = node.alias.lower() if isinstance(node, exp.Subquery) and node.alias else "part"
+    if not _ALIAS.fullmatch(alias):  # a quoted alias (`a b`) is no name to give a relation
+        alias = "part"
     used = taken | {name for name, _, _ in found.values()}
     base = f"{view}{PART_SEPARATOR}{alias}"
     name, number = base, 1

@@ -150,3 +150,18 @@ def test_an_aggregate_of_a_grouped_derived_table_is_not_merged_into_it(
     assert program.views["high__average"].sql == (
         "CREATE MATERIALIZED VIEW high__average AS SELECT AVG(total) AS spend FROM "
         "high__totals AS totals")
+
+
+def test_a_quoted_alias_never_reaches_a_parts_name(tmp_path: Path) -> None:
+    """A part's name is a relation's (a storage folder): a derived table's alias that is
+    not a plain name (here one that would write another statement) gives `part`."""
+    alias = "`x AS SELECT 1 AS a; --`"
+    root = project(tmp_path, "create materialized view totals as select n, count(*) as c "
+                             f"from (select store, count(*) as n from sales group by store) "
+                             f"{alias} group by n union all select null, count(*) from "
+                             "sales;\n")
+
+    program = program_of(root)
+
+    assert set(parts(program)) == {"totals__part", "totals__part2", "totals__part3"}
+    assert all(name.replace("_", "").isalnum() for name in program.views)
