@@ -9,6 +9,7 @@ traceback. It also says what the user probably meant where a known name is close
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -116,10 +117,23 @@ class ObjectFailed(ReconcileError):
     """
 
     def __init__(self, what: str, name: str, cause: BaseException):
-        text = str(cause).strip()
-        first = text.splitlines()[0] if text else ""
         self.public = f"{what} '{name}': {error_class(cause)}"
-        super().__init__(f"{what} '{name}': {type(cause).__name__}: {first}".rstrip(": "))
+        super().__init__(f"{what} '{name}': {type(cause).__name__}: {_headline(cause)}"
+                         .rstrip(": "))
+
+
+_JAVA_CAUSE = re.compile(r"^(?:Caused by: |: )?[\w.$]+(?:Exception|Error): (.+)$", re.MULTILINE)
+
+
+def _headline(cause: BaseException) -> str:
+    """The first line of an error, or for a bare Py4JJavaError ("An error occurred while
+    calling o123.save.") the innermost Java cause's message (`[DIVIDE_BY_ZERO] ...`)."""
+    text = str(cause).strip()
+    first = text.splitlines()[0] if text else ""
+    if getattr(cause, "java_exception", None) is None:
+        return first
+    causes = _JAVA_CAUSE.findall(text)
+    return causes[-1].strip() if causes else first
 
 
 class QuotesData(ReconcileError):

@@ -502,6 +502,7 @@ def test_a_failed_bootstrap_keeps_data_values_out_of_the_manifest_and_later_plan
         TABLE + "create view v as select cast(s as int) as n from t;\n")
     code, output = run(project, "apply", "--auto-approve")
     assert code == 1 and "view 'v'" in output, output
+    assert "CAST_INVALID_INPUT" in output  # the terminal says why (a bare Java error too)
     stored = (project / ".reconcile/state/p/manifest.json").read_text()
     document = json.loads(stored)
     assert document["status"] == "Failed"
