@@ -27,15 +27,16 @@ def as_aggregate(query: exp.Expr) -> exp.Select | None:
     or when its branches' columns cannot be counted."""
     if not isinstance(query, _KINDS) or not query.args.get("distinct"):
         return None
-    branches = _branches(query, type(query))
-    if any(not isinstance(branch, exp.Select) for branch in branches):
+    operands = _branches(query, type(query))
+    branches = [branch for branch in operands if isinstance(branch, exp.Select)]
+    if len(branches) != len(operands):
         return None  # a set operation of another kind inside: no columns to name
     width = _width(branches[0])
     if width is None or any(_width(branch) != width for branch in branches):
         return None
     columns = [f"__s{i}" for i in range(width)]
     counted = [_counted(branch, columns, position, len(branches))
-               for position, branch in enumerate(branches) if isinstance(branch, exp.Select)]
+               for position, branch in enumerate(branches)]
     union: exp.Query = counted[0]
     for branch in counted[1:]:
         union = exp.union(union, branch, distinct=False)
@@ -50,20 +51,16 @@ def _branches(query: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:
     `UNION ALL` operands join the chain too: the distinct around them removes copies."""
     while isinstance(query, exp.Subquery):
         query = query.this
-    same = isinstance(query, kind) and (query.args.get("distinct") or kind is exp.Union)
-    if not same or (isinstance(query, exp.Except) and kind is exp.Except
-                    and not query.args.get("distinct")):
+    if not isinstance(query, kind) or not (query.args.get("distinct") or kind is exp.Union):
         return [query]
     if kind is exp.Except:  # (A - B) - C: only the first operand chains
         return [*_branches(query.this, kind), query.expression]
     return [*_branches(query.this, kind), *_branches(query.expression, kind)]
 
 
-def _width(query: exp.Expr) -> int | None:
+def _width(query: exp.Select) -> int | None:
     """The number of output columns of a branch (None with a `*`)."""
-    while isinstance(query, (exp.Subquery, exp.SetOperation)):
-        query = query.this
-    if not isinstance(query, exp.Select) or any(
+    if any(
             isinstance(item, exp.Star) or isinstance(item.unalias(), exp.Star)
             or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
             for item in query.expressions):
