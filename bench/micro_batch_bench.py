@@ -35,8 +35,13 @@ recompute (goal at most 0.3) and one-shot / streaming; the load average at start
 At the end each streaming view equals each pipeline's as multisets (`exceptAll` counts both
 ways, only counts collected).
 
+With `--warm` the one-shot processes (a) and (d) attach to the project's warm server
+(`reconcile spark start`, started after the load: docs/concepts.md, "A warm Spark for local
+work"), as a user who keeps one running pays a step; their jobs are counted in the
+server's event log. The runner keeps a JVM of its own (`--spark-master`).
+
 Usage: `python bench/micro_batch_bench.py [--rows 4000000] [--steps 3] [--interval 1]
-[--keep]` (`make bench-micro-batch`); `--rows 200000 --steps 2` to try it. Run from a copy
+[--warm] [--keep]` (`make bench-micro-batch`); `--rows 200000 --steps 2` to try it. Run from a copy
 of the tree (`git archive`) to measure a commit while others edit: the CLI runs from here.
 """
 
@@ -148,6 +153,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed rounds after a warm-up")
     parser.add_argument("--interval", type=float, default=1.0,
                         help="the runner's --interval and the streaming trigger, seconds")
+    parser.add_argument("--warm", action="store_true",
+                        help="the one-shot processes attach to `reconcile spark start`'s "
+                             "server (the runner keeps a JVM of its own)")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
     args = parser.parse_args()
     loads = [load_average()]
@@ -158,7 +166,7 @@ def main() -> None:
     (conf / "spark-defaults.conf").write_text(EVENT_LOGS.format(uri=logs.as_uri()))
     os.environ["SPARK_CONF_DIR"] = str(conf)  # every JVM of the run, this one's too
     from reconciler.desired.project import SparkSettings
-    from reconciler.engine.spark.session import get_spark
+    from reconciler.engine.spark.session import default_master, get_spark
 
     spark = get_spark(SparkSettings())
     print(f"{args.rows:,} events, {STEP_ROWS:,} per step, interval {args.interval:g} s; "
@@ -185,13 +193,17 @@ def main() -> None:
     print(f"streaming: tables created, query started, load batch done: "
           f"{time.perf_counter() - started:.1f} s", flush=True)
 
+    if args.warm:
+        started = time.perf_counter()
+        print(f"{engine.start_warm()}: {time.perf_counter() - started:.1f} s", flush=True)
     figures = {side: Figures() for side in SIDES}
     own: list[float] = []  # the runner's own figure for its steps
     runner_code: int | None = None
     assert streaming.query is not None
     try:
         started = time.perf_counter()
-        engine.start_runner(args.interval, work / "runner.log")
+        engine.start_runner(args.interval, work / "runner.log",
+                            default_master() if args.warm else None)
         print(f"runner started, idle: {time.perf_counter() - started:.1f} s", flush=True)
         for round_ in range(1 + args.steps):
             order = SIDES[round_ % len(SIDES):] + SIDES[:round_ % len(SIDES)]
@@ -225,16 +237,18 @@ def main() -> None:
         if engine.runner is not None and engine.runner.poll() is None:
             engine.stop_runner()
         streaming.query.stop()
+        engine.stop_warm()
     loads.append(load_average())
 
     size = steps[0].stat().st_size
     seconds = {side: median(figures[side].seconds) for side in SIDES}
+    attached = ", warm server" if args.warm else ""
     described = {
-        "one-shot": f"one-shot `reconcile run -p {ONE_SHOT}` process",
+        "one-shot": f"one-shot `reconcile run -p {ONE_SHOT}` process{attached}",
         "runner": f"runner step (--interval {args.interval:g}; "
                   f"its own figure {median(own):.2f} s)",
         "streaming": f"streaming micro-batch (processingTime {args.interval:g} s)",
-        "recompute": f"full recompute `reconcile run -p {FULL}` process"}
+        "recompute": f"full recompute `reconcile run -p {FULL}` process{attached}"}
     print(f"\n{args.rows:,} stored events, {STEP_ROWS:,} new per step, median of "
           f"{args.steps} after 1 warm-up, the sides' order rotating each round:")
     for side in SIDES:

@@ -108,6 +108,24 @@ class Engine:
     lines: list[tuple[float, str]] = field(default_factory=list)
     runner_log: Path | None = None
     """The runner's event log, found at its first step (its JVM starts then)."""
+    server_log: Path | None = None
+    """With `--warm`: the warm server's event log, which the one-shot processes' jobs go to."""
+
+    def start_warm(self) -> str:
+        """`reconcile spark start`: the one-shot processes attach to the project's warm
+        server from now on (the runner keeps its own JVM: it is started with
+        `--spark-master`); its event log found."""
+        logs = event_logs(self.logs)
+        said = reconcile(self.project, "spark", "start")
+        deadline = time.monotonic() + 120.0
+        while not (new := event_logs(self.logs) - logs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [self.server_log] = new
+        return said.strip()
+
+    def stop_warm(self) -> None:
+        if self.server_log is not None:
+            reconcile(self.project, "spark", "stop")
 
     def storage(self, pipeline: str) -> int:
         return storage_bytes(self.project / ".reconcile" / "data" / pipeline)
@@ -116,14 +134,18 @@ class Engine:
         """`file` lands in the inbox, then `reconcile run -p pipeline`, timed as a whole
         process: (seconds, Spark jobs, bytes written)."""
         before, logs = self.storage(pipeline), event_logs(self.logs)
+        served = job_starts(self.server_log) if self.server_log else 0
         started = time.perf_counter()
         arrive(file, self.project / "input" / pipeline, name)
         said = reconcile(self.project, "run", "-p", pipeline)
         seconds = time.perf_counter() - started
         if "step committed" not in said or "events +1000;" not in said:
             raise RuntimeError(f"run -p {pipeline}: {said}")
-        new = self._finished(logs)  # its JVM is gone, not slowing the next side
-        return seconds, sum(job_starts(log) for log in new), self.storage(pipeline) - before
+        if self.server_log:
+            jobs = job_starts(self.server_log) - served
+        else:
+            jobs = sum(job_starts(log) for log in self._finished(logs))  # its JVM is gone
+        return seconds, jobs, self.storage(pipeline) - before
 
     def _finished(self, before: set[Path], timeout: float = 120.0) -> set[Path]:
         """The event logs started since `before`, once none is in progress."""
@@ -135,12 +157,14 @@ class Engine:
                 return new
             time.sleep(0.1)
 
-    def start_runner(self, interval: float, log: Path) -> None:
-        """`reconcile run -p r --continuous --interval S`, its output read by a thread that
-        notes when each line arrived."""
+    def start_runner(self, interval: float, log: Path, master: str | None = None) -> None:
+        """`reconcile run -p r --continuous --interval S` (`--spark-master`: a JVM of its
+        own, not the warm server's), its output read by a thread that notes when each line
+        arrived."""
+        own = ["--spark-master", master] if master else []
         self.runner = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "-C", str(self.project), "run", "-p", RUNNER,
-             "--continuous", "--interval", f"{interval:g}"], stdout=subprocess.PIPE,
+             "--continuous", "--interval", f"{interval:g}", *own], stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         threading.Thread(target=self._read, args=(log,), daemon=True).start()
