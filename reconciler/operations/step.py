@@ -74,7 +74,8 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
             **({"choices": runtime.refresh_choices} if runtime.refresh_choices else {})})
         commit_manifest(project, backend, committed, etag, engine)
         publish_committed(engine, committed, program.document, publish_setting(project, name))
-        collect_garbage(project, backend, name)
+        if committed.serial % project.settings.retention.every == 0:
+            collect_garbage(project, backend, name)
         return Outcome(name, OutcomeKind.STEPPED,
                        f"{name}: step committed (serial {committed.serial}) in {seconds:.1f}s; "
                        f"rows {', '.join(f'{t} {n:+d}' for t, n in rows.items())}; refreshed "
