@@ -225,7 +225,7 @@ def table_change(runtime: PipelineRuntime, before: RelationRecord,
     vectors, leaving the files as they were) reads its change from the feed."""
     inserts, deletes, _ = runtime.storage.change_since(
         after.path, before.version, after.version, runtime.schema_of(after),
-        runtime.schema_of(before))
+        runtime.schema_of(before), nets=True)
     if deletes is None:  # files were only added: their rows are the change
         return ZSet(inserts=inserts)
     # Computed once (as small as the deletion), not by each view that reads the table.

@@ -43,6 +43,7 @@ def held(storage: DeltaStorage, path: Path, version: int) -> Counter:
     return Counter(tuple(row) for row in storage.read(path, version, SCHEMA).collect())
 
 
+@pytest.mark.usefixtures("merge_even_small")  # a table this small is rewritten (below)
 def test_deletions_mark_rows_and_keep_multiset_semantics(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(31)
@@ -109,6 +110,40 @@ def test_deletions_mark_rows_and_keep_multiset_semantics(
     monkeypatch.setattr(compaction, "COMPACT_AFTER", 0)  # every small file is due
     assert compact(fallback, path) is None
     assert held(storage, path, storage.latest_version(path) or 0) == expected
+
+
+def test_a_small_feed_tables_change_is_a_rewrite_read_from_its_files(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """A table with the change data feed under `merge.OVERWRITE_SMALL_BYTES` takes a change
+    with deletions as one rewrite by the engine's own commit (no MERGE, no vector), with
+    the multiset semantics of the MERGE; its change is read from the files the rewrite
+    replaced (`nets`, no feed read), and through Delta's feed reader it nets to the same."""
+    rng = random.Random(47)
+    storage = DeltaStorage(spark, writer="delta-spark")
+    path = tmp_path / "p" / "tables" / "small"
+    storage.create(path, SCHEMA, change_feed=True)
+    expected = Counter(draw(rng, 40))
+    version = storage.append(path, spark.createDataFrame(list(expected.elements()), SCHEMA))
+    for step in range(STEPS):
+        deletes, inserts = draw(rng, 8), draw(rng, 3)
+        after = apply_changes(storage, path, version, SCHEMA,
+                              spark.createDataFrame(inserts, SCHEMA),
+                              spark.createDataFrame(deletes, SCHEMA),
+                              app_transaction=("steps", step))
+        previous = Counter(expected)
+        expected = previous - Counter(deletes) + Counter(inserts)
+        assert held(storage, path, after) == expected, step
+        change = Counter(expected)
+        change.subtract(previous)
+        for nets in (True, False):
+            read = storage.change_since(path, version, after, SCHEMA, nets=nets)
+            assert read.from_feed is not nets, (step, nets)
+            net = Counter(tuple(row) for row in read.inserts.collect())
+            net.subtract(Counter(tuple(row) for row in read.deletes.collect()))
+            assert +net == +change and -net == -change, (step, nets)
+        version = after
+    operations = [entry["operation"] for entry in storage.require(str(path)).history()]
+    assert "MERGE" not in operations and live_files(str(path), version).deleted_rows == 0
 
 
 @pytest.mark.usefixtures("merge_even_small")

@@ -61,8 +61,12 @@ listing) against 9 for the cheapest `MERGE` and 14 to 20 for a table's first
 (`tests/engine/test_step_cost.py` measures both on a bare table). Bounded so that a step writes
 what follows its change: 512 kB is within the write budget of a 1,000-row step (20x its
 ~30 kB of input + 200 kB), where rewriting a 6 MB view each step would grow its storage
-by the view's size per step until retention. Not for a table with the change data feed:
-its change would read as every row deleted and inserted again."""
+by the view's size per step until retention. A table with the change data feed too (an
+input fed by a `changes: true` connector): the rewrite removes whole files, which the
+feed reads as every row deleted and inserted again, so the step reads such a table's
+change from the files instead and nets it (`DeltaTables.whole_file_change`,
+`step.table_change`), at most this many bytes; a 40-row change batch of the step bench's
+events took a MERGE of 19 Spark jobs, 1 of them the snapshot, and now takes 2."""
 
 
 def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
@@ -99,7 +103,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
             return version
     if storage.writer.marks_rows:
         stored = latest.data_bytes()  # from the log; None where only Delta's reader reads
-        if not latest.change_feed and stored is not None and stored <= OVERWRITE_SMALL_BYTES:
+        if stored is not None and stored <= OVERWRITE_SMALL_BYTES:
             rows = _without(storage.read_version(latest, schema), deletes, unique_by)
             return storage.replace_small(latest, rows.unionByName(inserts), schema,
                                          app_transaction)

@@ -309,27 +309,38 @@ class DeltaStorage(DeltaTables):
         return (conform(inserts, schema, where=uri), conform(deletes, schema, where=uri))
 
     def change_since(self, path: PathLike, since: int, latest: int, schema: T.StructType,
-                     old_schema: T.StructType | None = None) -> TableChange:
+                     old_schema: T.StructType | None = None, *,
+                     nets: bool = False) -> TableChange:
         """The rows a table gained and lost after version ``since``, up to ``latest``.
 
         A table keeping Delta's change data feed says its change itself (deletes and
         updates included: a delete that only marked rows in a deletion vector left the
         files as they were), unless its log shows that files were only added
-        (`appended_files`): then the change is those files' rows, with no delete side.
+        (`whole_file_change`): then the change is those files' rows, with no delete side.
         Any other changed in its data files alone: the rows of the files ``latest`` has
         and ``since`` had not are inserted, those of the reverse deleted (read with
         ``old_schema``, the columns ``since`` had). A side with no files is None, so a
-        caller knows an append-only change without reading a row."""
-        return self.change_between(self.at(path, latest), since, schema, old_schema)
+        caller knows an append-only change without reading a row.
+
+        `nets`: the caller nets the change (a pipeline's own table, `step.table_change`),
+        so a feed table whose whole files were replaced (`whole_file_change`: a small
+        table's change written as a rewrite, `merge.OVERWRITE_SMALL_BYTES`) is read from
+        those files, as a table without the feed is, instead of through Delta's feed
+        reader; rows a compaction only moved then cancel out in the net."""
+        return self.change_between(self.at(path, latest), since, schema, old_schema,
+                                   nets=nets)
 
     def change_between(self, after: DeltaVersion, since: int, schema: T.StructType,
-                       old_schema: T.StructType | None = None) -> TableChange:
+                       old_schema: T.StructType | None = None, *,
+                       nets: bool = False) -> TableChange:
         """`change_since` up to a version already opened (asked both questions: its feed,
         else its files)."""
         if self.writer.reads_change_feed and after.change_feed:
-            appended = self.appended_files(after, since)
-            if appended is not None:  # only files added: no feed read, no delete side
-                return TableChange(self.scan(appended, schema) if appended else None, None,
+            files = self.whole_file_change(after, since)
+            if files is not None and (nets or not files[1]):  # no feed read
+                added, removed = files
+                return TableChange(self.scan(added, schema) if added else None,
+                                   self.scan(removed, old_schema or schema) if removed else None,
                                    from_feed=False)
             return TableChange(*self.read_change_feed(after.uri, since, after.version, schema),
                                from_feed=True)

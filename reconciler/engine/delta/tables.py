@@ -211,24 +211,27 @@ class DeltaTables:
         known, current = set(before), set(now)
         return [f for f in now if f not in known], [f for f in before if f not in current]
 
-    def appended_files(self, after: DeltaVersion, since: int) -> list[str] | None:
-        """The data files `after` added since version `since`, when adding them is all that
-        happened (every file of `since` still there with the same deletion vector, none of
-        the added ones with one): an insert-only change, whose rows are the added files'
-        rows, decided from the log alone. None for any other change, or where a table's
-        files are not its rows (partitions, column mapping)."""
+    def whole_file_change(self, after: DeltaVersion, since: int
+                          ) -> tuple[list[str], list[str]] | None:
+        """The data files `after` added and those it removed since version `since`, when
+        whole files are all that changed: every file both versions hold has the same
+        deletion vector, and no added or removed file has one (its rows are then exactly
+        the file's). None for any other change, or where a table's files are not its rows
+        (partitions, column mapping)."""
         if after.needs_delta_reader:
             return None
         before = self.at(after.uri, since)
         now = {relative_file(after.uri, file): file for file in after.files}
-        kept = [relative_file(after.uri, file) for file in before.files]
-        if any(file not in now or after.vectors.get(file) != before.vectors.get(file)
-               for file in kept):
+        then = {relative_file(after.uri, file): file for file in before.files}
+        if any(after.vectors.get(file) != before.vectors.get(file)
+               for file in now.keys() & then.keys()):
             return None
-        added = [file for file in now if file not in set(kept)]
-        if any(file in after.vectors for file in added):
+        added = [file for file in now if file not in then]
+        removed = [file for file in then if file not in now]
+        if any(file in after.vectors for file in added) or \
+                any(file in before.vectors for file in removed):
             return None
-        return [now[file] for file in added]
+        return [now[file] for file in added], [then[file] for file in removed]
 
     def touched_rows(self, path: PathLike, since: int, version: int) -> int | None:
         """Rows a step's change touched between two versions, from the log alone: those of

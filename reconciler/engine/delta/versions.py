@@ -75,14 +75,15 @@ class DeltaVersion:
         """Whether the engine's own commit (Spark writes Parquet files, delta-rs commits them:
         `DeltaRsWriter`) may replace every row of this version: its files are plain
         Parquet (`needs_delta_reader`), none has rows marked in a deletion vector (a remove
-        must name the vector, which delta-rs's overwrite is not relied on to do), no change
-        data feed records deletions, and the protocol asks only what such a commit keeps
-        (`ENGINE_COMMIT_FEATURES`). Anything else, a catalog-owned table or row tracking
-        among them, stays with Delta's own writer."""
+        must name the vector, which delta-rs's overwrite is not relied on to do), and the
+        protocol asks only what such a commit keeps (`ENGINE_APPEND_FEATURES`: the change
+        data feed reads a commit without `cdc` files from its added and removed files,
+        Delta's PROTOCOL.md, "Change Data Files"). Anything else, a catalog-owned table or
+        row tracking among them, stays with Delta's own writer."""
         configuration = self.table.metadata().configuration or {}
-        return (not self.needs_delta_reader and not self.change_feed and not self.vectors
+        return (not self.needs_delta_reader and not self.vectors
                 and str(configuration.get("delta.appendOnly", "")).lower() != "true"
-                and self._asks_only(ENGINE_COMMIT_FEATURES))
+                and self._asks_only(ENGINE_APPEND_FEATURES))
 
     @cached_property
     def appendable_by_engine(self) -> bool:
