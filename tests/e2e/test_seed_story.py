@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -34,7 +35,8 @@ def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
     reconcile(project, "apply", expect=3)  # not a terminal: await_approval records it
     status = json.loads(reconcile(project, "status", "-p", "grades", "--json"))
     assert status["status"] == "AwaitingApproval"
-    assert status["delta_writer"] == "delta-rs"  # the test run's writer (conftest)
+    chosen = os.environ["RECONCILE_DELTA_WRITER"]  # the test run's (conftest), or `auto`
+    assert status["delta_writer"] == ("delta-spark" if chosen == "auto" else chosen)
     assert status["status_details"] == {
         "added_input_connectors": [], "added_output_connectors": [],
         "modified_input_connectors": [], "modified_output_connectors": [],

@@ -172,9 +172,10 @@ def test_a_mode_change_recomputes_nothing(spark: SparkSession, tmp_path: Path) -
 def test_a_deletion_rewrites_only_the_files_holding_it(spark: SparkSession, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Copy-on-write on a table too big to rewrite whole: a deleted row (with a NULL) in one
-    of three files replaces only that file; a duplicated row loses exactly one copy."""
+    of three files replaces only that file; a duplicated row loses exactly one copy (the
+    delta-rs writer's path; Delta's marks rows in deletion vectors: test_deletion_vectors)."""
     monkeypatch.setattr(merge, "REWRITE_WHOLE_BYTES", 0)
-    storage = DeltaStorage(spark)
+    storage = DeltaStorage(spark, writer="delta-rs")
     schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("n", T.LongType())])
     path = str(tmp_path / "t")
     storage.create(path, schema)

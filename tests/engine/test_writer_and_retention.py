@@ -134,7 +134,11 @@ def storage_bytes(project: Path) -> int:
     return sum(file.stat().st_size for file in root.rglob("*") if file.is_file())
 
 
-def test_storage_does_not_grow_with_steps(spark: SparkSession, tmp_path: Path) -> None:
+def test_storage_does_not_grow_with_steps(spark: SparkSession, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the delta-rs writer, whose files are its rows (the files left are compared with
+    the log's); retention of rows marked in deletion vectors: test_deletion_vectors."""
+    monkeypatch.setenv("RECONCILE_DELTA_WRITER", "delta-rs")
     project = write_files(tmp_path, RETENTION_PROJECT)
     inbox = project / "input/events"
     inbox.mkdir(parents=True, exist_ok=True)
