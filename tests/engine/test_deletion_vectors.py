@@ -43,6 +43,20 @@ def held(storage: DeltaStorage, path: Path, version: int) -> Counter:
     return Counter(tuple(row) for row in storage.read(path, version, SCHEMA).collect())
 
 
+def drawn_step(storage: DeltaStorage, path: Path, version: int, expected: Counter,
+               rng: random.Random, step: int) -> tuple[int, Counter, list, list]:
+    """A drawn change (8 deletions, 3 insertions) applied to the table at `version` as step
+    `step`'s app transaction: the new version, the multiset it holds (checked against the
+    oracle), and the insertions and deletions."""
+    spark = storage.spark
+    deletes, inserts = draw(rng, 8), draw(rng, 3)
+    after = apply_changes(storage, path, version, SCHEMA, spark.createDataFrame(inserts, SCHEMA),
+                          spark.createDataFrame(deletes, SCHEMA), app_transaction=("steps", step))
+    expected = expected - Counter(deletes) + Counter(inserts)
+    assert held(storage, path, after) == expected, step
+    return after, expected, inserts, deletes
+
+
 @pytest.mark.usefixtures("merge_even_small")  # a table this small is rewritten (below)
 def test_deletions_mark_rows_and_keep_multiset_semantics(
         spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,14 +69,9 @@ def test_deletions_mark_rows_and_keep_multiset_semantics(
                 Counter(expected)}
     version = max(versions)
     for step in range(STEPS):
-        deletes, inserts = draw(rng, 8), draw(rng, 3)
-        after = apply_changes(storage, path, version, SCHEMA,
-                              spark.createDataFrame(inserts, SCHEMA),
-                              spark.createDataFrame(deletes, SCHEMA),
-                              app_transaction=("steps", step))
         previous = Counter(expected)
-        expected = previous - Counter(deletes) + Counter(inserts)
-        assert held(storage, path, after) == expected, step
+        after, expected, inserts, deletes = drawn_step(storage, path, version, expected, rng,
+                                                       step)
         assert storage.row_count(path, after) == expected.total()
         feed_inserts, feed_deletes = storage.read_change_feed(path, version, after, SCHEMA)
         net = Counter(tuple(r) for r in feed_inserts.collect())
@@ -125,14 +134,8 @@ def test_a_small_feed_tables_change_is_a_rewrite_read_from_its_files(
     expected = Counter(draw(rng, 40))
     version = storage.append(path, spark.createDataFrame(list(expected.elements()), SCHEMA))
     for step in range(STEPS):
-        deletes, inserts = draw(rng, 8), draw(rng, 3)
-        after = apply_changes(storage, path, version, SCHEMA,
-                              spark.createDataFrame(inserts, SCHEMA),
-                              spark.createDataFrame(deletes, SCHEMA),
-                              app_transaction=("steps", step))
         previous = Counter(expected)
-        expected = previous - Counter(deletes) + Counter(inserts)
-        assert held(storage, path, after) == expected, step
+        after, expected, _, _ = drawn_step(storage, path, version, expected, rng, step)
         change = Counter(expected)
         change.subtract(previous)
         for nets in (True, False):
