@@ -34,8 +34,8 @@ test: $(STAMP) check-java jars
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not nightly"
 
 # The same suite on the writer the product chooses (Delta's own, wherever the session has
-# it) instead of the delta-rs fallback most tests use: about 18 minutes on 2 cores against
-# `make test`'s 14, hence not CI's command (docs/clusters.md, "Which writer the tests run").
+# it) instead of the delta-rs fallback most tests use: about 15 minutes on 2 cores against
+# `make test`'s 12, hence not CI's command (docs/clusters.md, "Which writer the tests run").
 test-delta: $(STAMP) check-java jars
 	RECONCILE_DELTA_WRITER=auto $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not nightly"
 
