@@ -337,15 +337,13 @@ class DeltaStorage(DeltaTables):
         else its files)."""
         if self.writer.reads_change_feed and after.change_feed:
             files = self.whole_file_change(after, since)
-            if files is not None and (nets or not files[1]):  # no feed read
-                added, removed = files
-                return TableChange(self.scan(added, schema) if added else None,
-                                   self.scan(removed, old_schema or schema) if removed else None,
-                                   from_feed=False)
-            return TableChange(*self.read_change_feed(after.uri, since, after.version, schema),
-                               from_feed=True)
-        added, removed = self.files_between(after, since)
-        return TableChange(self.scan(added, schema) if added or removed else None,
+            if files is None or (files[1] and not nets):  # the feed says what files cannot
+                return TableChange(*self.read_change_feed(after.uri, since, after.version,
+                                                          schema), from_feed=True)
+            added, removed = files
+        else:
+            added, removed = self.files_between(after, since)
+        return TableChange(self.scan(added, schema) if added else None,
                            self.scan(removed, old_schema or schema) if removed else None,
                            from_feed=False)
 

@@ -201,35 +201,36 @@ class DeltaTables:
 
     def files_between(self, after: DeltaVersion, since: int | None
                       ) -> tuple[list[str], list[str]]:
-        """`changed_files` of a version already opened."""
-        if after.needs_delta_reader or after.deletion_vectors:
+        """`changed_files` of a version already opened: its `whole_file_change`, which a
+        table whose rows changed in more than whole files does not have."""
+        files = self.whole_file_change(after, since)
+        if files is None:
             raise ReconcileError(f"{after.uri}: partitioned, column-mapped or deletion-vector "
                                  "tables change in more than their files (read their change "
                                  "feed)")
-        before = [] if since is None else self.at(after.uri, since).files
-        now = after.files
-        known, current = set(before), set(now)
-        return [f for f in now if f not in known], [f for f in before if f not in current]
+        return files
 
-    def whole_file_change(self, after: DeltaVersion, since: int
+    def whole_file_change(self, after: DeltaVersion, since: int | None
                           ) -> tuple[list[str], list[str]] | None:
-        """The data files `after` added and those it removed since version `since`, when
-        whole files are all that changed: every file both versions hold has the same
-        deletion vector, and no added or removed file has one (its rows are then exactly
-        the file's). None for any other change, or where a table's files are not its rows
-        (partitions, column mapping)."""
+        """The data files `after` added and those it removed since version `since` (None:
+        no version, every file added), when whole files are all that changed: every file
+        both versions hold has the same deletion vector, and no added or removed file has
+        one (its rows are then exactly the file's). None for any other change, or where a
+        table's files are not its rows (partitions, column mapping)."""
         if after.needs_delta_reader:
             return None
-        before = self.at(after.uri, since)
+        before = None if since is None else self.at(after.uri, since)
+        old_vectors = {} if before is None else before.vectors
         now = {relative_file(after.uri, file): file for file in after.files}
-        then = {relative_file(after.uri, file): file for file in before.files}
-        if any(after.vectors.get(file) != before.vectors.get(file)
+        then = {} if before is None else {relative_file(after.uri, file): file
+                                          for file in before.files}
+        if any(after.vectors.get(file) != old_vectors.get(file)
                for file in now.keys() & then.keys()):
             return None
         added = [file for file in now if file not in then]
         removed = [file for file in then if file not in now]
         if any(file in after.vectors for file in added) or \
-                any(file in before.vectors for file in removed):
+                any(file in old_vectors for file in removed):
             return None
         return [now[file] for file in added], [then[file] for file in removed]
 
