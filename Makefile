@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-delta test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-micro-batch bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-delta-rs test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-micro-batch bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -33,11 +33,11 @@ test: $(STAMP) check-java jars
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not nightly"
 
-# The same suite on the writer the product chooses (Delta's own, wherever the session has
-# it) instead of the delta-rs fallback most tests use: about 15 minutes on 2 cores against
-# `make test`'s 12, hence not CI's command (docs/clusters.md, "Which writer the tests run").
-test-delta: $(STAMP) check-java jars
-	RECONCILE_DELTA_WRITER=auto $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not nightly"
+# The same suite on the delta-rs fallback (a session without Delta's jars) instead of the
+# writer the product chooses, which `make test` runs (docs/clusters.md, "Which writer the
+# tests run").
+test-delta-rs: $(STAMP) check-java jars
+	RECONCILE_DELTA_WRITER=delta-rs $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not nightly"
 
 # The quick loop: every test that starts no Spark (no JVM, about 45 s on 2 cores); the
 # `spark` marker says which do (tests/conftest.py fails an unmarked one that starts Spark).
@@ -46,8 +46,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not spark"
 
 # The long run `make test` leaves out (a nightly job's): the stories on a standalone cluster,
-# over Spark Connect and through eight JVMs sharing a metastore, Delta Lake's own writer
-# where delta-rs covers the same path in `make test`, the other kill points, and the
+# over Spark Connect and through eight JVMs sharing a metastore, the other kill points, and the
 # oracles again, the maintenance one with more random cases and steps (docs/development.md).
 test-nightly: $(STAMP) check-java jars
 	RECONCILE_ORACLE_EXAMPLES=8 RECONCILE_ORACLE_STEPS=3 \

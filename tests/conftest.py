@@ -29,13 +29,12 @@ pytest_plugins = [
     "tests.scheduling",  # which files share a worker
 ]
 
-# The run's session has Delta's jars (`make jars`), so the product would write with
-# delta-spark. Most tests exercise what sits above the writer (plans, maintenance, the
-# Action) and run on the fast delta-rs writer, here and in the CLIs they start; the
-# `delta_spark` fixture, the storage contract (both writers) and the end-to-end runs on
-# embedded Spark, S3 and the standalone cluster run Delta's own writer. Why not all of
-# them: docs/clusters.md, "Which writer the tests run".
-os.environ.setdefault("RECONCILE_DELTA_WRITER", "delta-rs")
+# The run's session has Delta's jars (`make jars`), so the tests, and the CLIs they start,
+# write with the writer the product chooses there: Delta's own. Tests about the delta-rs
+# fallback say so (`RECONCILE_DELTA_WRITER=delta-rs` set by the test), the storage contract
+# runs on both, and `make test-delta-rs` runs the whole suite on the fallback
+# (docs/clusters.md, "Which writer the tests run").
+os.environ.setdefault("RECONCILE_DELTA_WRITER", "auto")
 
 # Off a terminal every command prints a progress line per stage on stderr, which CliRunner
 # mixes into the output the tests read; tests/cli/test_progress.py turns them on where they are

@@ -65,7 +65,7 @@ def check_views(project: Path) -> None:
     assert +integrated == expected and not -integrated
 
 
-@pytest.fixture(params=["delta-rs", pytest.param("delta-spark", marks=pytest.mark.nightly)])
+@pytest.fixture(params=["delta-spark", pytest.param("delta-rs", marks=pytest.mark.nightly)])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("RECONCILE_DELTA_WRITER", request.param)
     return request.param

@@ -28,27 +28,25 @@ from tests.projects import (
     write_files,
 )
 
-COMMANDS = """
+PROCESS = """
 import json, sys
 from click.testing import CliRunner
+from pyspark.errors import AnalysisException
 from reconciler.cli.main import cli
-for args in json.loads(sys.argv[1]):
+from reconciler.engine.spark.session import get_spark
+job = json.loads(sys.argv[1])
+if job["read"]:  # before any command: this JVM has written nothing yet
+    spark, found = get_spark(), {}
+    for name in job["read"]:
+        try:  # a few rows of a test view
+            found[name] = sorted([[str(v) for v in row] for row in
+                                  spark.sql(f"SELECT * FROM analytics.{name}").collect()])
+        except AnalysisException as error:
+            found[name] = error.getCondition()
+    print(json.dumps({"read": found}))
+for args in job["commands"]:
     result = CliRunner().invoke(cli, args)
     print(json.dumps({"args": args, "exit": result.exit_code, "output": result.output}))
-"""
-READER = """
-import json, sys
-from pyspark.errors import AnalysisException
-from reconciler.engine.spark.session import get_spark
-spark = get_spark()
-found = {}
-for name in sys.argv[1:]:
-    try:  # a few rows of a test view
-        found[name] = sorted([[str(v) for v in row] for row in
-                              spark.sql(f"SELECT * FROM analytics.{name}").collect()])
-    except AnalysisException as error:
-        found[name] = error.getCondition()
-print(json.dumps(found))
 """
 
 
@@ -66,20 +64,30 @@ def metastore(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "SPARK_CONF_DIR": str(conf), "SPARK_SUBMIT_OPTS": FAST_JVM}
 
 
+Commands = tuple[tuple[Path, list[str]], ...]
+
+
+def process(env: dict[str, str], read: tuple[str, ...] = (),
+            commands: Commands = ()) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One process (one JVM, which alone holds Derby's metastore while it runs): first a
+    reader's view of `read` by name, as another session sees the committed state (nothing
+    is written before it), then each `(project, arguments)` command in turn."""
+    job = {"read": list(read), "commands": [["-C", str(project), *args]
+                                            for project, args in commands]}
+    completed = subprocess.run([sys.executable, "-c", PROCESS, json.dumps(job)], env=env,
+                               capture_output=True, text=True, timeout=300, check=False)
+    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    found = lines.pop(0)["read"] if read and lines and "read" in lines[0] else {}
+    assert len(lines) == len(commands) and (found or not read), completed.stderr[-3000:]
+    return found, lines
+
+
 def commands(env: dict[str, str], project: Path, *commands: list[str]) -> list[dict[str, Any]]:
-    process = subprocess.run(
-        [sys.executable, "-c", COMMANDS, json.dumps([["-C", str(project), *c] for c in commands])],
-        env=env, capture_output=True, text=True, timeout=300, check=False)
-    results = [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(commands), process.stderr[-3000:]
-    return results
+    return process(env, commands=tuple((project, c) for c in commands))[1]
 
 
 def read(env: dict[str, str], *names: str) -> dict[str, Any]:
-    process = subprocess.run([sys.executable, "-c", READER, *names], env=env,
-                             capture_output=True, text=True, timeout=300, check=False)
-    assert process.returncode == 0, process.stderr[-3000:]
-    return json.loads(process.stdout.splitlines()[-1])
+    return process(env, read=names)[0]
 
 
 def averages(rows: list[list[str]]) -> list[tuple[str, str, Decimal]]:
@@ -228,33 +236,38 @@ def test_two_projects_pipelines_of_one_name_keep_their_own_views(
     view the first owns, in one line naming it, and neither replaces, drops nor destroys
     the other's views."""
     first, second = orders_project(tmp_path, "a"), orders_project(tmp_path, "b")
-    results = commands(metastore, first, ["apply", "--auto-approve"],
-                       ["execute", "-p", "orders", "INSERT INTO orders VALUES (1, 5), (1, 7)"])
+    # each process reads by name first, in a JVM that has written nothing, then runs the
+    # next commands: five JVMs, not ten
+    _, results = process(metastore, commands=(
+        (first, ["apply", "--auto-approve"]),
+        (first, ["execute", "-p", "orders", "INSERT INTO orders VALUES (1, 5), (1, 7)"])))
     assert [r["exit"] for r in results] == [0, 0], results
     theirs = {"orders": [["1", "5"], ["1", "7"]], "totals": [["1", "12"]]}
-    assert read(metastore, "orders", "totals") == theirs
 
-    results = commands(metastore, second, ["apply", "--auto-approve"],
-                       ["execute", "-p", "orders", "INSERT INTO orders VALUES (2, 50)"])
+    found, results = process(metastore, read=("orders", "totals"), commands=(
+        (second, ["apply", "--auto-approve"]),
+        (second, ["execute", "-p", "orders", "INSERT INTO orders VALUES (2, 50)"])))
+    assert found == theirs
     assert [r["exit"] for r in results] == [1, 1], results
     for result in results:  # committed, but the other project's view is not replaced
         [line] = [each for each in result["output"].splitlines() if "analytics." in each]
         assert "but not published: analytics.orders is published by pipeline 'orders' of " \
                "another project (its lineage" in line, line
-    assert read(metastore, "orders", "totals") == theirs
 
     spec = second / "pipelines/orders/pipeline.yaml"  # the clash left out: `big` alone
     spec.write_text("name: orders\npublish: {database: analytics, exclude: [orders]}\n")
-    [result] = commands(metastore, second, ["execute", "-p", "orders",
-                                            "INSERT INTO orders VALUES (3, 30)"])
+    found, [result] = process(metastore, read=("orders", "totals"), commands=(
+        (second, ["execute", "-p", "orders", "INSERT INTO orders VALUES (3, 30)"]),))
+    assert found == theirs
     assert result["exit"] == 0, result
-    assert read(metastore, "orders", "totals", "big") == \
-        {**theirs, "big": [["2", "50"], ["3", "30"]]}
 
-    [result] = commands(metastore, second, ["destroy", "-p", "orders", "--auto-approve"])
+    found, [result] = process(metastore, read=("orders", "totals", "big"), commands=(
+        (second, ["destroy", "-p", "orders", "--auto-approve"]),))
+    assert found == {**theirs, "big": [["2", "50"], ["3", "30"]]}
     assert result["exit"] == 0, result
-    assert read(metastore, "orders", "totals", "big") == \
-        {**theirs, "big": "TABLE_OR_VIEW_NOT_FOUND"}
-    [result] = commands(metastore, first, ["destroy", "-p", "orders", "--auto-approve"])
+
+    found, [result] = process(metastore, read=("orders", "totals", "big"), commands=(
+        (first, ["destroy", "-p", "orders", "--auto-approve"]),))
+    assert found == {**theirs, "big": "TABLE_OR_VIEW_NOT_FOUND"}
     assert result["exit"] == 0, result
     assert set(read(metastore, "orders", "totals").values()) == {"TABLE_OR_VIEW_NOT_FOUND"}
