@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-delta-rs test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-micro-batch bench-preview bench-evolve bench-tpch bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
+.PHONY: test test-delta-rs test-fast test-nightly jars lint typecheck demo demo-orders demo-kafka bench bench-scale bench-step bench-streaming bench-micro-batch bench-preview bench-evolve bench-tpch bench-tpcds bench-breadth bench-view-tests bench-log-opens bench-local-fs bench-class-archive bench-execute bench-kafka bench-cli bench-warm clean check-java constraints
 
 RUN_STAMP := $(VENV)/.installed-run
 
@@ -134,6 +134,10 @@ bench-evolve: $(STAMP) check-java jars
 bench-tpch: $(STAMP) check-java jars
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/tpch_bench.py
+
+# TPC-DS's query texts are not in this repository: TPCDS_QUERIES=<a folder of q*.sql>
+bench-tpcds: $(STAMP) check-java jars
+	$(BIN)/python bench/tpcds_bench.py --queries $(TPCDS_QUERIES)
 
 # The breadth corpus (bench/breadth: 127 analytic views over a small star schema): how many
 # are maintained, and every view equal to its query from scratch after a load and 2 steps.
