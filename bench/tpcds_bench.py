@@ -39,7 +39,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.tpch_bench import Workload, natural, report, run  # noqa: E402 (after the path)
+from bench.tpch_bench import (  # noqa: E402 (after the path is set up)
+    Workload,
+    natural,
+    run_modes,
+    step_arguments,
+)
 
 TABLES_SQL = ROOT / "bench" / "tpcds" / "tables.sql"
 FACTS = ("store_sales", "store_returns", "catalog_sales", "catalog_returns", "web_sales",
@@ -173,31 +178,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", help="these queries alone (names of files)")
     parser.add_argument("--scale", type=float, default=0.1)
     parser.add_argument("--parts", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=1, help="RF1 and RF2 steps of each")
-    parser.add_argument("--refresh", nargs="+", default=["incremental", "full", "auto"],
-                        choices=["incremental", "full", "auto"])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/tpcds-bench"))
-    parser.add_argument("--driver-memory", default="8g",
-                        help="heap of embedded Spark's one JVM, the whole cluster here")
-    parser.add_argument("--no-check", action="store_true",
-                        help="skip comparing every view with its query after each step")
-    parser.add_argument("--choices", action="store_true",
-                        help="print what refresh: auto chose for each view, and why")
+    step_arguments(parser, steps=1, work="/tmp/tpcds-bench")
     args = parser.parse_args()
-    from reconciler.desired.project import SparkSettings
-    from reconciler.engine.spark.session import get_spark
-
     args.work.mkdir(parents=True, exist_ok=True)
     data = generate(args.work, args.scale, args.parts)
     sql = Path(tempfile.mkdtemp(prefix="sql-", dir=args.work))
     views_accepted(sql, args.queries, args.only)
-    workload = Workload("tpcds", (*FACTS, *(table for table in columns() if table not in FACTS)),
-                        FACTS, sql, goal=0.5)
-    spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory}))
-    results = {refresh: run(spark, data, args.work, refresh, args.parts, args.steps,
-                            not args.no_check, args.choices, workload)
-               for refresh in args.refresh}
-    report(results, workload)
+    run_modes(args, data, Workload("tpcds", (*FACTS, *(
+        table for table in columns() if table not in FACTS)), FACTS, sql, goal=0.5))
 
 
 if __name__ == "__main__":

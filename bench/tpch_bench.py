@@ -346,31 +346,41 @@ def auto_report(results: dict[str, dict[str, Any]]) -> None:
         print(line)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--parts", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=2, help="RF1 and RF2 steps of each")
+def step_arguments(parser: argparse.ArgumentParser, steps: int, work: str) -> None:
+    """The options of the steps themselves, shared with `bench/tpcds_bench.py`."""
+    parser.add_argument("--steps", type=int, default=steps, help="RF1 and RF2 steps of each")
     parser.add_argument("--refresh", nargs="+", default=["incremental", "full", "auto"],
                         choices=["incremental", "full", "auto"])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/tpch-bench"))
+    parser.add_argument("--work", type=Path, default=Path(work))
     parser.add_argument("--driver-memory", default="8g",
                         help="heap of embedded Spark's one JVM, the whole cluster here (the "
-                        "default 1g runs out computing Q21 at scale 1)")
+                        "default 1g runs out computing TPC-H's Q21 at scale 1)")
     parser.add_argument("--no-check", action="store_true",
                         help="skip comparing every view with its query after each step")
     parser.add_argument("--choices", action="store_true",
                         help="print what refresh: auto chose for each view, and why")
-    args = parser.parse_args()
+
+
+def run_modes(args: argparse.Namespace, data: Path, workload: Workload = TPCH) -> None:
+    """Every `--refresh` mode's steps in one embedded Spark, then the report."""
     from reconciler.desired.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
-    args.work.mkdir(parents=True, exist_ok=True)
-    data = generate(args.work, args.scale, args.parts)
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory}))
     results = {refresh: run(spark, data, args.work, refresh, args.parts, args.steps,
-                            not args.no_check, args.choices) for refresh in args.refresh}
-    report(results)
+                            not args.no_check, args.choices, workload)
+               for refresh in args.refresh}
+    report(results, workload)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--parts", type=int, default=1000)
+    step_arguments(parser, steps=2, work="/tmp/tpch-bench")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    run_modes(args, generate(args.work, args.scale, args.parts))
 
 
 if __name__ == "__main__":
