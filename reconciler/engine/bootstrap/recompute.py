@@ -22,7 +22,6 @@ the only commit point. Until then the previous manifest pins the old versions.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 
@@ -37,7 +36,7 @@ from reconciler.engine.io.kafka_offsets import starting_offsets
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import timed
 from reconciler.engine.maintenance.view import maintained_shape, recompute_update
-from reconciler.engine.maintenance.writes import write_update
+from reconciler.engine.maintenance.writes import write_recomputed
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.plan.diff import ProgramDiff
@@ -129,12 +128,11 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
         if diff.views.get(name) in ("added", "modified"):
             runtime.report("compute view", name)
             try:
-                started = time.monotonic()
-                write_update(runtime, name, recompute_update(runtime, frames, name,
-                                                             maintained_shape(runtime, name)))
+                seconds = write_recomputed(runtime, name, recompute_update(
+                    runtime, frames, name, maintained_shape(runtime, name)))
                 if diff.new["views"][name].get("refresh") == "auto":  # its first timing
                     runtime.relations[name] = replace(runtime.relations[name], timings=timed(
-                        None, recompute=True, seconds=time.monotonic() - started))
+                        None, recompute=True, seconds=seconds))
                 if diff.new["views"][name].get("expectations"):  # its change: every row
                     check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)))
             except ReconcileError:
