@@ -16,21 +16,26 @@ the history entry, everything else belongs to the manifest module.
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import random
 import re
-import socket
 import sys
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from functools import partial
 from typing import Any
+
+from state_backends.errors import (
+    ConcurrentModificationError,
+    CorruptStateError,
+    LockMismatchError,
+    StateBackendError,
+)
+from state_backends.leases import DEFAULT_LOCK_LEASE, LeaseKeeper
+from state_backends.locks import LockHeldError, LockInfo, default_who, format_age
 
 MANIFEST_NAME = "manifest.json"
 HISTORY_DIR = "history"
@@ -43,150 +48,10 @@ FAILURE_NAME = "last_failure.json"
 _PIPELINE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 _HISTORY_RE = re.compile(r"^(\d+)\.json$")
 
-
-class StateBackendError(Exception):
-    """Any state-storage failure; the message is one line naming the URL/key."""
-
-
-class ConcurrentModificationError(StateBackendError):
-    """A compare-and-swap lost: someone else committed since we read."""
-
-
-class LockHeldError(StateBackendError):
-    """Another run holds the pipeline lock; ``holder`` says who, so the
-    operator can decide between waiting and ``force-unlock``. The remedy is the command
-    exactly as it must be typed, offered as the way out only when the holder is known to
-    be gone (a process of this user on this host that no longer runs); for a holder that
-    still runs here it says to wait, and elsewhere it cannot be told from here."""
-
-    def __init__(self, location: str, holder: LockInfo, pipeline: str = "") -> None:
-        self.location = location
-        self.holder = holder
-        self.pipeline = pipeline
-        unlock = (f"reconcile state force-unlock {holder.id}"
-                  + (f" -p {pipeline}" if pipeline else ""))
-        if holder.holder_is_gone():
-            remedy = f"its process {holder.pid} is gone: run `{unlock}`"
-        elif holder.holder_is_running():
-            remedy = (f"its process {holder.pid} still runs on this host: wait for it "
-                      "(--lock-timeout)")
-        else:
-            remedy = f"if that run is gone, run `{unlock}`"
-        super().__init__(
-            f"{location} is locked by {holder.who} (lock id {holder.id}, "
-            f"operation {holder.operation!r}, created {holder.created}, "
-            f"{format_age(holder.age_seconds())} ago); {remedy}"
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Custom __init__ args: keep the error picklable across processes.
-        return (type(self), (self.location, self.holder, self.pipeline))
-
-
-class LockMismatchError(StateBackendError):
-    """Unlock was asked with an id that is not the current holder's; refusing
-    protects a live run from a stale or mistyped id."""
-
-
-class CorruptStateError(StateBackendError):
-    """A stored manifest, history entry or lock is not a JSON object."""
-
-
-def format_age(seconds: float) -> str:
-    """Render a lock age compactly ("42s", "3m05s", "2h07m") for messages."""
-    total = max(0, int(seconds))
-    if total < 60:
-        return f"{total}s"
-    minutes, secs = divmod(total, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def default_who() -> str:
-    """``user@host`` of this process: enough for an operator to find a holder."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry, e.g. in some containers
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
-@dataclass(frozen=True)
-class LockInfo:
-    """Body of a lock object: who holds it, why, and since when."""
-
-    id: str
-    operation: str
-    who: str
-    created: str  # ISO-8601 UTC
-    pid: str = ""  # the holder's process, on the host `who` names ("" in older locks)
-
-    @classmethod
-    def new(cls, operation: str, who: str | None = None) -> LockInfo:
-        """Mint a lock body with a fresh uuid4 id and the current UTC time."""
-        return cls(
-            id=str(uuid.uuid4()),
-            operation=operation,
-            who=who or default_who(),
-            created=datetime.now(UTC).isoformat(timespec="seconds"),
-            pid=str(os.getpid()),
-        )
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "operation": self.operation,
-            "who": self.who,
-            "created": self.created,
-            **({"pid": self.pid} if self.pid else {}),
-        }
-
-    def holder_is_gone(self) -> bool:
-        """Whether the lock was taken by a process of this user on this host that no longer
-        runs (a killed run): worth no wait. Elsewhere nothing can be told from here."""
-        return self._local_process() is False
-
-    def holder_is_running(self) -> bool:
-        """Whether the lock's process, of this user on this host, still runs."""
-        return self._local_process() is True
-
-    def _local_process(self) -> bool | None:
-        """Whether the holder's process runs; None when it is not this user's on this host
-        (or the lock names no process)."""
-        if self.who != default_who() or not self.pid.isdigit():
-            return None
-        try:
-            os.kill(int(self.pid), 0)
-        except ProcessLookupError:
-            return False
-        except OSError:  # exists, someone else's
-            return True
-        return True
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LockInfo:
-        """Parse a lock body; raises ValueError when a field is missing or not a string."""
-        fields = {}
-        for name in ("id", "operation", "who", "created"):
-            value = data.get(name)
-            if not isinstance(value, str):
-                raise ValueError(f"lock field {name!r} missing or not a string")
-            fields[name] = value
-        pid = data.get("pid", "")
-        return cls(**fields, pid=pid if isinstance(pid, str) else "")
-
-    def age_seconds(self, now: datetime | None = None) -> float:
-        """Seconds since the lock was created (0 if ``created`` is unparsable,
-        so a message can still be built for a hand-edited lock)."""
-        try:
-            created = datetime.fromisoformat(self.created)
-        except ValueError:
-            return 0.0
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=UTC)
-        return ((now or datetime.now(UTC)) - created).total_seconds()
+__all__ = [  # the errors and lock types, for the backends and callers that import them here
+    "ConcurrentModificationError", "CorruptStateError", "LockHeldError", "LockInfo",
+    "LockMismatchError", "StateBackendError", "default_who", "format_age",
+]
 
 
 @dataclass(frozen=True)
@@ -267,6 +132,8 @@ class StateBackend(ABC):
     `-lock-timeout`); 0 refuses at once, naming the holder."""
     on_lock_wait: Callable[[str, LockInfo], None] | None = None
     """Told (pipeline, holder) when a wait for the lock begins: a runner reports it."""
+    lock_lease: float = DEFAULT_LOCK_LEASE
+    """Seconds a lock lasts unless its holder renews it (`state_backends.leases`)."""
 
     @abstractmethod
     def read_manifest(self, pipeline: str) -> VersionedDocument | None:
@@ -309,6 +176,13 @@ class StateBackend(ABC):
     @abstractmethod
     def read_lock(self, pipeline: str) -> LockInfo | None:
         """Current lock holder, or None."""
+
+    @abstractmethod
+    def _swap_lock(self, pipeline: str, accept: Callable[[LockInfo | None], bool],
+                   new: LockInfo) -> bool:
+        """Replace the pipeline's lock with `new` if `accept` says so of the lock found, with
+        no other change of the lock possible between the two (a renewal, a takeover);
+        whether it was replaced."""
 
     @abstractmethod
     def list_pipelines(self) -> list[str]:
@@ -361,17 +235,21 @@ class StateBackend(ABC):
     def acquire_lock_waiting(self, pipeline: str, operation: str,
                              who: str | None = None) -> LockInfo:
         """`acquire_lock`, waiting up to `lock_timeout` seconds for a held lock (polling with
-        backoff and jitter); says once on stderr whom it waits for. A lock whose holder is
-        known to be gone (`holder_is_gone`) is refused at once, naming it for
-        `force-unlock`: waiting would not free it."""
+        backoff and jitter); says once on stderr whom it waits for. A lock whose lease lapsed,
+        or whose holder is known to be gone (`holder_is_gone`), is taken over
+        (`_take_over`). The lease of the lock acquired is renewed until it is released
+        (`leases.LeaseKeeper`)."""
         deadline = time.monotonic() + self.lock_timeout
         pause, told = LOCK_POLL_FIRST, False
         while True:
             try:
-                return self.acquire_lock(pipeline, operation, who)
+                return self._keep(pipeline, self.acquire_lock(pipeline, operation, who))
             except LockHeldError as held:
+                taken = self._take_over(pipeline, held.holder, operation, who)
+                if taken is not None:
+                    return self._keep(pipeline, taken)
                 left = deadline - time.monotonic()
-                if left <= 0 or held.holder.holder_is_gone():
+                if left <= 0:
                     raise
                 if not told:
                     if self.on_lock_wait is not None:
@@ -384,9 +262,57 @@ class StateBackend(ABC):
                 time.sleep(min(left, pause * random.uniform(0.8, 1.2)))
                 pause = min(pause * 2, LOCK_POLL_MAX)
 
+    def _take_over(self, pipeline: str, holder: LockInfo, operation: str,
+                   who: str | None) -> LockInfo | None:
+        """Take `holder`'s lock if its lease lapsed or its process (on this host) is gone,
+        unless it changed meanwhile (renewed, released, taken by another), saying on stderr
+        whose lock it was; returns the lock this run now holds, or None."""
+        lapsed = holder.lapsed_seconds()
+        gone = holder.holder_is_gone()
+        if lapsed is None and not gone:
+            return None
+        info = LockInfo.new(operation, who, self.lock_lease)
+        if not self._swap_lock(pipeline, lambda found: found == holder, info):
+            return None
+        why = (f"its process {holder.pid} is gone" if gone
+               else f"its lease lapsed {format_age(lapsed or 0)} ago")
+        print(f"{pipeline}: took over the lock of {holder.who} (lock id {holder.id}, "
+              f"operation {holder.operation!r}, created {holder.created}): {why}",
+              file=sys.stderr, flush=True)
+        return info
+
+    def _renew_lock(self, pipeline: str, info: LockInfo) -> LockInfo | None:
+        """`info`'s lock with its lease renewed, or None when it is no longer this run's."""
+        renewed = info.renewed(self.lock_lease)
+        mine = self._swap_lock(pipeline, lambda found: found is not None and found.id == info.id,
+                               renewed)
+        return renewed if mine else None
+
+    def check_lease(self, pipeline: str) -> None:
+        """Raise `leases.LockLostError` if this run held the pipeline's lock and lost it: called
+        before every commit, so a run whose lock was taken over commits nothing."""
+        keeper = self.__dict__.get("_lease_keepers", {}).get(pipeline)
+        if keeper is not None:
+            keeper.check()
+
+    def _keep(self, pipeline: str, info: LockInfo) -> LockInfo:
+        """Renew `info`'s lease until the lock is released (`_stop_keeping`)."""
+        if info.expires:
+            self.__dict__.setdefault("_lease_keepers", {})[pipeline] = LeaseKeeper(
+                f"{self.url}/{pipeline}/{LOCK_NAME}", info, self.lock_lease,
+                partial(self._renew_lock, pipeline))
+        return info
+
+    def _stop_keeping(self, pipeline: str) -> None:
+        """Stop renewing this run's lease of the pipeline's lock: called by every release."""
+        keeper = self.__dict__.get("_lease_keepers", {}).pop(pipeline, None)
+        if keeper is not None:
+            keeper.stop()
+
     def release_if_held(self, pipeline: str, lock_id: str) -> None:
         """Release lock `lock_id` if it is still the pipeline's lock (nothing if another run
         holds it, or no one): for a lock a failed release left behind."""
+        self._stop_keeping(pipeline)
         holder = self.read_lock(pipeline)
         if holder is not None and holder.id == lock_id:
             self.release_lock(pipeline, lock_id)

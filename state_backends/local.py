@@ -26,7 +26,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -185,6 +185,7 @@ class LocalBackend(StateBackend):
         path = directory / MANIFEST_NAME
         serial = document_serial(document, str(path))
         data = encode_document(document)
+        self.check_lease(pipeline)  # a run whose lock was taken over commits nothing
         with self._mutex(pipeline):
             current = self._read_bytes(path)
             if expected_version is None and current is not None:
@@ -247,7 +248,7 @@ class LocalBackend(StateBackend):
     def acquire_lock(self, pipeline: str, operation: str, who: str | None = None) -> LockInfo:
         directory = self._dir(pipeline)
         path = directory / LOCK_NAME
-        info = LockInfo.new(operation, who)
+        info = LockInfo.new(operation, who, self.lock_lease)
         data = encode_document(info.to_dict())
         self._makedirs(directory)
         for _ in range(_ACQUIRE_ATTEMPTS):
@@ -274,6 +275,15 @@ class LocalBackend(StateBackend):
             return info
         raise StateBackendError(f"could not acquire {path}: it kept changing hands; retry")
 
+    def _swap_lock(self, pipeline: str, accept: Callable[[LockInfo | None], bool],
+                   new: LockInfo) -> bool:
+        path = self._dir(pipeline) / LOCK_NAME
+        with self._mutex(pipeline):  # as an unlock: no other swap or removal meanwhile
+            if not accept(self.read_lock(pipeline)):
+                return False
+            self._atomic_write(path, encode_document(new.to_dict()))
+        return True
+
     def _remove_lock(self, pipeline: str, lock_id: str, verb: str) -> None:
         path = self._dir(pipeline) / LOCK_NAME
         with self._mutex(pipeline):
@@ -292,12 +302,15 @@ class LocalBackend(StateBackend):
         _fsync_dir(path.parent)
 
     def release_lock(self, pipeline: str, lock_id: str) -> None:
+        self._stop_keeping(pipeline)
         self._remove_lock(pipeline, lock_id, "release")
 
     def force_unlock(self, pipeline: str, lock_id: str) -> None:
         self._remove_lock(pipeline, lock_id, "force-unlock")
 
     def delete_state(self, pipeline: str, lock_id: str) -> None:
+        self.check_lease(pipeline)  # a destroy whose lock was taken over deletes nothing
+        self._stop_keeping(pipeline)
         directory = self._dir(pipeline)
         with self._mutex(pipeline):  # no compare-and-swap or unlock runs meanwhile
             holder = self.read_lock(pipeline)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, TypedDict, Unpack
 
 import boto3
@@ -165,6 +166,7 @@ class S3Backend(StateBackend):
         loc = self._loc(key)
         serial = document_serial(document, loc)
         data = encode_document(document)
+        self.check_lease(pipeline)  # a run whose lock was taken over commits nothing
         condition: _Conditions = (
             {"IfNoneMatch": "*"} if expected_version is None else {"IfMatch": expected_version}
         )
@@ -232,7 +234,7 @@ class S3Backend(StateBackend):
 
     def acquire_lock(self, pipeline: str, operation: str, who: str | None = None) -> LockInfo:
         key = self._key(pipeline, LOCK_NAME)
-        info = LockInfo.new(operation, who)
+        info = LockInfo.new(operation, who, self.lock_lease)
         data = encode_document(info.to_dict())
         for attempt in range(_ACQUIRE_ATTEMPTS):
             try:
@@ -252,6 +254,21 @@ class S3Backend(StateBackend):
         raise StateBackendError(
             f"could not acquire {self._loc(key)}: it kept changing hands; retry"
         )
+
+    def _swap_lock(self, pipeline: str, accept: Callable[[LockInfo | None], bool],
+                   new: LockInfo) -> bool:
+        key = self._key(pipeline, LOCK_NAME)
+        found = self._get(key)
+        if not accept(None if found is None else decode_lock(found[0], self._loc(key))):
+            return False
+        assert found is not None  # no lock is never accepted: a swap replaces one
+        try:  # only over the lock just read: a renewal or takeover meanwhile wins
+            self._put(key, encode_document(new.to_dict()), IfMatch=found[1])
+        except ClientError as exc:
+            if _code(exc) in _CONFLICT_CODES or _code(exc) in _MISSING_CODES:
+                return False
+            raise self._error(exc, key, "replace") from exc
+        return True
 
     def _remove_lock(self, pipeline: str, lock_id: str, verb: str) -> None:
         key = self._key(pipeline, LOCK_NAME)
@@ -290,12 +307,15 @@ class S3Backend(StateBackend):
             raise self._error(exc, key, verb) from exc
 
     def release_lock(self, pipeline: str, lock_id: str) -> None:
+        self._stop_keeping(pipeline)
         self._remove_lock(pipeline, lock_id, "release")
 
     def force_unlock(self, pipeline: str, lock_id: str) -> None:
         self._remove_lock(pipeline, lock_id, "force-unlock")
 
     def delete_state(self, pipeline: str, lock_id: str) -> None:
+        self.check_lease(pipeline)  # a destroy whose lock was taken over deletes nothing
+        self._stop_keeping(pipeline)
         lock_key, manifest_key = self._key(pipeline, LOCK_NAME), self._key(pipeline, MANIFEST_NAME)
         holder = self.read_lock(pipeline)
         if holder is None or holder.id != lock_id:

@@ -178,6 +178,9 @@ class ProjectSettings(_Strict):
     """`reconcile.yaml`; every key is optional."""
 
     backend: str = ".reconcile/state"
+    # Seconds a run's lock lasts unless renewed (`state_backends.leases`): a killed run's
+    # lock is taken over after at most this long.
+    lock_lease_seconds: float = Field(default=60, ge=5, le=86400)
     storage: str = ".reconcile/data"
     spark: SparkSettings = Field(default_factory=SparkSettings)
     pipelines: str = "pipelines"
@@ -206,8 +209,10 @@ def settings_summary(settings: ProjectSettings) -> dict[str, str]:
             flat[prefix] = shown_value(prefix, value)
 
     # A preview's samples and masks, and whether tests gate the Action's apply, change what
-    # a plan shows or who may apply, not what an apply does.
-    walk("", settings.model_dump(exclude={"pipelines", "preview", "tests"}))
+    # a plan shows or who may apply, not what an apply does; a lock's lease, how long a
+    # killed run blocks the next.
+    walk("", settings.model_dump(exclude={"pipelines", "preview", "tests",
+                                          "lock_lease_seconds"}))
     return dict(sorted(flat.items()))
 
 

@@ -17,9 +17,11 @@ from state_backends import StateBackend, StateBackendError, backend_from_url
 def open_backend(project: Project, override: str | None = None, *,
                  lock_timeout: float = 0.0) -> StateBackend:
     """The backend named by `--backend`, else by `reconcile.yaml`, else the default folder;
-    its `locked` waits up to `lock_timeout` seconds for another run's lock."""
+    its `locked` waits up to `lock_timeout` seconds for another run's lock, and its locks'
+    leases last `lock_lease_seconds`."""
     backend = backend_from_url(override or project.settings.backend, project.root)
     backend.lock_timeout = lock_timeout
+    backend.lock_lease = project.settings.lock_lease_seconds
     return backend
 
 

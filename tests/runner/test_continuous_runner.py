@@ -188,15 +188,18 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
     assert "runner: waiting for lock since" in reconcile(project, "status")
     assert "(held by apply)" in reconcile(project, "status")
 
-    # A lock left by a process of this host that is gone (a killed run) is not waited for.
+    # A lock left by a process of this host that is gone (a killed run) is taken over at
+    # once, its lease unexpired, with one line saying whose it was (issue 82).
     held = backend.acquire_lock("p", "apply")
     lock_file = project / ".reconcile/state/p/lock"
-    lock_file.write_text(json.dumps({**held.to_dict(), "pid": str(_dead_pid())}))
+    dead = str(_dead_pid())
+    lock_file.write_text(json.dumps({**held.to_dict(), "pid": dead}))
     started = time.monotonic()
-    refused = reconcile(project, "run", "--lock-timeout", "5m", expect=1)
-    assert time.monotonic() - started < 30 and "waiting" not in refused, refused
-    assert f"lock id {held.id}" in refused
-    backend.force_unlock("p", held.id)
+    taken = reconcile(project, "run", "--lock-timeout", "5m")
+    assert time.monotonic() - started < 30 and "waiting" not in taken, taken
+    assert (f"p: took over the lock of {held.who} (lock id {held.id}, operation 'apply', "
+            f"created {held.created}): its process {dead} is gone") in taken
+    assert backend.read_lock("p") is None
 
     # `status` counts the input no step has taken yet, and says how long the last one took.
     (project / "input").mkdir(exist_ok=True)
