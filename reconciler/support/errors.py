@@ -117,6 +117,7 @@ class ObjectFailed(ReconcileError):
     """
 
     def __init__(self, what: str, name: str, cause: BaseException):
+        self.what, self.name = what, name
         self.public = f"{what} '{name}': {error_class(cause)}"
         super().__init__(f"{what} '{name}': {type(cause).__name__}: {_headline(cause)}"
                          .rstrip(": "))
