@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import types as T
 
 from reconciler.engine.delta.commit import PARQUET_CONF, commit_files, write_errors, write_files
+from reconciler.engine.delta.files import Collected, FileStore
 from reconciler.engine.delta.log import check_delta_rs_location
 from reconciler.engine.delta.tables import COMMIT_TAG, DeltaTables
 from reconciler.engine.spark.schema import CHAR_VARCHAR_METADATA_KEY, conform, quoted
@@ -139,6 +140,7 @@ class DeltaSparkWriter(DeltaWriter):
         existing = tables.existing_version(uri, schema)
         if existing is not None:
             return existing
+        _clear_uncommitted_log(uri)
         properties = ", ".join(f"{_string(key)} = {_string(value)}"
                                for key, value in configuration.items())
         with write_errors(uri):  # fails if another writer created the table meanwhile
@@ -183,6 +185,15 @@ COLUMN_MAPPING = {"delta.columnMapping.mode": "name"}
 """The Parquet files name columns by physical names (`col-<uuid>`), the log keeps the
 logical ones, so any name Spark allows is stored (Delta upgrades the table's protocol to
 reader 2, writer 5 or table features: docs/limitations.md names the older readers)."""
+
+
+def _clear_uncommitted_log(uri: str) -> None:
+    """Remove the `_delta_log` folder of a table that has no commit (`existing_version` found
+    none): what a create stopped before its first commit leaves (Ctrl-C during a first
+    deployment). Spark takes the folder alone for a table, so its `CREATE TABLE` refused
+    every retry (TABLE_OR_VIEW_ALREADY_EXISTS); no manifest can name a table without a
+    version, and the pipeline's lock keeps other writers out."""
+    FileStore.for_root(uri).remove_tree(f"{uri}/_delta_log", dry_run=False, done=Collected())
 
 
 def _refused_names(data_type: T.DataType) -> bool:
