@@ -343,13 +343,23 @@ def _validation_error(error: ValidationError, document: YamlDocument, shown: str
         if isinstance(refused, OptionRefused):  # that option's line, not the connector's
             location = (*location, *refused.location)
     elif kind == "string_pattern_mismatch":
-        message = f"{dotted}: '{first['input']}' is not a valid name (letters, digits, underscore)"
+        rule = _PATTERN_RULES.get((first.get("ctx") or {}).get("pattern", ""),
+                                  "is not a valid name (letters, digits, underscore)")
+        message = f"{dotted}: '{first['input']}' {rule}"
     elif kind in ("literal_error", "enum"):  # name the bad value, not only the good ones
         expected = (first.get("ctx") or {}).get("expected", "")
         message = f"{dotted}: '{first['input']}' is not one of {expected}"
     else:
         message = f"{dotted}: {first['msg']}" if dotted else str(first["msg"])
     return ReconcileError(message, file=shown, line=document.line_of(location))
+
+
+_PATTERN_RULES = {
+    ENV_OPTION_PATTERN: "is not an environment variable a Kafka option may read: its name must "
+                        "start with KAFKA_ (then upper-case letters, digits, underscores), so "
+                        "that no other secret of the runner can be sent to a broker",
+}
+"""What a value of a pattern other than a name's must be, said in words."""
 
 
 def _keys_at(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:

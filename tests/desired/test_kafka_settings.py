@@ -45,6 +45,9 @@ INPUT = """  - name: orders_in
      "option 'kafka.sasl.jaas.config' looks like a secret; give it through env_options"),
     ("    options: {kafka.ssl.key.password: p}\n", "option 'kafka.ssl.key.password' looks like"),
     ("    env_options: {kafka.sasl.jaas.config: GITHUB_TOKEN}\n", "env_options"),
+    ("    env_options: {kafka.sasl.jaas.config: AWS_SECRET_ACCESS_KEY}\n",
+     "env_options.kafka.sasl.jaas.config: 'AWS_SECRET_ACCESS_KEY' is not an environment "
+     "variable a Kafka option may read: its name must start with KAFKA_"),
     ("    env_options: {sasl.password: KAFKA_PASSWORD}\n",
      "env_options sets Kafka client options (kafka.<setting>), not 'sasl.password'"),
     ("    options: {subscribe: other}\n", "option 'subscribe' is not allowed: name the topics"),
