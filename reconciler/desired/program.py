@@ -126,8 +126,13 @@ class Connector:
     snapshot_on_bootstrap: bool = False
     changes: bool = False
     option_lines: dict[str, int] = field(default_factory=dict)  # pipeline.yaml line per key
+    path_line: int = 0  # the line of its `path:` in pipeline.yaml (0: none, a kafka one)
     kafka: dict[str, Any] | None = None  # a kafka connector's servers and topics
     env_options: dict[str, str] = field(default_factory=dict)  # kafka: option -> variable
+
+    def path_location(self) -> Location:
+        """Where its `path` is set, for errors about the folder it names."""
+        return Location(self.location.file, self.path_line or self.location.line)
 
     def option_location(self, key: str) -> Location:
         """Where an option is set, for errors that concern it rather than the connector."""
@@ -417,7 +422,11 @@ def _connectors(source: PipelineSource, tables: dict[str, Table],
                         for key in spec.options}
         names = Location(source.spec_path, source.spec_lines.line_of(
             ("connectors", index, "table" if spec.direction == "input" else "view")))
-        connectors[spec.name] = _connector(spec, location, option_lines, tables, views, names)
+        connector = _connector(spec, location, option_lines, tables, views, names)
+        if spec.path is not None:
+            connector = replace(connector, path_line=source.spec_lines.line_of(
+                ("connectors", index, "path")))
+        connectors[spec.name] = connector
     return connectors
 
 

@@ -525,17 +525,17 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
 
 
 def test_a_missing_input_folder_is_an_error_at_validate_and_plan(tmp_path: Path) -> None:
-    """A mistyped `path` is refused at the connector's line before anything is touched; an
-    output's folder is made by the first step, and an object store is not looked at."""
+    """A mistyped `path` is refused at its own line (the path said once) before anything is
+    touched; an output's folder is made by the first step, and an object store is not
+    looked at."""
     root = write_project(tmp_path, {SPEC: PIPELINE_YAML.replace("path: data/in",
                                                                 "path: data/inn")})
-    missing = str((root / "data/inn").resolve())
     for command in (["validate"], ["plan", "--backend", str(tmp_path / "state")]):
         result = CliRunner().invoke(cli, ["-C", str(root), *command])
         assert result.exit_code == 1, result.output
         assert result.output.strip() == (
-            f"error: {root / SPEC}:5: input connector 'src' reads data/inn, which does not "
-            f"exist ({missing}): create the folder or correct `path`")
+            f"error: {root / SPEC}:9: input connector 'src': no folder at data/inn: create it "
+            "or correct `path`")
     assert not (tmp_path / "state").exists(), "nothing touched"
     on_s3 = PIPELINE_YAML.replace("path: data/in", "path: s3://bucket/in")
     assert run_validate(write_project(tmp_path / "s3", {SPEC: on_s3})).exit_code == 0
