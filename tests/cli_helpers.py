@@ -6,6 +6,8 @@ import atexit
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from decimal import Decimal
 from pathlib import Path
@@ -80,3 +82,10 @@ def grades_plan_file(destination: Path) -> Path:
     out = destination / "plan.json"
     reconcile(copy_example("grades", destination), "plan", "--out", str(out))
     return out
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped): a killed run's, in a lock."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid

@@ -48,7 +48,12 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     A pipeline in the project with `publish:` has its catalog views dropped too (Spark
     starts for that alone; the --spark flags say where)."""
     from reconciler.desired.project import load_project
-    from reconciler.operations.destroy import check_policy, destroy_pipeline, plan_destroy
+    from reconciler.operations.destroy import (
+        check_policy,
+        destroy_pipeline,
+        finish_destroyed,
+        plan_destroy,
+    )
     from reconciler.state.reader import open_backend
 
     as_json = obj.as_json
@@ -56,6 +61,10 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     check_policy(project, pipeline, bootstrap_policy)
     backend = open_backend(project, backend_url, lock_timeout=lock_timeout)
     plan = plan_destroy(project, backend, pipeline)
+    if plan is None:
+        said = finish_destroyed(backend, pipeline)
+        _report(obj, {"pipeline": pipeline, "result": "nothing to destroy"}, said)
+        return
     # With --json the object says it all (its `warnings` too); the question is still asked
     # about the plan it shows, on stderr.
     if not as_json or (not auto_approve and _on_terminal()):

@@ -122,14 +122,29 @@ def check_policy(project: Project, pipeline: str, override: str | None) -> None:
                              "to destroy it")
 
 
-def plan_destroy(project: Project, backend: StateBackend, pipeline: str) -> DestroyPlan:
-    """What destroying `pipeline` removes, from its committed manifest (paths checked)."""
+def plan_destroy(project: Project, backend: StateBackend, pipeline: str) -> DestroyPlan | None:
+    """What destroying `pipeline` removes, from its committed manifest (paths checked); None
+    when it has none (`finish_destroyed`)."""
     layout = pipeline_layout(project, pipeline)
     manifest, _ = read_manifest(backend, pipeline, layout)
-    if manifest is None:
-        raise ReconcileError(f"pipeline '{pipeline}' has no committed state in "
-                             f"{backend.url}: nothing to destroy")
-    return _plan(project, backend, manifest, layout)
+    return None if manifest is None else _plan(project, backend, manifest, layout)
+
+
+def finish_destroyed(backend: StateBackend, pipeline: str) -> str:
+    """A pipeline without a manifest (destroyed already, or never deployed): nothing to
+    destroy, so a cleanup script may run destroy twice. A lock a destroy stopped at its last
+    step left is removed, through the lock itself (one whose run still works is waited for
+    or refused, and a manifest committed meanwhile is left alone)."""
+    nothing = f"{pipeline}: nothing to destroy (no committed state in {backend.url})"
+    if backend.read_lock(pipeline) is None:
+        return nothing
+    lock = backend.acquire_lock_waiting(pipeline, "destroy")
+    if backend.read_manifest(pipeline) is not None:
+        backend.release_lock(pipeline, lock.id)
+        raise ReconcileError(f"pipeline '{pipeline}' was deployed meanwhile: run destroy "
+                             "again to see what it would remove")
+    backend.delete_state(pipeline, lock.id)
+    return f"{nothing}; the lock a stopped destroy left is removed"
 
 
 def _plan(project: Project, backend: StateBackend, manifest: Manifest,

@@ -14,7 +14,7 @@ import pytest
 
 from state_backends import LocalBackend, LockMismatchError, StateBackend
 from state_backends.s3 import S3Backend
-from tests.cli_helpers import in_storage, manifest, reconcile
+from tests.cli_helpers import dead_pid, in_storage, manifest, reconcile
 from tests.projects import write_files
 
 PIPELINE = """
@@ -102,8 +102,9 @@ def test_an_orphan_is_planned_listed_and_destroyed(deployed: Path) -> None:
     # The other pipeline is untouched.
     assert manifest(deployed, "keep")["status"] == "Running"
     assert Path(in_storage(deployed, "keep/tables/events/_delta_log")).is_dir()
-    again = reconcile(deployed, "destroy", "-p", "gone", "--auto-approve", expect=1)
-    assert "nothing to destroy" in again
+    again = reconcile(deployed, "destroy", "-p", "gone", "--auto-approve")  # a script's rerun
+    assert again.strip() == f"gone: nothing to destroy (no committed state in {deployed}/" \
+                            ".reconcile/state)"
 
 
 @pytest.mark.spark
@@ -327,12 +328,23 @@ def test_a_lock_without_a_manifest_is_listed_with_the_command_that_frees_it(
         tmp_path: Path) -> None:
     """What a destroy stopped between its manifest and its lock leaves (no Spark here)."""
     project = write_files(tmp_path / "project", {"reconcile.yaml": "", "pipelines/.keep": ""})
-    lock = LocalBackend(project / ".reconcile/state").acquire_lock("ghost", "destroy")
+    backend = LocalBackend(project / ".reconcile/state")
+    backend.lock_lease = 3600  # not renewed here: it must not lapse during the test
+    lock = backend.acquire_lock("ghost", "destroy")
     [orphan] = json.loads(reconcile(project, "plan", "--json"))["orphaned"]
     assert orphan["hint"] == f"reconcile state force-unlock {lock.id} -p ghost"
     assert orphan["error"] == "a lock and no manifest" and orphan["serial"] is None
-    assert "nothing to destroy" in reconcile(project, "destroy", "-p", "ghost",
-                                             "--auto-approve", expect=1)
+    # A live holder (this process) is not removed; once its process is gone, destroy
+    # finishes the stopped one's last step.
+    assert "is locked by" in reconcile(project, "destroy", "-p", "ghost", "--auto-approve",
+                                       "--lock-timeout", "0", expect=1)
+    lock_file = project / ".reconcile/state/ghost/lock"
+    lock_file.write_text(json.dumps({**lock.to_dict(), "pid": str(dead_pid())}))
+    finished = reconcile(project, "destroy", "-p", "ghost", "--auto-approve", "--json")
+    assert json.loads(finished[finished.index("{"):]) == {"pipeline": "ghost",
+                                                          "result": "nothing to destroy"}
+    assert "took over the lock" in finished and not lock_file.exists()
+    assert backend.list_pipelines() == []
 
 
 def test_a_symbolic_link_below_the_storage_root_is_not_followed(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from reconciler.desired.project import load_project
 from reconciler.runner.loop import RunnerReports
 from reconciler.state.reader import open_backend
 from state_backends.base import LockHeldError
-from tests.cli_helpers import manifest, query, reconcile
+from tests.cli_helpers import dead_pid, manifest, query, reconcile
 from tests.connect_server import free_ports
 from tests.projects import write_files
 
@@ -192,7 +192,7 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
     # once, its lease unexpired, with one line saying whose it was (issue 82).
     held = backend.acquire_lock("p", "apply")
     lock_file = project / ".reconcile/state/p/lock"
-    dead = str(_dead_pid())
+    dead = str(dead_pid())
     lock_file.write_text(json.dumps({**held.to_dict(), "pid": dead}))
     started = time.monotonic()
     taken = reconcile(project, "run", "--lock-timeout", "5m")
@@ -261,10 +261,3 @@ def test_runner_rides_out_a_backend_outage(spark: SparkSession, tmp_path: Path,
     output = log_path.read_text()
     assert code == 0, output
     assert "state/p/lock" not in keys, "the lock was not released"
-
-
-def _dead_pid() -> int:
-    """The pid of a process that has exited (and been reaped)."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
