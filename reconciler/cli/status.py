@@ -66,6 +66,7 @@ def status_reports(project: Project, backend: StateBackend,
             "unapproved": problem,
             "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
+            "versions": relation_versions(manifest) if manifest and in_project else {},
             "expectations": {n: record.expectations for n, record in manifest.relations.items()
                              if record.expectations} if manifest else {},
             "connectors": {name: state.to_json() for name, state in manifest.connectors.items()}
@@ -113,6 +114,22 @@ def unapproved(project: Project, manifest: Manifest) -> str | None:
     except ReconcileError as error:
         return error.message
     return None
+
+
+def relation_versions(manifest: Manifest) -> dict[str, dict[str, int | None]]:
+    """Per relation, the Delta version the manifest pins and the table's latest, read from
+    its log by delta-rs (no JVM; None where it cannot be read from here): a latest past the
+    pinned one is a write no commit adopted (a stopped run's, or someone else's)."""
+    from reconciler.engine.delta.log import probe_latest_version
+
+    versions: dict[str, dict[str, int | None]] = {}
+    for name, record in sorted(manifest.relations.items()):
+        try:
+            latest = probe_latest_version(record.path)
+        except Exception:  # storage out of reach from here: not known
+            latest = None
+        versions[name] = {"pinned": record.version, "latest": latest}
+    return versions
 
 
 def waiting_input(project: Project, manifest: Manifest,

@@ -212,6 +212,8 @@ def test_a_step_waits_for_a_held_lock(spark: SparkSession, tmp_path: Path) -> No
     status = json.loads(reconcile(project, "status", "-p", "p", "--json"))
     assert status["waiting_input"] == {"events_in": 0}
     assert status["last_step"]["rows"] == {"events": 5} and status["last_step"]["seconds"] > 0
+    events = status["versions"]["events"]  # what the manifest pins, and the table's latest
+    assert events["latest"] is not None and events["pinned"] == events["latest"], events
 
 
 @pytest.mark.nightly
