@@ -189,6 +189,10 @@ def print_status(reports: list[dict[str, Any]]) -> None:
         for key, names in (details.get("program_diff") or {}).items():
             if names:
                 click.echo(f"  {key.replace('_', ' ')}: {', '.join(names)}")
+        for action in details.get("actions") or []:  # a parked change: each object, and why
+            reasons = "; ".join(action.get("reasons") or [])
+            click.echo(f"  {action['kind'].replace('_', ' ')} {action['name']}: "
+                       f"{action['action']}" + (f" ({reasons})" if reasons else ""))
         for relation, rows in sorted(report["rows"].items()):
             click.echo(f"  {relation}: {rows} rows")
         for line in expectation_lines(step.get("expectations") or {}, report["expectations"]):

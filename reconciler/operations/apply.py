@@ -135,8 +135,12 @@ def _no_changes(target: ApplyTarget, plan: PipelinePlan, manifest: Manifest,
 def _park(target: ApplyTarget, plan: PipelinePlan, manifest: Manifest, etag: str | None,
           resuming: bool) -> Outcome:
     """Record the change as `AwaitingApproval` for `reconcile approve` (once: a change
-    already parked with the same specs is only reported again)."""
-    name, details = target.name, plan.diff.status_details()
+    already parked with the same specs is only reported again). The manifest keeps what
+    changes and, per object, its action and why (`status` shows them to the approver)."""
+    name = target.name
+    details = {**plan.diff.status_details(), "actions": [
+        {"kind": action.kind, "name": action.name, "action": action.action,
+         "reasons": list(action.reasons)} for action in plan.actions if action.action != "keep"]}
     if manifest.status == Status.AWAITING_APPROVAL and resuming:
         return Outcome(name, OutcomeKind.AWAITING_APPROVAL, _awaiting_message(name),
                        manifest.serial, details)

@@ -37,6 +37,14 @@ def test_seed_story(spark: SparkSession, tmp_path: Path) -> None:
     assert status["status"] == "AwaitingApproval"
     chosen = os.environ["RECONCILE_DELTA_WRITER"]  # the test run's (conftest), or `auto`
     assert status["delta_writer"] == ("delta-spark" if chosen == "auto" else chosen)
+    # What the approver reads: each object's action, and why (issue 82).
+    actions = {action["name"]: action for action in status["status_details"].pop("actions")}
+    assert {name: action["action"] for name, action in actions.items()} == {
+        "avg_grade": "recompute", "avg_grade_all_courses": "create",
+        "avg_grade_enriched": "recompute"}
+    assert all(action["reasons"] for action in actions.values())
+    shown = reconcile(project, "status", "-p", "grades")
+    assert f"  view avg_grade: recompute ({'; '.join(actions['avg_grade']['reasons'])})" in shown
     assert status["status_details"] == {
         "added_input_connectors": [], "added_output_connectors": [],
         "modified_input_connectors": [], "modified_output_connectors": [],
