@@ -143,6 +143,10 @@ def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Pa
     if preview and select:
         raise ReconcileError("--preview counts the whole plan's views: it takes no --select")
     planned = compute_plan(obj.project_dir, pipeline, backend_url, apply_selection(select, None))
+    from reconciler.desired.project import load_project
+    from reconciler.operations.drift import plan_with_drift  # delta-rs: no JVM
+
+    planned = plan_with_drift(planned, load_project(obj.project_dir), backend_url)
     if preview:
         from reconciler.operations.preview import preview_checkout  # the engine layer: Spark
         planned = preview_checkout(planned, obj.project_dir, pipeline, backend_url, preview,

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from reconciler.desired.project import Project
+from reconciler.operations.drift import manifest_drift
 from reconciler.runner.loop import HEARTBEAT
 from reconciler.state.connectors import connector_definitions
 from reconciler.state.manifest import Manifest
@@ -67,6 +68,8 @@ def status_reports(project: Project, backend: StateBackend,
             "rows": {n: record.rows for n, record in manifest.relations.items()} if manifest
             else {},
             "versions": relation_versions(manifest) if manifest and in_project else {},
+            "drift": [drift.document() for drift in manifest_drift(manifest, files=True)]
+            if manifest and in_project else [],
             "expectations": {n: record.expectations for n, record in manifest.relations.items()
                              if record.expectations} if manifest else {},
             "connectors": {name: state.to_json() for name, state in manifest.connectors.items()}
@@ -193,6 +196,8 @@ def print_status(reports: list[dict[str, Any]]) -> None:
             reasons = "; ".join(action.get("reasons") or [])
             click.echo(f"  {action['kind'].replace('_', ' ')} {action['name']}: "
                        f"{action['action']}" + (f" ({reasons})" if reasons else ""))
+        for drift in report["drift"]:
+            click.echo(f"  drift: {drift['relation']}: {drift['reason']}")
         for relation, rows in sorted(report["rows"].items()):
             click.echo(f"  {relation}: {rows} rows")
         for line in expectation_lines(step.get("expectations") or {}, report["expectations"]):

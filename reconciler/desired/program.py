@@ -125,14 +125,9 @@ class Connector:
     on_reset: str = "refuse"
     snapshot_on_bootstrap: bool = False
     changes: bool = False
-    option_lines: dict[str, int] = field(default_factory=dict)  # pipeline.yaml line per key
-    path_line: int = 0  # the line of its `path:` in pipeline.yaml (0: none, a kafka one)
+    option_lines: dict[str, int] = field(default_factory=dict)  # line per option, and `path`
     kafka: dict[str, Any] | None = None  # a kafka connector's servers and topics
     env_options: dict[str, str] = field(default_factory=dict)  # kafka: option -> variable
-
-    def path_location(self) -> Location:
-        """Where its `path` is set, for errors about the folder it names."""
-        return Location(self.location.file, self.path_line or self.location.line)
 
     def option_location(self, key: str) -> Location:
         """Where an option is set, for errors that concern it rather than the connector."""
@@ -419,14 +414,11 @@ def _connectors(source: PipelineSource, tables: dict[str, Table],
     for index, spec in enumerate(source.spec.connectors):
         location = Location(source.spec_path, source.connector_line(index))
         option_lines = {key: source.spec_lines.line_of(("connectors", index, "options", key))
-                        for key in spec.options}
+                        for key in spec.options}  # no option is `path` (location_option)
+        option_lines["path"] = source.spec_lines.line_of(("connectors", index, "path"))
         names = Location(source.spec_path, source.spec_lines.line_of(
             ("connectors", index, "table" if spec.direction == "input" else "view")))
-        connector = _connector(spec, location, option_lines, tables, views, names)
-        if spec.path is not None:
-            connector = replace(connector, path_line=source.spec_lines.line_of(
-                ("connectors", index, "path")))
-        connectors[spec.name] = connector
+        connectors[spec.name] = _connector(spec, location, option_lines, tables, views, names)
     return connectors
 
 
@@ -453,7 +445,6 @@ def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, 
                      format=spec.format or ("json" if kafka is not None else None), path=path,
                      options=dict(spec.options), kafka=kafka, env_options=dict(spec.env_options),
                      on_error=spec.on_error, on_bad_input=spec.on_bad_input,
-                     on_reset=spec.on_reset,
-                     location=location,
+                     on_reset=spec.on_reset, location=location,
                      snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes,
                      option_lines=option_lines)

@@ -296,6 +296,8 @@ class PipelineSpec(_Strict):
     vars: dict[str, Any] = Field(default_factory=dict)
     bootstrap_policy: BootstrapPolicy = "await_approval"
     refresh: Literal["incremental", "incremental_strict", "auto", "full"] = "auto"
+    # What a step does with a table changed outside the reconciler (`operations.drift`).
+    on_drift: Literal["refuse", "adopt", "repair"] = "refuse"
     connectors: list[ConnectorSpec] = Field(default_factory=list)
     publish: PublishSpec | None = None
     # {old name: new name}: a rename that comes with an edit keeps the relation's state.

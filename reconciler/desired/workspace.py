@@ -53,6 +53,6 @@ def check_input_folders(program: Program, root: Path) -> None:
             continue
         location = resolve_path(connector.path, root)
         if not is_url(location) and not Path(location).exists():
-            raise connector.path_location().error(
+            raise connector.option_location("path").error(
                 f"input connector '{name}': no folder at {connector.path}: create it or "
                 "correct `path`")

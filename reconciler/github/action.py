@@ -32,6 +32,7 @@ from reconciler.github.workflow_commands import (
     mask_url_parameters,
     write_summary,
 )
+from reconciler.operations.drift import plan_with_drift
 from reconciler.plan.artifact import Plan
 from reconciler.plan.document import git_info
 from reconciler.plan.markdown import render_markdown
@@ -120,7 +121,8 @@ def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, A
     event (`command: plan` on a push, say) the checkout is the repository's own code. With
     the `tests` input, the changed pipelines' view tests, bounded by the settings in force."""
     if not pull:
-        plan = compute_plan(project_dir, inputs.pipeline, inputs.backend)
+        plan = plan_with_drift(compute_plan(project_dir, inputs.pipeline, inputs.backend),
+                               load_project(project_dir), inputs.backend)
         if inputs.tests:
             plan = add_view_tests(
                 plan, project_dir, timeout=load_project(project_dir).settings.tests.timeout_seconds)
@@ -130,7 +132,7 @@ def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, A
     tree = TrustedTree.resolve(client, context.repository, branch, project_dir)
     base_ref = str((pull.get("base") or {}).get("ref") or "")
     trusted = trusted_project(project_dir, inputs.pipeline, inputs, tree, base_ref)
-    plan = trusted.plan()
+    plan = plan_with_drift(trusted.plan(), trusted.project)  # the trusted backend
     if inputs.preview != "off":
         plan = _preview(plan, trusted, inputs, pull)
     if inputs.tests:

@@ -6,8 +6,8 @@ step (``step``), the commit and what follows it, garbage collection included
 (``commit``), what an operation did (``outcome``), the Spark a command runs on, started
 when first needed (``engine``), ``publish:`` after each commit (``publication``),
 ``plan --preview`` (``preview``), ``execute`` and ``query`` (``statements``), a
-pipeline's data and state removed (``destroy``) and the last failed step kept for
-``status`` (``step_failures``).
+pipeline's data and state removed (``destroy``), the last failed step kept for
+``status`` (``step_failures``) and tables changed outside the reconciler (``drift``).
 
 May import: ``engine``, ``plan``, ``state``, ``desired`` and ``support``. Never ``cli``,
 ``runner`` or ``github``, which call it.

@@ -15,6 +15,7 @@ from reconciler.desired.project import Project
 from reconciler.engine.approval import check_approval
 from reconciler.engine.step import StepResult, has_pending_input, missing_inputs, run_step
 from reconciler.operations.commit import collect_garbage, commit_manifest
+from reconciler.operations.drift import settle_drift
 from reconciler.operations.engine import Engine
 from reconciler.operations.outcome import Outcome, OutcomeKind
 from reconciler.operations.publication import publish_committed, publish_setting
@@ -45,8 +46,12 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                        manifest.program)  # nor does it decide where data goes
         if insert is None:  # the settings may have withdrawn what the apply allowed
             check_committed_options(name, program.document, project.settings.allow_file_cleanup)
-        if insert is None and not has_pending_input(program, manifest.relations,
-                                                    manifest.connectors, project.root):
+        settled, adopted = settle_drift(project, engine, manifest)
+        if settled is not manifest:  # restored: pinned at once, so it is undone only once
+            manifest = settled.next()
+            etag = commit_manifest(project, backend, manifest, etag, engine)
+        if insert is None and not adopted and not has_pending_input(
+                program, manifest.relations, manifest.connectors, project.root):
             said = [f"{name}: no new input", *missing_inputs(program, project.root)]
             return Outcome(name, OutcomeKind.IDLE, "; ".join(said), manifest.serial), StepResult()
         started = time.monotonic()

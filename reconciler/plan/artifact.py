@@ -141,6 +141,10 @@ class Plan:
     # Pipelines the backend holds and the project no longer has (`orphaned_pipelines`); no
     # apply acts on them (only `reconcile destroy` does), so they are outside the plan's id.
     orphaned: tuple[Mapping[str, Any], ...] = ()
+    # Relations changed outside the reconciler since their pipeline's last commit
+    # (`operations.drift`: pipeline, relation, version, reason): what an apply or step will
+    # meet, not part of what it does, so outside the id too.
+    drift: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(cls, pipelines: Sequence[PlannedPipeline], created_at: str,
@@ -155,7 +159,7 @@ class Plan:
         return {"format_version": PLAN_FORMAT, "plan_id": self.plan_id,
                 "created_at": self.created_at, "git": self.git,
                 "pipelines": [pipeline.document() for pipeline in self.pipelines],
-                "orphaned": list(self.orphaned)}
+                "orphaned": list(self.orphaned), "drift": list(self.drift)}
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], where: str) -> Plan:
@@ -171,7 +175,8 @@ class Plan:
             return cls(document["plan_id"], document.get("created_at", ""), document.get("git"),
                        tuple(PlannedPipeline.from_document(entry)
                              for entry in document.get("pipelines", [])),
-                       tuple(document.get("orphaned") or ()))
+                       tuple(document.get("orphaned") or ()),
+                       tuple(document.get("drift") or ()))
         except (KeyError, TypeError, AttributeError) as error:  # hashed, yet not a plan
             raise ReconcileError(f"not a plan file: {type(error).__name__} {error}",
                                  file=where) from None

@@ -61,7 +61,7 @@ def render_markdown(plan: Plan) -> str:
                 for orphan in plan.orphaned]
     return _ENVIRONMENT.get_template("plan.md.j2").render(
         title=title, pipelines=pipelines, plan_id=plan.plan_id, git=plan.git,
-        orphaned=orphaned)
+        orphaned=orphaned, drift=plan.drift)
 
 
 def _pipeline_context(pipeline: PlannedPipeline) -> dict[str, Any]:

@@ -134,6 +134,9 @@ def render_plan(plan: Plan, console: Console) -> None:
                     shown = " | ".join(printable(value) for value in values)
                     text.append(f"      {SAMPLE_MARKS[kind]} {shown}\n",
                                 SAMPLE_COLOURS[kind])
+    for drift in plan.drift:
+        text.append(f"Drift in {drift['pipeline']}", "bold yellow").append(
+            f": {drift['relation']}: {drift['reason']}\n")
     for orphan in plan.orphaned:
         text.append(f"Pipeline {orphan['name']}", "bold").append(
             f" ({orphan_state(orphan)}): not in the project; its state stays in the backend\n")

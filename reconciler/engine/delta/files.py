@@ -87,6 +87,10 @@ class FileStore:
         return [f"{folder.rstrip('/')}/{info.base_name}" for info in self._infos(folder, False)
                 if info.type == pafs.FileType.Directory]
 
+    def exists(self, uri: str) -> bool:
+        """Whether a file is there (one metadata request on an object store)."""
+        return self.filesystem.get_file_info(self._native(uri)).type == pafs.FileType.File
+
     def parquet_footer(self, uri: str) -> pq.FileMetaData:
         """A Parquet file's footer: its rows and per-row-group statistics (one small read)."""
         return pq.read_metadata(self._native(uri), filesystem=self.filesystem)

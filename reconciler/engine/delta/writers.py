@@ -18,10 +18,11 @@ the storage that holds them. Callers outside storage read a writer's capabilitie
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Literal
 
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable
 from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import types as T
 
@@ -30,10 +31,14 @@ from reconciler.engine.delta.files import Collected, FileStore
 from reconciler.engine.delta.log import check_delta_rs_location
 from reconciler.engine.delta.tables import COMMIT_TAG, DeltaTables
 from reconciler.engine.spark.schema import CHAR_VARCHAR_METADATA_KEY, conform, quoted
+from reconciler.engine.spark.session import session_settings
 from reconciler.support.errors import ReconcileError
 from reconciler.support.faults import crash_point
 
 Writer = Literal["delta-spark", "delta-rs"]
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+"""The session setting Delta's Spark commits take their `userMetadata` from: a write id, so
+that a commit made by a SQL statement is the engine's too (`delta.drift.own_commit`)."""
 
 DELTA_SPARK_CONF = {
     # Delta refuses a NOT NULL nested in an array or a map (it cannot enforce it); such a
@@ -143,7 +148,8 @@ class DeltaSparkWriter(DeltaWriter):
         _clear_uncommitted_log(uri)
         properties = ", ".join(f"{_string(key)} = {_string(value)}"
                                for key, value in configuration.items())
-        with write_errors(uri):  # fails if another writer created the table meanwhile
+        with write_errors(uri), session_settings(tables.spark,  # tagged: the engine's
+                                                  {USER_METADATA: uuid.uuid4().hex}):
             tables.spark.sql(f"CREATE TABLE delta.{quoted(uri)} ({_columns(schema)}) USING delta"
                              + (f" TBLPROPERTIES ({properties})" if properties else ""))
         return 0  # a new table's first commit: no need to read the log back
@@ -166,7 +172,8 @@ class DeltaSparkWriter(DeltaWriter):
         return _save(tables, writer, uri, tag, transaction, table.version())
 
     def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
-        tables.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
+        with session_settings(tables.spark, {USER_METADATA: uuid.uuid4().hex}):  # ours
+            tables.spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(version)}")
         latest = tables.latest_version(uri)
         if latest is None:
             raise ReconcileError(f"{uri}: no Delta table there to restore")
@@ -309,7 +316,8 @@ class DeltaRsWriter(DeltaWriter):
 
     def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
         table = tables.require(uri)
-        table.restore(version)
+        table.restore(version, commit_properties=CommitProperties(
+            custom_metadata={COMMIT_TAG: uuid.uuid4().hex}))  # the engine's: no drift
         return table.version()
 
 

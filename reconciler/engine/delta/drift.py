@@ -1,0 +1,93 @@
+"""Drift: a pipeline's Delta table changed by someone other than the reconciler, or a file
+of the version its manifest pins gone, found from the Delta log alone (delta-rs, no JVM:
+`plan` and `status` ask too).
+
+Every commit the engine makes is tagged: delta-rs commits carry `COMMIT_TAG` in their
+commit info, Delta's Spark writer's a `userMetadata` of one write id (32 hexadecimal
+digits, `own_commit`). Past the version a manifest pins, a table may hold commits of a run
+that stopped before its manifest (the engine's own: the next run discards or adopts them,
+as it always did) and anything else: a `DELETE` run by hand on a view's table, an append
+from a notebook, an `ALTER`. Those are drift. So is a data file of the pinned version that
+is gone (a `VACUUM` with a short retention, a deleted folder): the pinned version cannot be
+read any more.
+
+Terraform shows drift in every plan; so do `plan` and `status` here, per relation, and a
+step does what the pipeline's `on_drift` says (`operations.drift`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.engine.delta.files import FileStore
+from reconciler.engine.delta.log import open_delta_rs, relative_file, table_uri
+from reconciler.engine.delta.tables import COMMIT_TAG
+
+_WRITE_ID = re.compile(r"[0-9a-f]{32}")
+"""A write id (`uuid4().hex`), as the engine's Spark commits carry it in `userMetadata`."""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What is wrong with one relation's table, for a line of `plan` or `status`."""
+
+    relation: str
+    version: int | None  # the first foreign commit; None: the table or its files are gone
+    reason: str
+
+    def document(self) -> dict[str, Any]:
+        return {"relation": self.relation, "version": self.version, "reason": self.reason}
+
+
+def own_commit(entry: Mapping[str, Any]) -> bool:
+    """Whether a commit's info (a delta-rs history entry) says the engine made it."""
+    metadata = entry.get("userMetadata")
+    return COMMIT_TAG in entry or (isinstance(metadata, str)
+                                   and _WRITE_ID.fullmatch(metadata) is not None)
+
+
+def has_commit_after(path: str, version: int) -> bool:
+    """Whether the table's log has a commit past `version`: one existence check (a step's
+    usual case: none, so no log is read)."""
+    uri = table_uri(path)
+    return FileStore.for_root(uri).exists(f"{uri}/_delta_log/{version + 1:020d}.json")
+
+
+def table_drift(relation: str, path: str, pinned: int, *, files: bool = True,
+                storage_options: Mapping[str, str] | None = None) -> Drift | None:
+    """The drift of one relation's table from its pinned version, or None; with `files`,
+    the pinned version's files are looked for too (one listing of the table's folder)."""
+    uri = table_uri(path)
+    table = open_delta_rs(uri, None, storage_options)
+    if table is None:
+        return Drift(relation, None, "its Delta table is gone")
+    latest = table.version()
+    if latest < pinned:
+        return Drift(relation, None, f"its Delta log ends at version {latest}, before the "
+                     f"pinned {pinned} (the table was replaced)")
+    if latest > pinned:
+        for entry in sorted(table.history(latest - pinned), key=lambda e: int(e["version"])):
+            if not own_commit(entry):
+                version = int(entry["version"])
+                operation = entry.get("operation") or "a commit"
+                return Drift(relation, version, f"version {version} ({operation}) was written "
+                             "outside the reconciler")
+    missing = _missing_files(uri, pinned, storage_options) if files else 0
+    if missing:
+        return Drift(relation, None, f"{missing} data file(s) of the pinned version {pinned} "
+                     "are gone (vacuumed or deleted)")
+    return None
+
+
+def _missing_files(uri: str, pinned: int, storage_options: Mapping[str, str] | None) -> int:
+    """How many data files of version `pinned` are not in the table's folder (one listing)."""
+    table = open_delta_rs(uri, pinned, storage_options)
+    assert table is not None  # the latest version opened: so does an earlier one
+    wanted = {relative_file(uri, file) for file in table.file_uris()}
+    if not wanted:
+        return 0
+    present = {relative for relative, _, _ in FileStore.for_root(uri).files(uri)}
+    return len(wanted - present)
