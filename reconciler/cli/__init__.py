@@ -4,7 +4,8 @@ Owns the root group and the plan/validate/apply/run commands (``main``), the con
 commands share with its errors and signals as exit codes and its JSON output
 (``context``), the options several commands share (``options``), ``reconcile state``
 (``state``), ``execute`` and ``query`` (``statements``, with ``query_output`` printing
-the rows), ``reconcile destroy`` (``destroy``), ``reconcile refresh`` and the apply loop
+the rows), ``reconcile destroy`` (``destroy``), ``reconcile rollback`` (``rollback``),
+``reconcile refresh`` and the apply loop
 it shares with ``apply`` (``refresh``), ``reconcile test`` (``view_tests``),
 ``reconcile doctor`` (``doctor``), ``reconcile spark start|stop|status`` (``spark``),
 ``reconcile status`` without Spark (``status``), ``reconcile init`` (``scaffold``, with

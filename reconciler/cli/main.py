@@ -29,6 +29,7 @@ from reconciler.cli.options import (
     select_option,
 )
 from reconciler.cli.refresh import apply_pipelines, apply_selection, refresh_command
+from reconciler.cli.rollback import rollback_command
 from reconciler.cli.spark import spark_group
 from reconciler.cli.state import state
 from reconciler.cli.statements import execute, query
@@ -368,6 +369,7 @@ cli.add_command(state)
 cli.add_command(doctor_command)
 cli.add_command(refresh_command)
 cli.add_command(destroy_command)
+cli.add_command(rollback_command)
 cli.add_command(spark_group)
 
 

@@ -103,7 +103,8 @@ def apply_pipelines(obj: CliContext, pipeline: str | None, selection: Selection 
         outcome = apply_pipeline(project, program, backend, spark, ApplyOptions(
             policy=source_policy, auto_approve=auto_approve, silent=silent, saved_plan=saved,
             git_sha=git["sha"] if git else None, full_refresh=full_refresh, selection=selection,
-            confirm=_confirm if interactive and source_policy == "await_approval" else None))
+            confirm=(confirm_bootstrap if interactive and source_policy == "await_approval"
+                     else None)))
         outcomes.append(outcome)
         if not obj.as_json:
             click.echo(outcome.message)
@@ -113,7 +114,8 @@ def apply_pipelines(obj: CliContext, pipeline: str | None, selection: Selection 
         sys.exit(AWAITING_APPROVAL_EXIT)
 
 
-def _confirm(plan: PipelinePlan) -> bool:
+def confirm_bootstrap(plan: PipelinePlan) -> bool:
+    """The plan shown on the terminal, and the person's yes or no (apply, rollback)."""
     from reconciler.plan.document import assemble_plan
     from reconciler.plan.terminal import render_plan
 

@@ -61,8 +61,19 @@ def check_committed_program(pipeline: str, document: Mapping[str, Any], where: s
     _checked.add(digest)
 
 
-def _source(pipeline: str, document: Mapping[str, Any], where: str) -> PipelineSource:
-    """The stored statements as one SQL source per relation, so an error names it."""
+def earlier_program(pipeline: str, document: Mapping[str, Any], where: str,
+                    current: PipelineSpec) -> Program:
+    """The program an earlier manifest committed (`reconcile rollback`), built again from
+    its stored SQL and connectors by the checks a pull request's goes through, under the
+    pipeline's settings as they are now (`current`: its default `refresh`)."""
+    check_committed_program(pipeline, document, where)
+    return build_program(_source(pipeline, document, where, refresh=current.refresh))
+
+
+def _source(pipeline: str, document: Mapping[str, Any], where: str,
+            refresh: Any = "full") -> PipelineSource:
+    """The stored statements as one SQL source per relation, so an error names it (with
+    `refresh` as the pipeline's default: a check compares no view's mode)."""
     files = []
     for kind, section in (("table", "tables"), ("view", "views")):
         for name, entry in _mapping(document.get(section), where, section).items():
@@ -72,7 +83,7 @@ def _source(pipeline: str, document: Mapping[str, Any], where: str) -> PipelineS
             files.append(SqlSource(f"{where} ({kind} '{name}')", sql.rstrip().rstrip(";") + ";"))
     if not _NAME.match(pipeline):
         raise ReconcileError(f"pipeline name '{pipeline}' is not a valid name", file=where)
-    spec = PipelineSpec(name=pipeline, refresh="full",
+    spec = PipelineSpec(name=pipeline, refresh=refresh,
                         connectors=_connector_specs(document, where))
     return PipelineSource(spec=spec, directory=Path("."), spec_path=where,
                           spec_lines=YamlDocument({}), sql_files=tuple(files))
