@@ -31,10 +31,10 @@ def program_at(project: Project, backend: StateBackend, pipeline: str, serial: i
                              "the project has can be rolled back")
     try:
         document = backend.read_history(pipeline, serial)
-    except StateBackendError as error:
+    except StateBackendError:
         known = backend.list_history(pipeline)
         raise ReconcileError(f"pipeline '{pipeline}' has no serial {serial} in its history "
-                             f"({_serials(known)}): {error}") from None
+                             f"({_serials(known)})") from None
     program = document.get("program")
     if not isinstance(program, dict):
         raise ReconcileError(f"pipeline '{pipeline}': serial {serial} holds no program")
