@@ -30,12 +30,13 @@ from tests.projects import (
 ENRICHED = "SELECT * FROM avg_grade_enriched ORDER BY student_name, class"
 
 
-def cli(project: Path, remote: str, *args: str) -> str:
+def cli(project: Path, remote: str, *args: str, stderr: bool = False) -> str:
+    """A command's stdout (and its stderr after it, with `stderr`), in its own process."""
     result = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), *args,
                              "--spark-remote", remote], capture_output=True, text=True,
                             timeout=300, check=False, env={**os.environ}, cwd=project)
     assert result.returncode == 0, f"{args}: {result.stdout}\n{result.stderr[-3000:]}"
-    return result.stdout
+    return result.stdout + (result.stderr if stderr else "")
 
 
 def enriched(project: Path, remote: str) -> list[tuple[str, str, Decimal]]:
@@ -117,7 +118,7 @@ def test_files_connector_steps_over_spark_connect_and_a_killed_client(
 
     (inbox / "b.json").write_text('{"id": 3, "k": "a", "v": 5}\n')
     run_killed(project, remote, "listed-batch-before-done")
-    resumed = cli(project, remote, "run")
+    resumed = cli(project, remote, "run", stderr=True)
     assert "step committed" in resumed and "took over the lock of" in resumed
     (inbox / "c.json").write_text('{"id": 4, "k": "b", "v": 1}\n')
     run_killed(project, remote, "step-before-commit")
@@ -154,7 +155,7 @@ def test_a_client_killed_mid_bootstrap_over_spark_connect_converges(remote: str,
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert enriched(project, remote) == [("Alice", "algebra", 97), ("Alice", "physics", 89),
                                          ("Bob", "algebra", 85), ("Bob", "physics", 93)]
-    resumed = cli(project, remote, "apply")  # approved before the kill; its lock taken over
+    resumed = cli(project, remote, "apply", stderr=True)  # approved before the kill
     assert "bootstrapped" in resumed and "took over the lock of" in resumed
     assert enriched(project, remote) == [("Alice", "algebra", 96), ("Alice", "physics", 88),
                                          ("Bob", "algebra", Decimal("91.5")),
