@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -86,3 +87,22 @@ def events_pipeline(sql: str, settings: str = "", refresh: str = "incremental"
                 """,
             "pipelines/p/program.sql": sql,
             "input/events/.keep": ""}  # the folder exists (plan refuses a missing one)
+
+
+GRADES_INPUT = """
+      - name: grades_in
+        table: grades
+        type: files
+        format: json
+        path: input/grades
+"""
+"""A pipeline.yaml connector feeding table `grades` from the json files of `input/grades`
+(`feed_grades` writes them)."""
+
+
+def feed_grades(project: Path, file: str, rows: list[tuple[int, str, int]]) -> None:
+    """A json file of (student_id, class, grade) rows in `input/grades`."""
+    inbox = project / "input/grades"
+    inbox.mkdir(parents=True, exist_ok=True)
+    (inbox / file).write_text("".join(json.dumps({"student_id": s, "class": c, "grade": g})
+                                      + "\n" for s, c, g in rows))

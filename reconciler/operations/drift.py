@@ -41,16 +41,14 @@ def drift_policy(project: Project, pipeline: str) -> DriftPolicy:
 def manifest_drift(manifest: Manifest, *, files: bool) -> list[Any]:
     """Each drifted relation of a committed manifest (paths resolved), as `Drift`s; with
     `files`, a pinned version's missing files count too (one listing per table)."""
-    from reconciler.engine.delta.drift import has_commit_after, table_drift
+    from reconciler.engine.delta.drift import committed_past, table_drift
 
-    found = []
-    for name, record in sorted(manifest.relations.items()):
-        if not files and not has_commit_after(record.path, record.version):
-            continue
-        drift = table_drift(name, record.path, record.version, files=files)
-        if drift is not None:
-            found.append(drift)
-    return found
+    relations = manifest.relations
+    names = sorted(relations) if files else sorted(committed_past(
+        {name: (record.path, record.version) for name, record in relations.items()}))
+    found = [table_drift(name, relations[name].path, relations[name].version, files=files)
+             for name in names]
+    return [drift for drift in found if drift is not None]
 
 
 def pipelines_drift(project: Project, backend: StateBackend,

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile
 from tests.jvm_options import FAST_JVM_ENV
-from tests.projects import write_files
+from tests.projects import GRADES_INPUT, feed_grades, write_files
 
 SEED = int(os.environ.get("RECONCILE_CHAOS_SEED") or random.SystemRandom().randrange(1 << 30))
 
@@ -31,11 +31,7 @@ PIPELINE = """
     name: p
     bootstrap_policy: allow
     connectors:
-      - name: grades_in
-        table: grades
-        type: files
-        format: json
-        path: input/grades
+    """ + GRADES_INPUT + """
       - name: averages_out
         view: avg_grade
         type: files
@@ -86,12 +82,6 @@ def interrupted(project: Path, how: str, delay: float) -> str:
     return stderr
 
 
-def feed(project: Path, name: str, rows: list[tuple[int, str, int]]) -> None:
-    inbox = project / "input/grades"
-    inbox.mkdir(parents=True, exist_ok=True)
-    (inbox / name).write_text("".join(json.dumps({"student_id": s, "class": c, "grade": g})
-                                      + "\n" for s, c, g in rows))
-
 
 def assert_views_equal_their_queries(project: Path, views: list[str], function: str,
                                      context: str) -> None:
@@ -118,7 +108,7 @@ def test_an_interrupted_first_deployment_is_finished_by_the_next_apply(
     assert manifest(project, "p")["status"] == "Running", context
     reconcile(project, "execute", "-p", "p", "INSERT INTO students VALUES (1, 'Ann'), "
                                               "(2, 'Bo')")
-    feed(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "art", 60)])
+    feed_grades(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "art", 60)])
     assert "step committed" in reconcile(project, "run"), context
     assert_views_equal_their_queries(project, ["avg_grade", "named"], "avg", context)
 
@@ -134,7 +124,7 @@ def test_an_interrupted_bootstrap_is_finished_by_the_next_apply(
     reconcile(project, "apply", "--auto-approve")
     reconcile(project, "execute", "-p", "p", "INSERT INTO students VALUES (1, 'Ann'), "
                                               "(2, 'Bo')")
-    feed(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "art", 60)])
+    feed_grades(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "art", 60)])
     reconcile(project, "run")
     (project / "pipelines/p/program.sql").write_text(CHANGED)
     said = interrupted(project, how, delay)
@@ -142,7 +132,7 @@ def test_an_interrupted_bootstrap_is_finished_by_the_next_apply(
     finished = reconcile(project, "apply", "--auto-approve")
     assert "bootstrapped" in finished or "no changes" in finished, f"{context}: {finished}"
     assert manifest(project, "p")["status"] == "Running", context
-    feed(project, "b.json", [(2, "art", 100), (3, "algebra", 40)])
+    feed_grades(project, "b.json", [(2, "art", 100), (3, "algebra", 40)])
     reconcile(project, "run")
     assert_views_equal_their_queries(project, ["avg_grade", "named", "per_class"], "max",
                                      context)

@@ -25,7 +25,7 @@ from reconciler.support.faults import CRASH_ENV
 from state_backends.base import default_who
 from tests.cli_helpers import manifest, query, reconcile
 from tests.jvm_options import FAST_JVM_ENV
-from tests.projects import write_files
+from tests.projects import feed_grades, write_files
 
 # The subprocess's JVM gets the flags the shared test session uses (tiny jobs start
 # faster), the way an operator passes JVM flags: SPARK_SUBMIT_OPTS, not the project file.
@@ -65,13 +65,6 @@ RECOMPUTED = """SELECT student_id, class, avg(grade) AS class_avg FROM grades
 GROUP BY student_id, class ORDER BY student_id, class"""
 
 
-def add_grades(project: Path, file: str, rows: list[tuple[int, str, int]]) -> None:
-    inbox = project / "input/grades"
-    inbox.mkdir(parents=True, exist_ok=True)
-    (inbox / file).write_text("".join(
-        json.dumps({"student_id": s, "class": c, "grade": g}) + "\n" for s, c, g in rows))
-
-
 def grade_rows(project: Path) -> list[tuple[int, str, Decimal]]:
     return [(r["student_id"], r["class"], r["grade"]) for r in query(project, "p", GRADES)]
 
@@ -101,11 +94,11 @@ def test_killed_step_converges(spark: SparkSession, remote: str, tmp_path: Path,
                                point: str) -> None:
     project = write_files(tmp_path, PROJECT_FILES)
     reconcile(project, "apply", "--auto-approve")
-    add_grades(project, "part-1.json", [(1, "algebra", 90), (2, "algebra", 80)])
+    feed_grades(project, "part-1.json", [(1, "algebra", 90), (2, "algebra", 80)])
     reconcile(project, "run")
     committed = manifest(project, "p")
     averages = query(project, "p", AVERAGES)
-    add_grades(project, "part-2.json", [(1, "algebra", 94), (3, "physics", 70)])
+    feed_grades(project, "part-2.json", [(1, "algebra", 94), (3, "physics", 70)])
 
     killed_run(project, point, None if point in CLASSIC_ONLY else remote)
 
@@ -162,7 +155,7 @@ def test_a_dead_jvm_is_one_line_and_the_next_run_converges(spark: SparkSession,
     project = write_files(tmp_path, PROJECT_FILES)
     reconcile(project, "apply", "--auto-approve")
     committed = manifest(project, "p")
-    add_grades(project, "part-1.json", [(1, "algebra", 90)])
+    feed_grades(project, "part-1.json", [(1, "algebra", 90)])
     env = {**os.environ, **FAST_JVM_ENV, CRASH_ENV: "jvm:step-after-ingest"}
     process = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(project), "run"],
                              env=env, capture_output=True, text=True, timeout=300)

@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import in_storage, manifest, query, reconcile
-from tests.projects import write_files
+from tests.projects import GRADES_INPUT, feed_grades, write_files
 
 pytestmark = pytest.mark.spark
 
@@ -23,11 +23,7 @@ PIPELINE = """
     bootstrap_policy: allow
     on_drift: {policy}
     connectors:
-      - name: grades_in
-        table: grades
-        type: files
-        format: json
-        path: input/grades
+    """ + GRADES_INPUT + """
     """
 PROGRAM = """
     create table grades (student_id bigint, class string, grade int);
@@ -44,17 +40,11 @@ def deployed(root: Path, policy: str = "refuse") -> Path:
     project = write_files(root, {"reconcile.yaml": "", "pipelines/p/program.sql": PROGRAM,
                                  "pipelines/p/pipeline.yaml": PIPELINE.format(policy=policy)})
     reconcile(project, "apply", "--auto-approve")
-    feed(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "physics", 80),
+    feed_grades(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "physics", 80),
                              (3, "art", 60)])
     assert "step committed" in reconcile(project, "run")
     return project
 
-
-def feed(project: Path, name: str, rows: list[tuple[int, str, int]]) -> None:
-    inbox = project / "input/grades"
-    inbox.mkdir(parents=True, exist_ok=True)
-    (inbox / name).write_text("".join(json.dumps({"student_id": s, "class": c, "grade": g})
-                                      + "\n" for s, c, g in rows))
 
 
 def set_policy(project: Path, policy: str) -> None:
@@ -75,7 +65,7 @@ def test_an_engine_only_history_has_no_drift(spark: SparkSession, tmp_path: Path
     project = deployed(tmp_path)
     reconcile(project, "execute", "-p", "p", "INSERT INTO grades VALUES (4, 'art', 50)")
     reconcile(project, "execute", "-p", "p", "DELETE FROM grades WHERE student_id = 3")
-    feed(project, "b.json", [(2, "physics", 90)])
+    feed_grades(project, "b.json", [(2, "physics", 90)])
     reconcile(project, "run")
     assert drift_of(project) == []
     assert "drift" not in reconcile(project, "status")
@@ -93,7 +83,7 @@ def test_a_hand_delete_on_a_view_is_shown_refused_then_repaired(spark: SparkSess
     assert f"drift: avg_grade: version {pinned + 1} (DELETE)" in reconcile(project, "status")
     assert "Drift in p: avg_grade" in reconcile(project, "plan")
 
-    feed(project, "b.json", [(2, "physics", 100)])
+    feed_grades(project, "b.json", [(2, "physics", 100)])
     refused = reconcile(project, "run", expect=1)
     assert refused.strip() == (
         f"error: pipeline 'p': view avg_grade: version {pinned + 1} (DELETE) was written "

@@ -5,14 +5,13 @@ through the CLI on the shared Spark session."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from tests.cli_helpers import manifest, query, reconcile
-from tests.projects import write_files
+from tests.projects import GRADES_INPUT, feed_grades, write_files
 
 pytestmark = pytest.mark.spark
 
@@ -20,11 +19,7 @@ PIPELINE = """
     name: p
     bootstrap_policy: {policy}
     connectors:
-      - name: grades_in
-        table: grades
-        type: files
-        format: json
-        path: input/grades
+    """ + GRADES_INPUT + """
     """
 OLD = """
     create table grades (student_id bigint, class string, grade int);
@@ -42,12 +37,6 @@ def project_with(root: Path, program: str, policy: str = "allow") -> Path:
                               "pipelines/p/pipeline.yaml": PIPELINE.format(policy=policy)})
 
 
-def feed(project: Path, name: str, rows: list[tuple[int, str, int]]) -> None:
-    inbox = project / "input/grades"
-    inbox.mkdir(parents=True, exist_ok=True)
-    (inbox / name).write_text("".join(json.dumps({"student_id": s, "class": c, "grade": g})
-                                      + "\n" for s, c, g in rows))
-
 
 FIRST = [(1, "algebra", 90), (1, "art", 70), (2, "algebra", 60)]
 LATER = [(2, "art", 95), (3, "algebra", 50)]
@@ -57,12 +46,12 @@ def test_rollback_applies_the_earlier_program_from_the_current_state(
         spark: SparkSession, tmp_path: Path) -> None:
     project = project_with(tmp_path / "project", OLD)
     reconcile(project, "apply", "--auto-approve")
-    feed(project, "a.json", FIRST)
+    feed_grades(project, "a.json", FIRST)
     reconcile(project, "run")
     before_change = manifest(project, "p")["serial"]
     (project / "pipelines/p/program.sql").write_text(NEW)
     assert "bootstrapped" in reconcile(project, "apply", "--auto-approve")
-    feed(project, "b.json", LATER)
+    feed_grades(project, "b.json", LATER)
     reconcile(project, "run")
     assert query(project, "p", BEST)[1] == {"student_id": 2, "top": 60}  # min now
     counts, rows = query(project, "p", COUNTS), manifest(project, "p")["relations"]
@@ -79,7 +68,7 @@ def test_rollback_applies_the_earlier_program_from_the_current_state(
 
     fresh = project_with(tmp_path / "fresh", OLD)  # the old program over the same input
     reconcile(fresh, "apply", "--auto-approve")
-    feed(fresh, "a.json", FIRST + LATER)
+    feed_grades(fresh, "a.json", FIRST + LATER)
     reconcile(fresh, "run")
     assert query(project, "p", BEST) == query(fresh, "p", BEST)
     assert query(project, "p", COUNTS) == query(fresh, "p", COUNTS) == counts

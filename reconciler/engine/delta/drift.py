@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,21 @@ def own_commit(entry: Mapping[str, Any]) -> bool:
                                    and _WRITE_ID.fullmatch(metadata) is not None)
 
 
-def has_commit_after(path: str, version: int) -> bool:
-    """Whether the table's log has a commit past `version`: one existence check (a step's
-    usual case: none, so no log is read)."""
-    uri = table_uri(path)
-    return FileStore.for_root(uri).exists(f"{uri}/_delta_log/{version + 1:020d}.json")
+def committed_past(pinned: Mapping[str, tuple[str, int]]) -> list[str]:
+    """The relations (name: (path, pinned version)) whose log has a commit past the pinned
+    version: one existence check each, side by side (on an object store, a request each:
+    the step's usual answer is none, and then no log is read)."""
+    if not pinned:
+        return []
+    store = FileStore.for_root(table_uri(next(iter(pinned.values()))[0]))
+
+    def probe(item: tuple[str, tuple[str, int]]) -> str | None:
+        name, (path, version) = item
+        return name if store.exists(f"{table_uri(path)}/_delta_log/{version + 1:020d}.json") \
+            else None
+
+    with ThreadPoolExecutor(max_workers=min(16, len(pinned))) as pool:
+        return [name for name in pool.map(probe, pinned.items()) if name is not None]
 
 
 def table_drift(relation: str, path: str, pinned: int, *, files: bool = True,
