@@ -5,7 +5,8 @@ that point, the harshest crash there is (no cleanup, no finally blocks);
 `RECONCILE_CRASH_AT=jvm:<point>` SIGKILLs the process's Spark JVM there instead
 (an executor lost to the kernel's OOM killer, say) while Python goes on;
 `term:<point>` and `int:<point>` send the process SIGTERM or SIGINT there (a cancelled CI
-job, Ctrl-C), which it handles as it would from outside. Tests
+job, Ctrl-C), which it handles as it would from outside; `stop:<point>` stops it there
+(SIGSTOP: a process paused by its host, every thread with it) until a SIGCONT. Tests
 run a command in a subprocess with the variable set, then check that the
 previous manifest is still in force and that running the command again
 converges. Unset, a crash point costs one dictionary lookup.
@@ -29,6 +30,8 @@ def crash_point(name: str) -> None:
             os.kill(child, signal.SIGKILL)
     elif target in (f"term:{name}", f"int:{name}"):
         os.kill(os.getpid(), signal.SIGTERM if target.startswith("term:") else signal.SIGINT)
+    elif target == f"stop:{name}":
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def _children(pid: int) -> list[int]:
