@@ -116,5 +116,6 @@ def test_a_paused_holder_whose_lock_was_taken_over_commits_nothing(
     assert paused.returncode == 1, said[-2000:]
     assert "this run's lock" in said and "is lost" in said and "nothing was committed" in said
     assert manifest(project, "p")["serial"] == serial + 1
+    assert backend.read_lock("p") is None  # the taker released it; the late one took none
     assert counted(project) == [{"class": "algebra", "n": 2}, {"class": "art", "n": 1}]
     assert query(project, "p", "SELECT count(*) AS n FROM grades") == [{"n": 3}]
