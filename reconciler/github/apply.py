@@ -22,7 +22,15 @@ from reconciler.github.comment import (
     project_key,
     upsert_sticky,
 )
-from reconciler.github.event import ApplyRequest, Context, Inputs, Refused, parse_command
+from reconciler.github.event import (
+    ApplyRequest,
+    Context,
+    Inputs,
+    Refused,
+    RollbackRequest,
+    parse_command,
+    parse_rollback,
+)
 from reconciler.github.guard import (
     check_approver,
     check_backend,
@@ -37,6 +45,7 @@ from reconciler.github.guard import (
     select_changed,
 )
 from reconciler.github.replies import ApplyFailed, failure_reply, success_reply
+from reconciler.github.rollback import rollback
 from reconciler.github.truncation import fit_comment
 from reconciler.github.trusted import (
     Trusted,
@@ -107,6 +116,15 @@ def apply_on_comment(project_dir: Path, context: Context, inputs: Inputs,
         if request is not None:
             return _handle_apply(project_dir, inputs, _comment_run(context, issue, comment,
                                                                    outputs), request, None)
+        try:
+            rollback_request = parse_rollback(str(comment.get("body") or ""),
+                                              inputs.apply_command)
+        except Refused as invalid:
+            return _handle_rollback(project_dir, inputs, _comment_run(
+                context, issue, comment, outputs), None, invalid)
+        if rollback_request is not None:
+            return _handle_rollback(project_dir, inputs, _comment_run(
+                context, issue, comment, outputs), rollback_request, None)
         log("the comment's first line is not the apply command: nothing to do")
     outputs.set("result", "ignored")
     return 0
@@ -144,6 +162,31 @@ def _handle_apply(project_dir: Path, inputs: Inputs, run: CommentRun,
     log(f"{result}: " + "; ".join(o.message for o in outcomes))
     run.reply(success_reply(run.login, plan, outcomes))
     run.react("rocket")
+    return 0
+
+
+def _handle_rollback(project_dir: Path, inputs: Inputs, run: CommentRun,
+                     request: RollbackRequest | None, invalid: Refused | None) -> int:
+    """As `_handle_apply`, for a rollback's plan or its approval (`github.rollback`)."""
+    run.react("eyes")
+    try:
+        if invalid is not None:
+            raise invalid
+        assert request is not None
+        reply, plan, outcomes = rollback(project_dir, inputs, run, request)
+    except Refused as refusal:
+        return _finish(run, "refused", str(refusal), f"### Not rolled back\n\n{refusal}\n")
+    except Exception as error:  # Spark errors too: reported on the pull request
+        if not isinstance(error, (ReconcileError, StateBackendError)):
+            log_traceback(error)
+        return _finish(run, "failed", public_message(error),
+                       f"### Rollback failed\n\n{fenced(public_message(error))}\n")
+    run.outputs.set("plan-id", plan.plan_id)
+    result = "rolled-back" if outcomes else "planned"
+    run.outputs.set("result", result)
+    log(f"{result}: plan {plan.plan_id[:12]}" + "".join(f"; {o.message}" for o in outcomes))
+    run.reply(reply)
+    run.react("rocket" if outcomes else "+1")
     return 0
 
 

@@ -203,3 +203,42 @@ def parse_command(body: str, apply_command: str) -> ApplyRequest | None:
     raise Refused(f"the text after `{apply_command} <plan id>` is not a pipeline name (one "
                   "word of letters, digits and underscores, not starting with a digit); "
                   "nothing was applied")
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    """`/reconcile rollback <serial> [<plan id>] [pipeline]` from the comment's first line:
+    without a plan id, a request to see the rollback's plan; with one, its approval."""
+
+    serial: int
+    plan_id: str | None
+    pipeline: str | None
+
+
+def rollback_command(apply_command: str) -> str:
+    """The rollback command beside the apply one: its last word `apply` made `rollback`
+    (`/reconcile apply` -> `/reconcile rollback`), else `rollback` after it."""
+    words = apply_command.split()
+    return " ".join([*words[:-1], "rollback"] if words[-1].casefold() == "apply"
+                    else [*words, "rollback"])
+
+
+def parse_rollback(body: str, apply_command: str) -> RollbackRequest | None:
+    """None unless the first line is the rollback command; Refused unless what follows is a
+    serial, then at most a plan id and a pipeline name (no other text is ever used)."""
+    command = rollback_command(apply_command)
+    words, expected = body.split("\n", 1)[0].strip().split(), command.split()
+    if [w.casefold() for w in words[:len(expected)]] != [w.casefold() for w in expected]:
+        return None
+    rest = words[len(expected):]
+    if not rest or not re.fullmatch(r"[1-9][0-9]{0,9}", rest[0]):
+        raise Refused(f"name the serial to go back to: comment `{command} <serial>` for its "
+                      f"plan, then `{command} <serial> <plan id>` to apply it; nothing was "
+                      "rolled back")
+    serial, rest = int(rest[0]), rest[1:]
+    plan_id = rest.pop(0).casefold() if rest and PLAN_ID_RE.fullmatch(rest[0].casefold()) \
+        else None
+    if len(rest) > 1 or (rest and not PIPELINE_RE.fullmatch(rest[0])):
+        raise Refused(f"the text after `{command} <serial> [<plan id>]` is not a pipeline "
+                      "name; nothing was rolled back")
+    return RollbackRequest(serial, plan_id, rest[0] if rest else None)
