@@ -212,8 +212,8 @@ class PipelineRuntime:
         commits them and removes the files the log lists; `DeltaRsWriter`). A state table
         Delta's writer made (it has deletion vectors, which delta-rs does not write) stays
         with Delta's writer."""
-        if not self.storage.writer.marks_rows:
-            return self.storage
+        if not self.storage.writer.marks_rows or self.storage.engine_commit_bytes == 0:
+            return self.storage  # (0: every commit of rows by Delta's writer, states too)
         existing = self.storage.find(path)
         if existing is not None and existing.deletion_vectors:
             return self.storage
