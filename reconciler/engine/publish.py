@@ -16,8 +16,9 @@ deployed (`Manifest.lineage`, never changed after). A view is the pipeline's own
 lineage is the pipeline's: two projects sharing a metastore and a database, each with a
 pipeline of the same name, are told apart. Only its own views are replaced or dropped (a
 relation no longer published, one renamed or removed, every one at `destroy`); any other
-object of the same name, another project's view among them, is never overwritten, and the
-commit's publication stops with one line naming it and its owner.
+object of the same name, another project's view among them, is never overwritten: that
+relation alone is left unpublished, with one line naming the object and its owner, and the
+others are published.
 
 Views an earlier version published carry the name alone: one is taken over (replaced,
 with the lineage) when the pipeline of that name publishes that name again, the one
@@ -58,22 +59,25 @@ def catalog_is_kept(spark: SparkSession) -> bool:
 
 
 def publish(spark: SparkSession, database: str, pipeline: str, lineage: str,
-            relations: Mapping[str, tuple[str, int]]) -> list[str]:
+            relations: Mapping[str, tuple[str, int]]) -> tuple[list[str], list[str]]:
     """Make `relations` (name -> (table URI, committed version)) the views the pipeline of
     `lineage` has in `database`, dropping those it published before and no longer
-    publishes; returns the names dropped. Every name is checked before any view is written,
-    so a refused publication changes nothing. Names are validated identifiers
-    (`NAME_PATTERN`), versions integers."""
+    publishes; returns the names dropped, and one line per relation left unpublished
+    because another object holds its name (every name is checked before any view is
+    written). Names are validated identifiers (`NAME_PATTERN`), versions integers."""
     _check_lineage(lineage)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}")
     owners = published_views(spark, database)
     ours = {name for name, owner in owners.items() if owner.lineage == lineage}
+    skipped = []
     for name in sorted(set(relations) - ours):
         owner = owners.get(name)
         if owner is not None and owner.lineage is None and owner.pipeline == pipeline:
             continue  # an earlier version's view of this pipeline name: taken over
         if owner is not None or spark.catalog.tableExists(f"{database}.{name}"):
-            raise ReconcileError(_conflict(database, name, pipeline, lineage, owner))
+            skipped.append(name)
+    lines = [_conflict(database, name, pipeline, lineage, owners.get(name)) for name in skipped]
+    relations = {name: pinned for name, pinned in relations.items() if name not in skipped}
     for name, (uri, version) in sorted(relations.items()):
         spark.sql(f"CREATE OR REPLACE VIEW {quoted(database)}.{quoted(name)} "
                   f"TBLPROPERTIES ('{PUBLISHED_BY}' = '{pipeline}', "
@@ -82,7 +86,7 @@ def publish(spark: SparkSession, database: str, pipeline: str, lineage: str,
     dropped = sorted(ours - set(relations))
     for name in dropped:
         spark.sql(f"DROP VIEW IF EXISTS {quoted(database)}.{quoted(name)}")
-    return dropped
+    return dropped, lines
 
 
 def unpublish(spark: SparkSession, database: str, lineage: str) -> list[str]:
@@ -128,8 +132,8 @@ def _conflict(database: str, name: str, pipeline: str, lineage: str,
         other = " of another project" if owner.pipeline == pipeline else ""
         held = (f"is published by pipeline '{owner.pipeline}'{other} (its lineage "
                 f"{owner.lineage} is not this pipeline's, {lineage})")
-    return (f"{database}.{name} {held}: drop or rename it, publish to another database, or "
-            "leave the relation out (publish.exclude)")
+    return (f"{database}.{name} {held}: not published (drop or rename it, publish to another "
+            "database, or leave the relation out: publish.exclude)")
 
 
 def _check_lineage(lineage: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.desired.program import Program
 from reconciler.desired.project import Project, settings_summary
@@ -19,6 +20,7 @@ from reconciler.operations.commit import analysis_memo, commit_manifest, undo_un
 from reconciler.operations.deploy import ApplyTarget, bootstrap_changes, deploy, full_refresh
 from reconciler.operations.engine import Engine
 from reconciler.operations.outcome import Outcome, OutcomeKind
+from reconciler.operations.publication import publish_committed, published_in
 from reconciler.plan.artifact import Plan
 from reconciler.plan.document import PipelinePlan, desired_fingerprint, plan_pipeline
 from reconciler.plan.selection import Selection
@@ -123,12 +125,22 @@ def _no_changes(target: ApplyTarget, plan: PipelinePlan, manifest: Manifest,
                 etag: str | None) -> Outcome:
     """The specs are the committed program again (a change was reverted, or an interrupted
     bootstrap is abandoned): its committed state is valid as it is, and the pipeline runs.
-    Applying specs equal to the committed program approves it (`engine.approval`)."""
-    if manifest.status != Status.RUNNING and not plan.left_out:
-        manifest = manifest.next(status=Status.RUNNING, status_details=None, pending=None,
-                                 analysis=analysis_memo(target.program))
+    Applying specs equal to the committed program approves it (`engine.approval`). A
+    `publish:` removed or moved to another database since the last commit is carried out
+    (a commit of its own: the views dropped where that one published them)."""
+    wanted, previous = published_in(target.program.publish), manifest.published
+    moved = previous is not None and previous != wanted
+    resuming = manifest.status != Status.RUNNING and not plan.left_out
+    if resuming or moved:
+        running: dict[str, Any] = {"status": Status.RUNNING, "status_details": None,
+                                   "pending": None, "analysis": analysis_memo(target.program)}
+        manifest = manifest.next(published=wanted, **(running if resuming else {}))
         commit_manifest(target.project, target.backend, manifest, etag, approves=True)
-    return Outcome(target.name, OutcomeKind.NO_CHANGES, f"{target.name}: no changes",
+        if moved:
+            publish_committed(target.engine, manifest, manifest.program,
+                              target.program.publish, previous=previous)
+    said = f"; its views in '{previous}' dropped" if moved and wanted is None else ""
+    return Outcome(target.name, OutcomeKind.NO_CHANGES, f"{target.name}: no changes{said}",
                    manifest.serial)
 
 

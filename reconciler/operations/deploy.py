@@ -7,7 +7,7 @@ Each works on Delta state no manifest points to yet and ends with one commit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.desired.program import Program
@@ -24,7 +24,7 @@ from reconciler.operations.commit import (
 )
 from reconciler.operations.engine import Engine
 from reconciler.operations.outcome import Outcome, OutcomeKind
-from reconciler.operations.publication import publish_committed
+from reconciler.operations.publication import publish_committed, published_in
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan
 from reconciler.state.manifest import Manifest, Status
@@ -58,7 +58,8 @@ def deploy(target: ApplyTarget, git_sha: str | None, settings: dict[str, str]) -
     # A new pipeline has empty views: there are no contents to send to its outputs yet.
     result = bootstrap(runtime, diff, {}, serial=1, silent=True)
     manifest = first_manifest(program, relations=result.relations,
-                              connectors=result.connectors, git_sha=git_sha, settings=settings)
+                              connectors=result.connectors, git_sha=git_sha, settings=settings,
+                              published=published_in(program.publish))
     commit_manifest(target.project, target.backend, manifest, None, engine, approves=True)
     publish_committed(engine, manifest, document, program.publish)
     return Outcome(program.pipeline, OutcomeKind.DEPLOYED,
@@ -152,7 +153,9 @@ def _finish(target: ApplyTarget, before: Manifest, done: Manifest, etag: str | N
             document: dict[str, Any]) -> None:
     """The commit of a bootstrap or full refresh, then what follows it: the views
     published, the Delta folders only `before` used deleted, retention run."""
+    done = replace(done, published=published_in(target.program.publish))
     commit_manifest(target.project, target.backend, done, etag, target.engine, approves=True)
-    publish_committed(target.engine, done, document, target.program.publish)
+    publish_committed(target.engine, done, document, target.program.publish,
+                      previous=before.published)
     discard_unused(target.engine, before, done)
     collect_garbage(target.project, target.backend, target.name)

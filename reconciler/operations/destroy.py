@@ -178,7 +178,7 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
         status=manifest.status, folder=None if folder is None else str(folder),
         storage=home, state=f"{backend.url}/{manifest.pipeline}",
         history=len(backend.list_history(manifest.pipeline)), doomed=tuple(doomed),
-        kept=kept, published=None if publish is None else publish.database)
+        kept=kept, published=manifest.published if publish is None else publish.database)
 
 
 def _check_lineage(layout: Layout, manifest: Manifest, database: str) -> None:

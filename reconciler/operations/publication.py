@@ -7,6 +7,12 @@ hold. The setting is read from pipeline.yaml (`publish:`, not part of the commit
 program, like `bootstrap_policy`); a step reads only that file, so a pipeline whose SQL is
 being edited still runs and publishes its committed program. The views are the
 manifest's lineage's (`engine/publish.py`): a destroy drops them with `unpublish_committed`.
+
+Each commit records the database it publishes to (`Manifest.published`, `published_in`):
+when `publish:` is removed or names another database, the next commit (an apply with no
+other change makes one for it) drops the views from the database the last one recorded. A
+relation whose name another object holds is left unpublished, with one line on stderr;
+the others are published.
 """
 
 from __future__ import annotations
@@ -34,26 +40,40 @@ def publish_setting(project: Project, pipeline: str) -> PublishSpec | None:
     return spec.publish
 
 
+def published_in(setting: PublishSpec | None) -> str | None:
+    """The database a commit made under `setting` records (`Manifest.published`)."""
+    return None if setting is None else setting.database
+
+
 def publish_committed(engine: Any, manifest: Manifest, program: Mapping[str, Any],
-                      setting: PublishSpec | None) -> None:
-    """Publish the committed manifest's materialized tables and views (less `exclude`)."""
-    if setting is None:
+                      setting: PublishSpec | None, previous: str | None = None) -> None:
+    """Publish the committed manifest's materialized tables and views (less `exclude`), after
+    dropping the pipeline's views from `previous` (the database the last commit recorded)
+    when this one publishes elsewhere or not at all."""
+    if setting is None and previous is None:
         return
     from reconciler.engine.publish import catalog_is_kept, publish
 
     if not catalog_is_kept(engine.spark):
-        print(IN_MEMORY_NOTICE.format(pipeline=manifest.pipeline, database=setting.database),
-              file=sys.stderr)
+        if setting is not None:
+            print(IN_MEMORY_NOTICE.format(pipeline=manifest.pipeline,
+                                          database=setting.database), file=sys.stderr)
+        return
+    if previous is not None and previous != published_in(setting):
+        unpublish_committed(engine, manifest.pipeline, manifest.lineage, previous)
+    if setting is None:
         return
     relations = {name: (record.path, record.version)
                  for name, record in manifest.relations.items()
                  if name not in setting.exclude and _materialized(program, name)}
     try:
-        publish(engine.spark, setting.database, manifest.pipeline, manifest.lineage,
-                relations)
+        _, skipped = publish(engine.spark, setting.database, manifest.pipeline,
+                             manifest.lineage, relations)
     except ReconcileError as error:
         raise ReconcileError(f"{manifest.pipeline}: committed (serial {manifest.serial}), "
                              f"but not published: {error}") from None
+    for line in skipped:
+        print(f"reconcile: {manifest.pipeline}: {line}", file=sys.stderr)
 
 
 def _materialized(program: Mapping[str, Any], name: str) -> bool:

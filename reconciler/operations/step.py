@@ -18,7 +18,7 @@ from reconciler.operations.commit import collect_garbage, commit_manifest
 from reconciler.operations.drift import settle_drift
 from reconciler.operations.engine import Engine
 from reconciler.operations.outcome import Outcome, OutcomeKind
-from reconciler.operations.publication import publish_committed, publish_setting
+from reconciler.operations.publication import publish_committed, publish_setting, published_in
 from reconciler.state.manifest import Status
 from reconciler.state.reader import committed_program, pipeline_layout, read_manifest
 from reconciler.support.errors import PipelinePaused, ReconcileError
@@ -69,8 +69,9 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
         seconds = time.monotonic() - started
         rows = {table: (runtime.relations[table].rows or 0)
                 - (manifest.relations[table].rows or 0) for table in step.changed_tables}
+        setting = publish_setting(project, name)
         committed = manifest.next(relations=runtime.relations, connectors=step.connectors,
-                                  last_step={
+                                  published=published_in(setting), last_step={
             "ingested": step.ingested, "changed_tables": step.changed_tables,
             "refreshed": step.refreshed, "emitted": step.emitted,
             "seconds": round(seconds, 3), "rows": rows,
@@ -78,7 +79,8 @@ def run_pipeline(project: Project, backend: StateBackend, engine: Engine, name: 
                else {}),
             **({"choices": runtime.refresh_choices} if runtime.refresh_choices else {})})
         commit_manifest(project, backend, committed, etag, engine)
-        publish_committed(engine, committed, program.document, publish_setting(project, name))
+        publish_committed(engine, committed, program.document, setting,
+                          previous=manifest.published)
         if committed.serial % project.settings.retention.every == 0:
             collect_garbage(project, backend, name)
         return Outcome(name, OutcomeKind.STEPPED,

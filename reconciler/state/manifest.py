@@ -77,6 +77,10 @@ class Manifest:
     # What analysing `program` found, under keys of everything each result depends on
     # (`desired.memo`): a later plan reuses it for the views that did not change.
     analysis: dict[str, Any] | None = None
+    # The catalog database its relations are published to (`publish:`) as of this commit;
+    # None: not published, or by a version that did not record it. A later commit that
+    # publishes elsewhere, or not at all, drops the views there (`operations.publication`).
+    published: str | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any], where: str) -> Manifest:
@@ -99,6 +103,8 @@ class Manifest:
                 pending=document.get("pending"),
                 settings=document.get("settings"),
                 analysis=analysis if isinstance(analysis := document.get("analysis"), dict)
+                else None,
+                published=published if isinstance(published := document.get("published"), str)
                 else None,
             )
         except (KeyError, TypeError, ValueError) as error:
@@ -150,6 +156,7 @@ class Manifest:
             "settings": self.settings,
             # Written only when there is one: documents without it stay as they were.
             **({"analysis": self.analysis} if self.analysis is not None else {}),
+            **({"published": self.published} if self.published is not None else {}),
         }
 
     def next(self, **changes: Any) -> Manifest:
