@@ -171,14 +171,15 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
                  if isinstance(entry, dict))
     folder = project.pipeline_dirs.get(manifest.pipeline)
     publish = None if folder is None else load_pipeline_spec(folder)[0].publish
-    if publish is not None:
-        _check_lineage(layout, manifest, publish.database)
+    database = manifest.published if publish is None else publish.database
+    if database is not None:
+        _check_lineage(layout, manifest, database)
     return DestroyPlan(
         pipeline=manifest.pipeline, lineage=manifest.lineage, serial=manifest.serial,
         status=manifest.status, folder=None if folder is None else str(folder),
         storage=home, state=f"{backend.url}/{manifest.pipeline}",
         history=len(backend.list_history(manifest.pipeline)), doomed=tuple(doomed),
-        kept=kept, published=manifest.published if publish is None else publish.database)
+        kept=kept, published=database)
 
 
 def _check_lineage(layout: Layout, manifest: Manifest, database: str) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from decimal import Decimal
@@ -156,7 +158,7 @@ def test_only_the_pipelines_own_views_are_replaced_or_dropped(spark: Any,
     from reconciler.support.errors import ReconcileError
 
     def publish(pipeline: str, relations: dict[str, tuple[str, int]],
-                lineage: str = "lineage-1") -> list[str]:
+                lineage: str = "lineage-1") -> tuple[list[str], list[str]]:
         return publish_views(spark, "published_here", pipeline, lineage, relations)
 
     table = str(tmp_path / "t")
@@ -164,25 +166,25 @@ def test_only_the_pipelines_own_views_are_replaced_or_dropped(spark: Any,
     spark.range(5).write.format("delta").mode("append").save(table)
     publish("p", {"a": (table, 0), "b": (table, 1)})
     assert spark.table("published_here.a").count() == 3
-    assert publish("p", {"a": (table, 1)}) == ["b"]
+    assert publish("p", {"a": (table, 1)}) == (["b"], [])
     assert spark.table("published_here.a").count() == 8
     assert not spark.catalog.tableExists("published_here.b")
 
     spark.sql("CREATE VIEW published_here.theirs AS SELECT 1 AS one")
-    with pytest.raises(ReconcileError, match=r"published_here\.theirs is in the catalog "
-                                             r"and pipeline 'p' did not publish it"):
-        publish("p", {"a": (table, 1), "theirs": (table, 1)})
+    _, [skipped] = publish("p", {"a": (table, 1), "theirs": (table, 1)})  # that one alone
+    assert skipped.startswith("published_here.theirs is in the catalog and pipeline 'p' did "
+                              "not publish it: not published"), skipped
     assert spark.table("published_here.theirs").count() == 1
-    assert publish("q", {}, lineage="lineage-q") == [], "another pipeline's views stay"
+    assert publish("q", {}, lineage="lineage-q") == ([], []), "another pipeline's views stay"
     assert spark.table("published_here.a").count() == 8
 
-    # another project's pipeline `p`: refused before any view is written, none dropped
-    with pytest.raises(ReconcileError, match=r"^published_here\.a is published by pipeline "
-                       r"'p' of another project \(its lineage lineage-1 is not this "
-                       r"pipeline's, lineage-2\): [^\n]*$"):
-        publish("p", {"_first": (table, 0), "a": (table, 0)}, lineage="lineage-2")
-    assert not spark.catalog.tableExists("published_here._first")
-    assert publish("p", {"c": (table, 0)}, lineage="lineage-2") == []
+    # another project's pipeline `p`: its view is left alone, the rest published
+    _, [skipped] = publish("p", {"_first": (table, 0), "a": (table, 0)}, lineage="lineage-2")
+    assert re.fullmatch(r"published_here\.a is published by pipeline 'p' of another project "
+                        r"\(its lineage lineage-1 is not this pipeline's, lineage-2\): not "
+                        r"published [^\n]*", skipped), skipped
+    assert spark.table("published_here._first").count() == 3
+    assert publish("p", {"c": (table, 0)}, lineage="lineage-2") == (["_first"], [])
     assert spark.table("published_here.a").count() == 8
     assert unpublish(spark, "published_here", "lineage-2") == ["c"]
     assert spark.table("published_here.a").count() == 8
@@ -191,15 +193,14 @@ def test_only_the_pipelines_own_views_are_replaced_or_dropped(spark: Any,
               "AS SELECT 1 AS one")
     spark.sql("CREATE VIEW published_here.older TBLPROPERTIES ('reconciler.pipeline' = 'p') "
               "AS SELECT 1 AS one")
-    with pytest.raises(ReconcileError, match=r"published_here\.old is published by "
-                                             r"pipeline 'p' \(an earlier reconciler's"):
-        publish("q", {"old": (table, 0)}, lineage="lineage-q")
-    assert publish("p", {"a": (table, 1), "old": (table, 0)}) == []  # taken over
+    _, [skipped] = publish("q", {"old": (table, 0)}, lineage="lineage-q")
+    assert "published_here.old is published by pipeline 'p' (an earlier reconciler's" in skipped
+    assert publish("p", {"a": (table, 1), "old": (table, 0)}) == ([], [])  # taken over
     assert spark.table("published_here.old").count() == 3
     owners = published_views(spark, "published_here")
     assert {name: (owner.pipeline, owner.lineage) for name, owner in owners.items()} == {
         "a": ("p", "lineage-1"), "old": ("p", "lineage-1"), "older": ("p", None)}
-    assert publish("p", {}) == ["a", "old"]  # `older`: nothing says it is this project's
+    assert publish("p", {}) == (["a", "old"], [])  # `older`: nothing says it is ours
     assert unpublish(spark, "published_here", "lineage-1") == []
     assert spark.catalog.tableExists("published_here.older")
     with pytest.raises(ReconcileError, match="lineage \"x'y\" is not a plain identifier"):
@@ -232,9 +233,10 @@ def orders_project(root: Path, which: str, publish: str = "{database: analytics}
 def test_two_projects_pipelines_of_one_name_keep_their_own_views(
         tmp_path: Path, metastore: dict[str, str]) -> None:
     """Two projects, each with its own state backend and storage root and a pipeline named
-    `orders`, publish to one database of one Derby metastore: the second is refused on the
-    view the first owns, in one line naming it, and neither replaces, drops nor destroys
-    the other's views."""
+    `orders`, publish to one database of one Derby metastore: the second leaves the view the
+    first owns alone, in one line naming it, and publishes the rest; neither replaces, drops
+    nor destroys the other's views. A pipeline whose folder is gone has its views dropped
+    by its destroy, and one whose `publish:` is removed by its next apply."""
     first, second = orders_project(tmp_path, "a"), orders_project(tmp_path, "b")
     # each process reads by name first, in a JVM that has written nothing, then runs the
     # next commands: five JVMs, not ten
@@ -248,11 +250,11 @@ def test_two_projects_pipelines_of_one_name_keep_their_own_views(
         (second, ["apply", "--auto-approve"]),
         (second, ["execute", "-p", "orders", "INSERT INTO orders VALUES (2, 50)"])))
     assert found == theirs
-    assert [r["exit"] for r in results] == [1, 1], results
-    for result in results:  # committed, but the other project's view is not replaced
+    assert [r["exit"] for r in results] == [0, 0], results
+    for result in results:  # committed; the other project's view alone is not replaced
         [line] = [each for each in result["output"].splitlines() if "analytics." in each]
-        assert "but not published: analytics.orders is published by pipeline 'orders' of " \
-               "another project (its lineage" in line, line
+        assert "reconcile: orders: analytics.orders is published by pipeline 'orders' of " \
+               "another project (its lineage" in line and "not published" in line, line
 
     spec = second / "pipelines/orders/pipeline.yaml"  # the clash left out: `big` alone
     spec.write_text("name: orders\npublish: {database: analytics, exclude: [orders]}\n")
@@ -261,13 +263,16 @@ def test_two_projects_pipelines_of_one_name_keep_their_own_views(
     assert found == theirs
     assert result["exit"] == 0, result
 
+    shutil.rmtree(second / "pipelines/orders")  # the manifest says where its views are
     found, [result] = process(metastore, read=("orders", "totals", "big"), commands=(
         (second, ["destroy", "-p", "orders", "--auto-approve"]),))
     assert found == {**theirs, "big": [["2", "50"], ["3", "30"]]}
     assert result["exit"] == 0, result
 
+    (first / "pipelines/orders/pipeline.yaml").write_text("name: orders\n")  # unpublished
     found, [result] = process(metastore, read=("orders", "totals", "big"), commands=(
-        (first, ["destroy", "-p", "orders", "--auto-approve"]),))
+        (first, ["apply", "--auto-approve"]),))
     assert found == {**theirs, "big": "TABLE_OR_VIEW_NOT_FOUND"}
-    assert result["exit"] == 0, result
+    assert result["exit"] == 0 and "orders: no changes; its views in 'analytics' dropped" \
+        in result["output"], result
     assert set(read(metastore, "orders", "totals").values()) == {"TABLE_OR_VIEW_NOT_FOUND"}
