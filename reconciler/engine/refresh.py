@@ -32,7 +32,7 @@ from graphlib import TopologicalSorter
 
 from pyspark.errors import PySparkException
 
-from reconciler.desired.shapes import Shape
+from reconciler.desired.shapes import Aggregate, Shape
 from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import (
@@ -139,7 +139,8 @@ def _refresh_chosen(runtime: PipelineRuntime, frames: StepFrames, view: str,
                                        for table in tables}),
         record.timings,
         maintained_fixed_cost([other.timings for other in list(runtime.relations.values())],
-                              runtime.storage.writer.maintained_refresh_seconds))
+                              runtime.storage.writer.maintained_refresh_seconds),
+        restarts=isinstance(shape, Aggregate) and record.state is None)
     started = time.monotonic()
     update = (recompute_update(runtime, frames, view, None) if choice.recompute
               else refresh_update(runtime, frames, view, shape))

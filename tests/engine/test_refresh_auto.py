@@ -136,6 +136,21 @@ def test_the_rule(share: float | None, timings: dict[str, dict[str, float]] | No
     assert (choice.recompute, choice.reason) == (recompute, reason)
 
 
+@pytest.mark.parametrize(("maintained", "recompute"), [(1.0, True), (0.4, False)])
+def test_an_aggregate_without_state_is_maintained_again_only_for_a_clear_gain(
+        maintained: float, recompute: bool) -> None:
+    """Starting a dropped state again is a recompute and more: a near-equal maintained time
+    keeps recomputing (no flip between the two ways), a much smaller one restarts it."""
+    timings = {"recomputed": {"seconds": 1.2}, "maintained": {"seconds": maintained,
+                                                               "share": 0.01}}
+    assert choose(0.01, timings, fixed_cost=0.1).recompute is False  # with its state
+    choice = choose(0.01, timings, fixed_cost=0.1, restarts=True)
+    assert choice.recompute is recompute
+    if recompute:
+        assert choice.reason == ("the change is 1.0% of its inputs' rows; maintaining it about "
+                                 "1.0s would first start its state again, a recompute took 1.2s")
+
+
 def test_the_fixed_cost_is_the_fastest_maintained_refresh_seen() -> None:
     assert maintained_fixed_cost([None, {"recomputed": {"seconds": 0.2}}], 3.0) == 3.0
     assert maintained_fixed_cost([
