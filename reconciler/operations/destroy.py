@@ -172,8 +172,14 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
     folder = project.pipeline_dirs.get(manifest.pipeline)
     publish = None if folder is None else load_pipeline_spec(folder)[0].publish
     database = manifest.published if publish is None else publish.database
-    if database is not None:
-        _check_lineage(layout, manifest, database)
+    if publish is not None:
+        _check_lineage(layout, manifest, publish.database)
+    elif database is not None and not _lineage_recorded(layout, manifest):
+        # Only the manifest names this database, and a forged lineage makes it untrusted:
+        # the destroy goes on without the views, as its refusal above advises.
+        kept += (f"views in catalog database {database} (the manifest's lineage is not the "
+                 "one recorded in storage: none are dropped by it)",)
+        database = None
     return DestroyPlan(
         pipeline=manifest.pipeline, lineage=manifest.lineage, serial=manifest.serial,
         status=manifest.status, folder=None if folder is None else str(folder),
@@ -182,14 +188,20 @@ def _plan(project: Project, backend: StateBackend, manifest: Manifest,
         kept=kept, published=database)
 
 
-def _check_lineage(layout: Layout, manifest: Manifest, database: str) -> None:
-    """Refuse to drop views by a lineage the approval record in storage does not hold: a
-    writer of the state prefix alone could give the manifest another project's lineage
-    (which that project's views show) to have this destroy drop them."""
+def _lineage_recorded(layout: Layout, manifest: Manifest) -> bool:
+    """Whether the approval record in storage holds the manifest's lineage (or holds none):
+    a writer of the state prefix alone could give the manifest another project's lineage
+    (which that project's views show) to have a destroy drop them."""
     from reconciler.engine.approval import approved_lineage
 
     recorded = approved_lineage(layout)
-    if recorded is not None and recorded != manifest.lineage:
+    return recorded is None or recorded == manifest.lineage
+
+
+def _check_lineage(layout: Layout, manifest: Manifest, database: str) -> None:
+    """Refuse to drop views by a lineage the approval record does not hold
+    (`_lineage_recorded`)."""
+    if not _lineage_recorded(layout, manifest):
         raise ReconcileError(f"pipeline '{manifest.pipeline}': the manifest's lineage is not "
                              "the one recorded in storage (the state backend was written "
                              f"outside reconcile): not dropping views in '{database}' by it; "

@@ -175,7 +175,8 @@ def test_a_forged_lineage_drops_no_published_views(tmp_path: Path) -> None:
     assert manifest(project, "keep")["serial"] == 1
     assert Path(in_storage(project, "keep/views/totals/_delta_log")).is_dir()
     spec.write_text(spec.read_text().replace("publish: {database: analytics}\n", ""))
-    reconcile(project, "destroy", "-p", "keep", "--auto-approve")
+    output = reconcile(project, "destroy", "-p", "keep", "--auto-approve")
+    assert "views in catalog database analytics (the manifest's lineage is not" in output
     assert not Path(in_storage(project, "keep")).exists()
 
 
