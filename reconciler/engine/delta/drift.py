@@ -17,6 +17,7 @@ step does what the pipeline's `on_drift` says (`operations.drift`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,7 @@ class Drift:
 
 
 def own_commit(entry: Mapping[str, Any]) -> bool:
-    """Whether a commit's info (a delta-rs history entry) says the engine made it."""
+    """Whether a commit's info (its log entry's `commitInfo`) says the engine made it."""
     metadata = entry.get("userMetadata")
     return COMMIT_TAG in entry or (isinstance(metadata, str)
                                    and _WRITE_ID.fullmatch(metadata) is not None)
@@ -79,18 +80,32 @@ def table_drift(relation: str, path: str, pinned: int, *, files: bool = True,
     if latest < pinned:
         return Drift(relation, None, f"its Delta log ends at version {latest}, before the "
                      f"pinned {pinned} (the table was replaced)")
-    if latest > pinned:
-        for entry in sorted(table.history(latest - pinned), key=lambda e: int(e["version"])):
-            if not own_commit(entry):
-                version = int(entry["version"])
-                operation = entry.get("operation") or "a commit"
-                return Drift(relation, version, f"version {version} ({operation}) was written "
-                             "outside the reconciler")
+    store = FileStore.for_root(uri) if latest > pinned else None
+    for version in range(pinned + 1, latest + 1):
+        assert store is not None
+        entry = _commit_info(store, uri, version)
+        if not own_commit(entry):
+            operation = entry.get("operation") or "a commit"
+            return Drift(relation, version, f"version {version} ({operation}) was written "
+                         "outside the reconciler")
     missing = _missing_files(uri, pinned, storage_options) if files else 0
     if missing:
         return Drift(relation, None, f"{missing} data file(s) of the pinned version {pinned} "
                      "are gone (vacuumed or deleted)")
     return None
+
+
+def _commit_info(store: FileStore, uri: str, version: int) -> Mapping[str, Any]:
+    """The commit info of one version, read from its log entry by the file store (not
+    delta-rs's `history`, whose Python binding keeps the interpreter's lock while it lists
+    the log: an S3 endpoint served by the same process, as in tests, could never answer)."""
+    text = store.read_bytes(f"{uri}/_delta_log/{version:020d}.json").decode()
+    for line in text.splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "commitInfo" in action:
+            info: Mapping[str, Any] = action["commitInfo"]
+            return info
+    return {}
 
 
 def _missing_files(uri: str, pinned: int, storage_options: Mapping[str, str] | None) -> int:
