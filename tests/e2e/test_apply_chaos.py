@@ -1,7 +1,8 @@
-"""A first deployment and a bootstrap interrupted at a random moment (issue 82): SIGKILL of
-the command, or SIGINT to its whole process group as Ctrl-C sends it (the embedded Spark
-JVM included). The next `apply` finishes by itself, with no human step, and every view
-then equals its query over the same input, as after an uninterrupted deployment.
+"""A first deployment, a bootstrap, a refresh and a destroy interrupted at a random moment
+(issue 82): SIGKILL of the command, or SIGINT to its whole process group as Ctrl-C sends it
+(the embedded Spark JVM included). The next run of the same command finishes by itself,
+with no human step, and every view then equals its query over the same input, as after an
+uninterrupted command (a destroy: nothing of the pipeline is left).
 
 Each interrupted `apply` runs in its own process and session (`start_new_session`: the
 signal reaches its JVM, never pytest); the moment is drawn from a seeded generator, printed
@@ -63,12 +64,12 @@ SCRATCH = {
 }
 
 
-def interrupted(project: Path, how: str, delay: float) -> str:
-    """`reconcile apply --auto-approve` in its own process group, sent `how` (kill: SIGKILL
-    to the command; int: SIGINT to the group) after `delay` seconds unless done; its
-    stderr."""
+def interrupted(project: Path, how: str, delay: float,
+                command: tuple[str, ...] = ("apply", "--auto-approve")) -> str:
+    """`reconcile <command>` in its own process group, sent `how` (kill: SIGKILL to the
+    command; int: SIGINT to the group) after `delay` seconds unless done; its stderr."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "reconciler", "-C", str(project), "apply", "--auto-approve"],
+        [sys.executable, "-m", "reconciler", "-C", str(project), *command],
         env={**os.environ, **FAST_JVM_ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True)
     try:
@@ -81,6 +82,17 @@ def interrupted(project: Path, how: str, delay: float) -> str:
     _, stderr = process.communicate(timeout=180)
     return stderr
 
+
+def deployed_with_input(tmp_path: Path) -> Path:
+    """The pipeline deployed, with students and grades stepped in."""
+    project = write_files(tmp_path, {"reconcile.yaml": "", "pipelines/p/program.sql": PROGRAM,
+                                     "pipelines/p/pipeline.yaml": PIPELINE})
+    reconcile(project, "apply", "--auto-approve")
+    reconcile(project, "execute", "-p", "p", "INSERT INTO students VALUES (1, 'Ann'), "
+                                              "(2, 'Bo')")
+    feed_grades(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "art", 60)])
+    reconcile(project, "run")
+    return project
 
 
 def assert_views_equal_their_queries(project: Path, views: list[str], function: str,
@@ -119,13 +131,7 @@ def test_an_interrupted_bootstrap_is_finished_by_the_next_apply(
         spark: SparkSession, tmp_path: Path, how: str) -> None:
     delay = random.Random(SEED + 1).uniform(3.0, 25.0)
     context = f"seed {SEED}, {how} after {delay:.1f} s"
-    project = write_files(tmp_path, {"reconcile.yaml": "", "pipelines/p/program.sql": PROGRAM,
-                                     "pipelines/p/pipeline.yaml": PIPELINE})
-    reconcile(project, "apply", "--auto-approve")
-    reconcile(project, "execute", "-p", "p", "INSERT INTO students VALUES (1, 'Ann'), "
-                                              "(2, 'Bo')")
-    feed_grades(project, "a.json", [(1, "algebra", 90), (1, "algebra", 70), (2, "art", 60)])
-    reconcile(project, "run")
+    project = deployed_with_input(tmp_path)
     (project / "pipelines/p/program.sql").write_text(CHANGED)
     said = interrupted(project, how, delay)
     assert "Traceback" not in said, f"{context}: {said[-3000:]}"
@@ -136,6 +142,41 @@ def test_an_interrupted_bootstrap_is_finished_by_the_next_apply(
     reconcile(project, "run")
     assert_views_equal_their_queries(project, ["avg_grade", "named", "per_class"], "max",
                                      context)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["int", pytest.param("kill", marks=pytest.mark.nightly)])
+def test_an_interrupted_refresh_is_finished_by_the_next_refresh(
+        spark: SparkSession, tmp_path: Path, how: str) -> None:
+    delay = random.Random(SEED + 2).uniform(3.0, 20.0)
+    context = f"seed {SEED}, {how} after {delay:.1f} s"
+    project = deployed_with_input(tmp_path)
+    command = ("refresh", "-p", "p", "-s", "avg_grade+", "--auto-approve")
+    said = interrupted(project, how, delay, command)
+    assert "Traceback" not in said, f"{context}: {said[-3000:]}"
+    finished = reconcile(project, *command)
+    assert "refreshed" in finished or "bootstrapped" in finished, f"{context}: {finished}"
+    assert manifest(project, "p")["status"] == "Running", context
+    feed_grades(project, "b.json", [(2, "art", 100), (3, "algebra", 40)])
+    reconcile(project, "run")
+    assert_views_equal_their_queries(project, ["avg_grade", "named"], "avg", context)
+
+
+@pytest.mark.parametrize("how", ["kill", "int"])
+def test_an_interrupted_destroy_is_finished_by_the_next_destroy(
+        spark: SparkSession, tmp_path: Path, how: str) -> None:
+    """A destroy starts no JVM here (nothing published): the moment is within its second."""
+    delay = random.Random(SEED + 3).uniform(0.5, 3.0)
+    context = f"seed {SEED}, {how} after {delay:.1f} s"
+    project = deployed_with_input(tmp_path)
+    command = ("destroy", "-p", "p", "--auto-approve")
+    said = interrupted(project, how, delay, command)
+    assert "Traceback" not in said, f"{context}: {said[-3000:]}"
+    finished = reconcile(project, *command)
+    assert "destroyed" in finished or "nothing to destroy" in finished, f"{context}: {finished}"
+    assert not (project / ".reconcile/data/p").exists(), context
+    assert not (project / ".reconcile/state/p").exists(), context
+    assert "nothing to destroy" in reconcile(project, *command), context
 
 
 def test_a_create_stopped_before_its_first_commit_does_not_block_the_next_apply(
