@@ -118,12 +118,6 @@ def run_view_tests(spark: SparkSession, cases: Iterable[tuple[dict[str, Any], Vi
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_view_test(spark: SparkSession, document: dict[str, Any], test: ViewTest
-                  ) -> TestOutcome:
-    """One test's outcome (`run_view_tests` of one)."""
-    return next(run_view_tests(spark, [(document, test)]))
-
-
 def _in_own_session(spark: SparkSession, settings: dict[str, str],
                     run: Callable[[SparkSession], tuple[str, ...]]) -> tuple[str, ...]:
     """`run` in a new session of `spark`'s JVM, with `settings`: its temporary views and
