@@ -24,6 +24,7 @@ from reconciler.cli.options import (
     backend_option,
     bootstrap_options,
     engine_options,
+    json_flag,
     json_option,
     lock_option,
     select_option,
@@ -125,7 +126,7 @@ def validation_summary(program: Program) -> dict[str, Any]:
               help="Write the plan artifact (JSON) here, for `apply PLAN` or review.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the plan as Markdown (for PR comments) here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan artifact as JSON.")
+@json_flag("the plan artifact")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when there are changes, 0 when there are none.")
 @click.option("--preview", type=click.Choice(["counts", "rows"]), is_flag=False,
@@ -134,7 +135,7 @@ def validation_summary(program: Program) -> dict[str, Any]:
 @backend_option
 @pass_cli
 def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Path | None,
-         markdown: Path | None, as_json: bool, detailed_exitcode: bool, preview: str | None,
+         markdown: Path | None, detailed_exitcode: bool, preview: str | None,
          backend_url: str | None) -> None:
     """Show what apply would change: added, modified and removed tables, views, connectors."""
     from reconciler.plan.markdown import render_markdown
@@ -157,8 +158,8 @@ def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Pa
                        encoding="utf-8")
     if markdown:
         markdown.write_text(render_markdown(planned), encoding="utf-8")
-    if as_json:
-        click.echo(json.dumps(planned.document(), indent=2, sort_keys=True))
+    if obj.as_json:
+        obj.emit(planned.document())
     else:
         render_plan(planned, console())
     if detailed_exitcode and planned.changed:
@@ -327,10 +328,10 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 
 @cli.command()
 @click.option("--pipeline", "-p", help="Only this pipeline.")
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@json_flag("one pipeline's status with -p, else a list of them")
 @backend_option
 @pass_cli
-def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: str | None) -> None:
+def status(obj: CliContext, pipeline: str | None, backend_url: str | None) -> None:
     """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
     from reconciler.cli.status import print_status, status_reports
     from reconciler.desired.project import load_project
@@ -343,8 +344,8 @@ def status(obj: CliContext, pipeline: str | None, as_json: bool, backend_url: st
     reports = status_reports(project, open_backend(project, backend_url), names)
     if not reports:
         select_pipelines(project, pipeline)  # says no pipeline was found, and where
-    if as_json:
-        click.echo(json.dumps(reports if pipeline is None else reports[0], indent=2))
+    if obj.as_json:
+        obj.emit(reports if pipeline is None else reports[0])
         return
     print_status(reports)
 

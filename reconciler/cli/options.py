@@ -47,10 +47,16 @@ def _set_json(ctx: click.Context, _param: Any, value: bool) -> None:
         ctx.find_root().obj.as_json = True
 
 
-json_option = click.option(
-    "--json", is_flag=True, expose_value=False, callback=_set_json,
-    help="Print one JSON object on stdout (the keys of the text; errors as {\"error\": ...}).")
-"""`--json` for a command that reports: it sets `CliContext.as_json` (read through `pass_cli`)."""
+def json_flag(document: str = "the keys of the text") -> Any:
+    """`--json` for a command that reports `document`: it sets `CliContext.as_json` (read
+    through `pass_cli`), so the command prints through `CliContext.emit` and its errors as
+    `{"error": ...}`, every command alike."""
+    return click.option(
+        "--json", is_flag=True, expose_value=False, callback=_set_json,
+        help=f"Print one JSON object on stdout ({document}; errors as {{\"error\": ...}}).")
+
+
+json_option = json_flag()
 
 
 select_option = click.option(

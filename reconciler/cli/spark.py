@@ -8,12 +8,10 @@ and `plan --preview` then connect to it instead of starting a JVM each.
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from reconciler.cli.context import CliContext, pass_cli
-from reconciler.cli.options import Duration
+from reconciler.cli.options import Duration, json_flag
 
 
 @click.group("spark")
@@ -52,15 +50,15 @@ def stop(obj: CliContext) -> None:
 
 
 @spark_group.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@json_flag("running; pid, url, uptime_seconds and log when it runs")
 @pass_cli
-def status(obj: CliContext, as_json: bool) -> None:
+def status(obj: CliContext) -> None:
     """Whether the project's warm Spark runs: its pid, URL and uptime."""
     from reconciler.engine.spark.warm import describe, running_server
 
     shown = describe(running_server(obj.project_dir.resolve()))
-    if as_json:
-        click.echo(json.dumps(shown, indent=2))
+    if obj.as_json:
+        obj.emit(shown)
     elif not shown["running"]:
         click.echo("warm Spark: not running")
     else:

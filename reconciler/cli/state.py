@@ -10,7 +10,7 @@ import click
 from reconciler.cli.context import CliContext, pass_cli
 from reconciler.cli.options import LOCK_TIMEOUT, backend_option, json_option, lock_option
 from reconciler.support.errors import ReconcileError
-from state_backends import StateBackend
+from state_backends import StateBackend, VersionedDocument
 
 
 @click.group()
@@ -26,17 +26,22 @@ def _backend(obj: CliContext, backend_url: str | None) -> StateBackend:
     return open_backend(load_project(obj.project_dir), backend_url)
 
 
+def _deployed(backend: StateBackend, pipeline: str) -> VersionedDocument:
+    """The pipeline's committed manifest; an unknown pipeline is an error, as everywhere."""
+    stored = backend.read_manifest(pipeline)
+    if stored is None:
+        raise ReconcileError(f"pipeline '{pipeline}' has no manifest in {backend.url}")
+    return stored
+
+
 @state.command("show")
 @click.option("--pipeline", "-p", required=True, help="The pipeline.")
 @backend_option
 @pass_cli
 def state_show(obj: CliContext, pipeline: str, backend_url: str | None) -> None:
     """Print the committed manifest."""
-    backend = _backend(obj, backend_url)
-    stored = backend.read_manifest(pipeline)
-    if stored is None:
-        raise ReconcileError(f"pipeline '{pipeline}' has no manifest in {backend.url}")
-    click.echo(json.dumps(stored.document, indent=2, sort_keys=True))
+    click.echo(json.dumps(_deployed(_backend(obj, backend_url), pipeline).document, indent=2,
+                          sort_keys=True))
 
 
 @state.command("history")
@@ -49,6 +54,7 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
     from reconciler.cli.status import history_expectations
 
     backend = _backend(obj, backend_url)
+    _deployed(backend, pipeline)
     documents = {serial: backend.read_history(pipeline, serial)
                  for serial in backend.list_history(pipeline)}
     if obj.as_json:
@@ -78,6 +84,8 @@ def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
 
     project = load_project(obj.project_dir)
     backend = open_backend(project, backend_url)
+    if pipeline:
+        _deployed(backend, pipeline)
     names = [pipeline] if pipeline else backend.list_pipelines()
     from reconciler.operations.commit import collect_garbage  # the engine layer: pyspark
 

@@ -11,12 +11,12 @@ document (`TESTS_FORMAT`) that the GitHub Action reads from a child process.
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any
 
 import click
 
+from reconciler.cli.context import CliContext, pass_cli
+from reconciler.cli.options import json_flag
 from reconciler.support.errors import ReconcileError
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -31,10 +31,9 @@ long-lived session keeps Java's defaults."""
 @click.command("test")
 @click.option("--pipeline", "-p", help="Only this pipeline's tests.")
 @click.option("-k", "keyword", help="Only tests whose name contains this text.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the results as one JSON document (exit 1 when a test fails).")
-@click.pass_obj
-def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: bool) -> None:
+@json_flag("format and tests; exit 1 when a test fails")
+@pass_cli
+def test_command(obj: CliContext, pipeline: str | None, keyword: str | None) -> None:
     """Run the view tests (pipelines/*/tests/*.yaml) on embedded Spark, with no state: each
     view on its fixture rows, and with a change, maintained and recomputed."""
     from reconciler.desired.project import display  # loaded when run, not for `--help`
@@ -49,8 +48,8 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: b
             if keyword is None or keyword in test.name:
                 selected.append((program, test))
     if not selected:
-        if as_json:
-            click.echo(json.dumps({"format": TESTS_FORMAT, "tests": []}))
+        if obj.as_json:
+            obj.emit({"format": TESTS_FORMAT, "tests": []})
         else:
             click.echo("no view tests found (pipelines/<name>/tests/*.yaml)")
         return
@@ -72,7 +71,7 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: b
         results.append({"pipeline": program.pipeline, "file": test.file, "name": test.name,
                         "passed": outcome.passed, "failure": outcome.failure,
                         "diff": list(outcome.diff)})
-        if not as_json:
+        if not obj.as_json:
             click.echo(f"{test.file}::{test.name} {'PASSED' if outcome.passed else 'FAILED'}"
                        + ("" if outcome.passed else f" ({outcome.failure})"))
             for line in outcome.diff:
@@ -80,8 +79,8 @@ def test_command(obj: Any, pipeline: str | None, keyword: str | None, as_json: b
     failed = sum(not result["passed"] for result in results)
     summary = f"{len(selected) - failed} passed, {failed} failed in " \
               f"{time.monotonic() - started:.1f}s"
-    if as_json:
-        click.echo(json.dumps({"format": TESTS_FORMAT, "tests": results}))
+    if obj.as_json:
+        obj.emit({"format": TESTS_FORMAT, "tests": results})
         if failed:
             raise SystemExit(1)
         return

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
@@ -93,3 +94,41 @@ def test_log_level_sets_progress_and_tracebacks(spark: SparkSession, tmp_path: P
     with pytest.raises(ReconcileError, match="unsupported statement DROP"):
         CliRunner().invoke(cli, ["-C", str(broken), "--log-level", "debug", "validate"],
                            catch_exceptions=False)
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...],
+                                                                          click.Command]]:
+    found: list[tuple[tuple[str, ...], click.Command]] = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += _commands(command, (*path, name))
+        else:
+            found.append(((*path, name), command))
+    return found
+
+
+def test_every_json_flag_is_the_shared_one() -> None:
+    """One contract (issue 83): each command's `--json` sets the context's flag, so what it
+    prints goes through `CliContext.emit` and its errors as `{"error": ...}`."""
+    flags = {path: option for path, command in _commands(cli) for option in command.params
+             if "--json" in getattr(option, "opts", ())}
+    assert {("plan",), ("status",), ("test",), ("spark", "status"),
+            ("state", "history")} <= set(flags)
+    assert all(not option.expose_value for option in flags.values()), [
+        " ".join(path) for path, option in flags.items() if option.expose_value]
+
+
+@pytest.mark.parametrize("args", [
+    ("plan",), ("status", "-p", "nosuch"), ("test",), ("state", "history", "-p", "nosuch"),
+    ("state", "gc", "-p", "nosuch"), ("state", "show", "-p", "nosuch")])
+def test_each_command_says_its_error_as_json(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A broken program, or a pipeline nothing deployed: exit 1, one line on stderr, and
+    the same words as `{"error": ...}` on stdout, whichever command met it."""
+    broken = "plan" in args or "test" in args
+    project = single_pipeline(tmp_path, SQL + ("DROP TABLE orders;\n" if broken else ""))
+    printed = "show" not in args  # `state show` prints the manifest itself: no --json
+    result = invoke(project, *args, *(["--json"] if printed else []), expect=1)
+    said = result.stderr.strip()
+    assert said.startswith("error: ") and ("nosuch" in said or "program.sql:3" in said), said
+    if printed:
+        assert json.loads(result.stdout) == {"error": said.removeprefix("error: ")}
