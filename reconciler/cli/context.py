@@ -60,7 +60,7 @@ class CliContext:
 
 pass_cli = click.make_pass_decorator(CliContext)
 WARM_SPARK_COMMANDS = frozenset({"apply", "approve", "run", "execute", "query", "plan"})
-"""Commands whose Spark may be the project's warm server (`engine.warm_spark`); never
+"""Commands whose Spark may be the project's warm server (`engine.spark.warm`); never
 `github`, the Action's, which runs where its trusted settings say."""
 
 
@@ -117,6 +117,6 @@ def console() -> Console:
 
 
 def outcomes_json(outcomes: list[Any]) -> dict[str, Any]:
-    """`{"pipelines": [...]}`: each operation's outcome (`operations.Outcome`) with the keys
+    """`{"pipelines": [...]}`: each operation's outcome (`operations.outcome.Outcome`) with the keys
     its text line is made from: pipeline, result, message, serial, details."""
     return {"pipelines": [asdict(outcome) for outcome in outcomes]}

@@ -1,7 +1,7 @@
 """`reconcile spark start|stop|status`: a warm local Spark the project's commands share.
 
 Kept apart from `cli.py` (which registers it); the server itself is
-`engine.warm_spark`, imported when a command runs so `reconcile --help` stays light.
+`engine.spark.warm`, imported when a command runs so `reconcile --help` stays light.
 `start` waits until the server answers; `execute`, `query`, `run`, `apply`, `approve`
 and `plan --preview` then connect to it instead of starting a JVM each.
 """

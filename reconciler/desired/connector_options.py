@@ -1,6 +1,6 @@
 """Connector options that reach beyond reading the connector's own input.
 
-A connector's `options` go to Spark's reader as they are (`engine.input_batch`), and
+A connector's `options` go to Spark's reader as they are (`engine.io.input_batch`), and
 they come from pipeline.yaml, which a pull request controls. Spark's file source
 deletes the files it has read with `cleanSource: delete`, and moves them to
 `sourceArchiveDir` with `cleanSource: archive`: input that a replay, a full refresh or

@@ -153,7 +153,7 @@ class PreviewSettings(_Strict):
     `samples`: sample rows of each kind (`--preview rows`). `mask`: source columns whose
     values a sample never shows, nor any output column computed from them, by column
     lineage (`desired.masking`). `timeout_seconds` and `max_jobs`: the bound of one
-    preview (`engine.preview_bound`), since it runs a pull request's unreviewed SQL on
+    preview (`engine.preview.bound`), since it runs a pull request's unreviewed SQL on
     the trusted Spark target; once either runs out, the running jobs are cancelled and
     the rest of the views say so, and the plan stands."""
 

@@ -79,7 +79,7 @@ DISTINCT_ALIASES = "give them distinct aliases (AS ...)"
 UNADDRESSABLE = frozenset(".`")
 """Characters of a column name the engine cannot pass through Spark's column references
 (`x * 1.5` unaliased is named `(x * 1.5)`); every other character is stored (Delta's
-column mapping: `engine.delta_writers.COLUMN_MAPPING`)."""
+column mapping: `engine.delta.writers.COLUMN_MAPPING`)."""
 UNNAMED = ""  # an output column Spark names after its expression
 _ALIAS_CLAUSES = (exp.Having, exp.Order)  # where an alias may win over two sources
 _CACHE_SIZE = 8192

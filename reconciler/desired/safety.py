@@ -24,7 +24,7 @@ allow-list:
   escapes and the engine sends Spark the SQL sqlglot generates
   (``'\\u0024{env:X}'`` would reach it as ``'${env:X}'``); and, belt and braces,
   no ``${`` in that generated SQL either (``'$\\{x}'``, ``$ {x}``). The session
-  also turns substitution off (``engine.session``); each defence holds alone;
+  also turns substitution off (``engine.spark.session``); each defence holds alone;
 * no bare name that Spark resolves as a function (``check_bare_names``, run by
   ``desired.program`` once the columns of every relation are known): ``user``,
   ``current_user``, ``session_user``, ``current_date``, ``current_timestamp``,

@@ -11,7 +11,7 @@ Delta table holds its rows itself, so most column changes keep them:
   `DECIMAL(p,s)` -> `DECIMAL(p',s')` keeping every digit, ...): rewritten with a
   cast, which cannot fail or lose a value;
 - a dropped column, or `NOT NULL` dropped: rows kept, rewritten (or, on Delta's
-  writer, changed in the log alone: `engine.evolve`);
+  writer, changed in the log alone: `engine.bootstrap.evolution`);
 - a column's `DEFAULT` changed: nothing is written (it applies to rows written
   from then on).
 

@@ -25,7 +25,7 @@ RefreshPolicy = Literal["incremental", "incremental_strict", "auto", "full"]
 @dataclass(frozen=True)
 class Refresh:
     """How a view is kept up to date, and why when it is recomputed. `auto`: maintained,
-    or recomputed at a step where that is cheaper (`engine.refresh_choice`)."""
+    or recomputed at a step where that is cheaper (`engine.maintenance.refresh_choice`)."""
 
     mode: Literal["incremental", "auto", "full"]
     reason: str | None = None

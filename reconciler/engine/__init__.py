@@ -17,7 +17,7 @@ Owns, bottom to top (each folder imports only those before it):
 * ``preview/``: the data preview's counts and its bound; ``expectations``: a step's
   checks on its views' rows.
 * ``refresh``: a step's views refreshed, two at once, each after what it reads;
-  ``step``: one step, from input to the committed manifest.
+  ``step``: one step, from input to the new versions the caller commits in the manifest.
 * ``bootstrap/``: a change applied from the state a pipeline holds.
 * ``view_tests``: view tests run on Spark.
 

@@ -11,7 +11,7 @@ their changes and new versions exactly as in a serial step. Two, because on a
 one RF1 slice at scale 1 took 74.8 s one at a time, 65.9 s two at a time, 68.7
 and 74.8 s four at a time (one run each, the same state restored each time).
 
-A `refresh: auto` view is maintained or recomputed as `engine.refresh_choice` decides
+A `refresh: auto` view is maintained or recomputed as `engine.maintenance.refresh_choice` decides
 from the step's `touched` rows per table; its time is kept for the next choice.
 
 A failure stops new refreshes; those running finish (each is its own Delta

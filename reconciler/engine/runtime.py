@@ -60,7 +60,8 @@ class PipelineRuntime:
     report: Reporter = no_progress
     # This step's expectation counts by relation (`engine.expectations`).
     expectation_counts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # This step's choices for `refresh: auto` views (`engine.refresh_choice`), described.
+    # This step's choices for `refresh: auto` views (`engine.maintenance.refresh_choice`),
+    # described.
     refresh_choices: dict[str, str] = field(default_factory=dict)
 
     # The project folder, against which the program's connector paths are resolved.

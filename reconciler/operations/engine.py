@@ -1,6 +1,6 @@
 """The engine an operation works with: Spark and Delta storage, started only when an
 operation first needs them, with the jars (S3A, Kafka) the project reaches, on the warm
-local server (`engine.warm_spark`) when one may be used, else where the flags or
+local server (`engine.spark.warm`) when one may be used, else where the flags or
 reconcile.yaml say, else embedded. Kept apart from `operations`, which takes it as a
 parameter, so the commands' Spark is decided in one place."""
 

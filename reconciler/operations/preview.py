@@ -89,7 +89,7 @@ def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]
 
 
 class _Bound:
-    """The preview's time limit and job budget (`engine.preview_bound`), made when the first
+    """The preview's time limit and job budget (`engine.preview.bound`), made when the first
     view is about to run: its clock starts once Spark has, not while the JVM starts."""
 
     def __init__(self, stack: ExitStack, project: Project, engine: Any) -> None:

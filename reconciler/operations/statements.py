@@ -1,7 +1,7 @@
 """The SQL an operator runs by hand: `reconcile execute` (INSERT, DELETE) and `query`.
 
 Both work on a pipeline's committed state: `execute` changes a table and runs one
-step (through `operations.run_pipeline`, under the pipeline's lock) so every view
+step (through `operations.step.run_pipeline`, under the pipeline's lock) so every view
 reflects it; `query` reads materialized tables and views at the versions the
 manifest pins. They are an operator's commands, not held to the pull request's
 allow-lists (see docs/security.md).

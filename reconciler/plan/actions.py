@@ -232,7 +232,7 @@ def _with_options(diff: ProgramDiff, action: Action) -> Action:
 
 def _all_options(connector: dict[str, Any]) -> dict[str, str]:
     """Every option Spark gets, as a plan may show it: a hash for a secret-looking key, URLs
-    without credentials, one printable line (`engine.input_batch.reader_options`)."""
+    without credentials, one printable line (`engine.io.input_batch.configured`)."""
     options = {**connector.get("options", {}), **connector.get("throughput_options", {})}
     return {printable(key): printable(shown_value(key, _spark_text(value)))
             for key, value in sorted(options.items())}

@@ -5,7 +5,7 @@ its checkpoint folder and the app transactions of its writes, so a retried attem
 never finds an abandoned one's), `checkpoint` (the folder of files it has ingested),
 `source_version` (a `delta` source: the last version read), `kafka_offsets` and
 `kafka_batch` (a `kafka` source: the next offset to read per topic and partition, and
-how many batches it has appended, `engine.kafka_source`) and `skipped_files`
+how many batches it has appended, `engine.io.kafka_source`) and `skipped_files`
 (files `on_bad_input: skip` set aside, each `{file, reason, ...}`). An output
 connector keeps nothing: `{}`.
 

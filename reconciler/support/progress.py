@@ -102,7 +102,7 @@ _spark_log_level = "error"
 
 
 def spark_log_level() -> str:
-    """The embedded Spark's log4j level (`engine.session`, when it starts): `error` unless
+    """The embedded Spark's log4j level (`engine.spark.session`, when it starts): `error` unless
     `--log-level debug` made it `warn` (Spark's `info` is pages per job)."""
     return _spark_log_level
 
@@ -123,7 +123,7 @@ class _StderrHandler(logging.StreamHandler[TextIO]):
 def set_log_level(level: str) -> None:
     """Route the package's log records (`logging.getLogger("reconciler")`) to stderr at
     `level`, and Spark's with `debug`. Progress and tracebacks are the caller's
-    (`cli.cli`)."""
+    (`cli.main.cli`)."""
     logger = logging.getLogger("reconciler")
     logger.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper())))
     if not logger.handlers:

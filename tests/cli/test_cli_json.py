@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from reconciler.cli.main import cli
+from reconciler.cli.reference import _commands
 from reconciler.support.errors import ReconcileError
 from tests.projects import single_pipeline
 
@@ -96,26 +96,14 @@ def test_log_level_sets_progress_and_tracebacks(spark: SparkSession, tmp_path: P
                            catch_exceptions=False)
 
 
-def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...],
-                                                                          click.Command]]:
-    found: list[tuple[tuple[str, ...], click.Command]] = []
-    for name, command in group.commands.items():
-        if isinstance(command, click.Group):
-            found += _commands(command, (*path, name))
-        else:
-            found.append(((*path, name), command))
-    return found
-
-
 def test_every_json_flag_is_the_shared_one() -> None:
     """One contract (issue 83): each command's `--json` sets the context's flag, so what it
     prints goes through `CliContext.emit` and its errors as `{"error": ...}`."""
-    flags = {path: option for path, command in _commands(cli) for option in command.params
-             if "--json" in getattr(option, "opts", ())}
-    assert {("plan",), ("status",), ("test",), ("spark", "status"),
-            ("state", "history")} <= set(flags)
-    assert all(not option.expose_value for option in flags.values()), [
-        " ".join(path) for path, option in flags.items() if option.expose_value]
+    flags = {path: option for path, command in _commands(cli, "reconcile")
+             for option in command.params if "--json" in getattr(option, "opts", ())}
+    assert {"reconcile plan", "reconcile status", "reconcile test", "reconcile spark status",
+            "reconcile state history"} <= set(flags)
+    assert [path for path, option in flags.items() if option.expose_value] == []
 
 
 @pytest.mark.parametrize("args", [

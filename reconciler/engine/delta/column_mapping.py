@@ -1,7 +1,7 @@
 """Reading a column-mapped Delta table's files by their columns' physical names.
 
 With Delta's column mapping (`delta.columnMapping.mode = name`, which lets
-evolution drop a column in the log alone: `engine.evolve`) the Parquet files no
+evolution drop a column in the log alone: `engine.bootstrap.evolution`) the Parquet files no
 longer name columns as the table does. The log's schema maps each field to its
 `delta.columnMapping.physicalName`: a column that existed when the mapping was
 turned on keeps its name, one added later is `col-<uuid>`, nested fields too.

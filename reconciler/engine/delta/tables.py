@@ -7,8 +7,8 @@ change or a pinned version by scanning the data files the log names, with the
 declared schema, lazily and in parallel (`scan`). Creating an empty table and
 finding the version a tagged commit got are delta-rs's too.
 
-This is what both writers (`engine.delta_writers`) build on, and what
-`engine.storage.DeltaStorage` adds its writes to: nothing here writes rows, so
+This is what both writers (`engine.delta.writers`) build on, and what
+`engine.delta.storage.DeltaStorage` adds its writes to: nothing here writes rows, so
 nothing here depends on which writer a pipeline uses.
 """
 

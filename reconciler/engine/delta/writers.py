@@ -3,7 +3,7 @@
 `DeltaStorage` (`engine/delta/storage.py`) holds one of these, chosen once from the
 session (`storage.chosen_writer`), and asks it for what differs between them;
 everything else (versions, file scans, delta-rs's table creation) is shared, in
-`engine.delta_tables`, which is all a writer uses: writers never call back into
+`engine.delta.tables`, which is all a writer uses: writers never call back into
 the storage that holds them. Callers outside storage read a writer's capabilities
 (`marks_rows`, `compacts`, `evolves_in_the_log`, `reads_change_feed`), never its name.
 
@@ -55,7 +55,7 @@ table's change when a delete left its files in place (`read_change_feed`)."""
 
 class DeltaWriter:
     """What differs between the writers. `tables` is the shared part of the storage that
-    holds this writer (`engine.delta_tables`). The rows a writer is given are already
+    holds this writer (`engine.delta.tables`). The rows a writer is given are already
     shaped to the table's schema (`DeltaStorage` conforms them where they enter)."""
 
     name: Writer
@@ -71,8 +71,8 @@ class DeltaWriter:
     """A table's change between versions can come from Delta's change data feed."""
     maintained_refresh_seconds: float
     """What maintaining a view is assumed to cost at least, before any view of the pipeline
-    was timed maintaining (`refresh: auto`'s third rule, `engine.refresh_choice`): mostly
-    the Spark jobs and commits of its writes."""
+    was timed maintaining (`refresh: auto`'s third rule,
+    `engine.maintenance.refresh_choice`): mostly the Spark jobs and commits of its writes."""
 
     def __repr__(self) -> str:
         return self.name

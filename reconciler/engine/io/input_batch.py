@@ -9,7 +9,7 @@ Delta app transaction (connector generation, batch id), so a batch replayed afte
 crash writes nothing twice. A `changes: true` connector's rows carry an `_op` column
 (`insert` / `delete`, as our outputs write it): its batch is applied as one change,
 deletions included, under the same app transaction. Both the streaming path and the
-listed path (`engine.listed_ingest`) go through here.
+listed path (`engine.io.listed_ingest`) go through here.
 
 A file is bad when Spark cannot read it (a truncated or corrupt Parquet or gzip file:
 Spark's `FAILED_READ_FILE` names it) or when it holds malformed json/csv rows and the

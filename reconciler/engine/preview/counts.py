@@ -15,7 +15,7 @@ is read as computed, not as stored), and is compared with what the view holds no
   before and after), masked columns as `***`: every column that reads a masked one,
   by column lineage (`desired.masking`), whatever its name.
 
-Every view's queries run under the preview's bound (`engine.preview_bound`): a time
+Every view's queries run under the preview's bound (`engine.preview.bound`): a time
 limit and a job budget, since the SQL comes from a pull request no one has reviewed;
 once it runs out, the running jobs are cancelled and that view and the rest are
 `unavailable` with the reason, while the plan itself stands.

@@ -223,7 +223,7 @@ def appended_jars(master: str, s3a: bool, kafka: bool) -> list[Path]:
 
 def jars_conf(master: str, s3a: bool = True, *, delta: bool = True) -> dict[str, str]:
     """Delta Lake and Hadoop's S3A connector on an embedded session, when the set-up
-    fetched them (`engine.jars`), set up as `configure_spark_with_delta_pip` would: the
+    fetched them (`engine.spark.jars`), set up as `configure_spark_with_delta_pip` would: the
     jars, Delta's SQL extension and its catalog (not without `delta`: the jars stay, unused).
     The jars go on the driver's class path, where local mode runs the tasks too
     (`spark.jars` would copy 700 MB per session): Delta's and the local file system's at
