@@ -9,11 +9,10 @@ name pattern; it never reaches a shell, a subprocess, a log line or a reply.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.github.client import GitHubClient, GitHubError
+from reconciler.github.client import GitHubError
 from reconciler.github.comment import (
     PlanView,
     fenced,
@@ -22,6 +21,7 @@ from reconciler.github.comment import (
     project_key,
     upsert_sticky,
 )
+from reconciler.github.comment_run import CommentRun
 from reconciler.github.event import (
     ApplyRequest,
     Context,
@@ -46,7 +46,6 @@ from reconciler.github.guard import (
 )
 from reconciler.github.replies import ApplyFailed, failure_reply, success_reply
 from reconciler.github.rollback import rollback
-from reconciler.github.truncation import fit_comment
 from reconciler.github.trusted import (
     Trusted,
     TrustedTree,
@@ -60,7 +59,6 @@ from reconciler.github.workflow_commands import (
     log,
     log_traceback,
     workflow_commands_off,
-    write_summary,
 )
 from reconciler.operations.apply import ApplyOptions, apply_pipeline
 from reconciler.operations.engine import Engine
@@ -70,32 +68,6 @@ from reconciler.plan.markdown import render_markdown
 from reconciler.state.reader import open_backend
 from reconciler.support.errors import ReconcileError, public_message
 from state_backends import StateBackendError
-
-
-@dataclass
-class CommentRun:
-    """One apply request being handled: where to reply and what to report."""
-
-    context: Context
-    client: GitHubClient
-    number: int
-    comment_id: int
-    login: str
-    outputs: Outputs
-    created_at: str  # when the comment was made (GitHub's ISO 8601 UTC timestamp)
-
-    def react(self, content: str) -> None:
-        """Reactions are feedback only: a failure to add one is logged, not fatal."""
-        try:
-            self.client.react(self.context.repository, self.comment_id, content)
-        except (GitHubError, ReconcileError) as error:
-            log(f"could not add the {content} reaction: {error}")
-
-    def reply(self, body: str) -> None:
-        write_summary(self.context.step_summary, body)
-        comment = self.client.create_comment(self.context.repository, self.number,
-                                             fit_comment("", body, ""))
-        self.outputs.set("comment-url", comment.get("html_url", ""))
 
 
 def apply_on_comment(project_dir: Path, context: Context, inputs: Inputs,

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from reconciler.github.comment import fenced
+from reconciler.github.comment_run import CommentRun
 from reconciler.github.event import Inputs, Refused, RollbackRequest, rollback_command
 from reconciler.github.guard import check_approver, check_backend, check_policies
 from reconciler.github.trusted import TrustedTree, trusted_branch, trusted_project
@@ -30,9 +30,6 @@ from reconciler.plan.markdown import render_markdown
 from reconciler.plan.planner import plan_project
 from reconciler.state.reader import open_backend
 from reconciler.support.errors import ReconcileError
-
-if TYPE_CHECKING:  # the comment run's own module calls this one
-    from reconciler.github.apply import CommentRun
 
 
 def rollback(project_dir: Path, inputs: Inputs, run: CommentRun, request: RollbackRequest
