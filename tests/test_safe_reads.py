@@ -65,6 +65,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("reconciler/engine/delta/writers.py", "tables.open"):
         "opens a Delta table by its URI in the storage: not a file read",
     ("reconciler/engine/delta/deletion_vectors.py", "store.read_bytes"): ENGINE_STORAGE,
+    ("reconciler/engine/delta/drift.py", "store.read_bytes"): ENGINE_STORAGE,
     ("reconciler/engine/approval.py", "store.read_bytes"): ENGINE_STORAGE,
     ("reconciler/engine/io/input_batch.py", "store.read_bytes"): ENGINE_STORAGE,
     ("reconciler/engine/io/input_files.py", "self.tree.read_text"): ENGINE_STORAGE,
