@@ -36,12 +36,14 @@ def run_view_tests(project_dir: Path, pipeline: str, timeout: float) -> ViewTest
             f"the view tests took over {timeout:.0f} s (tests.timeout_seconds in reconcile.yaml)")
     except OSError as error:
         return ViewTestReport.could_not_run(f"cannot start the view tests: {error.strerror}")
-    try:
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
+    try:  # stdout is the command's one JSON object (`CliContext.emit`), an error's too
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        report = {}
+    if "tests" not in report:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        return ViewTestReport.could_not_run(
-            lines[-1].strip()[:300] if lines else f"exit code {done.returncode}")
+        return ViewTestReport.could_not_run(str(report.get("error") or (
+            lines[-1].strip() if lines else f"exit code {done.returncode}"))[:300])
     tests = ViewTestReport(tuple(
         ViewTestResult(test["name"], _in_project(test["file"], project_dir), test["passed"],
                        test["failure"]) for test in report["tests"]), format=report["format"])
