@@ -43,8 +43,9 @@ def engine_options(function: Any) -> Any:
 
 
 def _set_json(ctx: click.Context, _param: Any, value: bool) -> None:
-    if value:
-        ctx.find_root().obj.as_json = True
+    state = ctx.find_root().obj
+    if value and state is not None:  # None: the arguments parsed alone (the docs' test)
+        state.as_json = True
 
 
 def json_flag(document: str = "the keys of the text") -> Any:

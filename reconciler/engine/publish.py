@@ -66,7 +66,9 @@ def publish(spark: SparkSession, database: str, pipeline: str, lineage: str,
     because another object holds its name (every name is checked before any view is
     written). Names are validated identifiers (`NAME_PATTERN`), versions integers."""
     _check_lineage(lineage)
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}")
+    if not spark.catalog.databaseExists(database):  # Hive's metastore logs a stack trace
+        # at ERROR for a CREATE of a database that exists, IF NOT EXISTS or not
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(database)}")
     owners = published_views(spark, database)
     ours = {name for name, owner in owners.items() if owner.lineage == lineage}
     skipped = []

@@ -7,7 +7,8 @@ request cannot choose (``trusted``: backend, storage, Spark and bootstrap policy
 from the default branch or the inputs), the plan run on a pull request
 (``action``, the entry point), the approval guard (``guard``: permission, fork,
 review, head SHA, plan id) and the apply run on a comment (``apply``) with its
-``replies``, the rollback run on a comment (``rollback``), the view tests of a pull
+``replies``, the rollback run on a comment (``rollback``), the comment either run
+answers (``comment_run``: where to reply, the reactions, the outputs), the view tests of a pull
 request's pipelines, run apart from the workflow (``view_test_gate``), and the REST
 client (``client``).
 

@@ -67,6 +67,10 @@ def metastore(tmp_path: Path) -> dict[str, str]:
 
 
 Commands = tuple[tuple[Path, list[str]], ...]
+JVM_FRAME = re.compile(r"\s+at [\w$.]+\(")
+"""A frame of a Java stack trace (`\tat py4j.ClientServerConnection.run(...)`), which the
+metastore's handler logged for a database that existed (issue 82): apply, a step (execute)
+and destroy with publishing, each in `process`, print none."""
 
 
 def process(env: dict[str, str], read: tuple[str, ...] = (),
@@ -79,6 +83,8 @@ def process(env: dict[str, str], read: tuple[str, ...] = (),
     completed = subprocess.run([sys.executable, "-c", PROCESS, json.dumps(job)], env=env,
                                capture_output=True, text=True, timeout=300, check=False)
     lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    stack = [line for line in completed.stderr.splitlines() if JVM_FRAME.match(line)]
+    assert not stack, completed.stderr[-3000:]  # no command leaves Java's frames on stderr
     found = lines.pop(0)["read"] if read and lines and "read" in lines[0] else {}
     assert len(lines) == len(commands) and (found or not read), completed.stderr[-3000:]
     return found, lines
