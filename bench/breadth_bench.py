@@ -460,7 +460,7 @@ def reason_of(mode: str) -> str | None:
 
 def committed_runtime(root: Path, spark: Any) -> Any:
     """The pipeline's runtime at its committed manifest (what `reconcile query` reads)."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.runtime import PipelineRuntime
     from reconciler.state.program import CommittedProgram
@@ -483,7 +483,7 @@ def chunks(names: list[str], size: int) -> Iterator[list[str]]:
 
 def written_queries() -> dict[str, str]:
     """Each view's query as `views.sql` writes it: a view maintained through its parts
-    (`desired/view_parts.py`) keeps its query over them, which is not what is checked."""
+    (`desired/analysis/view_parts.py`) keeps its query over them, which is not what is checked."""
     import sqlglot
 
     found = {}

@@ -225,8 +225,8 @@ def _load_average() -> str:
 
 def tpch_schemas() -> dict[str, T.StructType]:
     """orders' and lineitem's columns, as `bench/tpch/tables.sql` declares them."""
-    from reconciler.desired.pipeline_sql import SqlSource
-    from reconciler.desired.sql import TableStatement, parse_file
+    from reconciler.desired.parsing.pipeline_sql import SqlSource
+    from reconciler.desired.parsing.sql import TableStatement, parse_file
     from reconciler.engine.spark.schema import spark_schema
 
     text = (ROOT / "bench" / "tpch" / "tables.sql").read_text()
@@ -445,7 +445,7 @@ def main() -> None:
         parser.error("--rows: at least 1000 (0.1% of them are deleted)")
     if args.tpch is not None and args.unique_by:
         parser.error("--unique-by: not with --tpch (its tables have no id column)")
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
     memory = args.driver_memory or ("8g" if args.tpch is not None else None)

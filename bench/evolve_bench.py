@@ -132,7 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 8_000_000])
     args = parser.parse_args()
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings())

@@ -165,7 +165,7 @@ def main() -> None:
     logs.mkdir()
     (conf / "spark-defaults.conf").write_text(EVENT_LOGS.format(uri=logs.as_uri()))
     os.environ["SPARK_CONF_DIR"] = str(conf)  # every JVM of the run, this one's too
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import default_master, get_spark
 
     spark = get_spark(SparkSettings())

@@ -10,7 +10,7 @@ target of issue 33:
 * one view modified, as a user's second plan: the manifest a first deployment commits
   (`operations.first_manifest`: the program and its analysis memo) kept where a
   deployment keeps state, outside the project (S3, or a folder outside the checkout),
-  then one mid-layer view edited: only what changed is analysed (`desired/memo.py`);
+  then one mid-layer view edited: only what changed is analysed (`desired/analysis/memo.py`);
 * the same with the state in the project's own `.reconcile/state`, where a pull
   request could have committed the manifest: the memo is not trusted there
   (`plan.planner.trusted_memo`) and every view is analysed.
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-from reconciler.desired.program import Program, build_program
-from reconciler.desired.project import settings_summary
+from reconciler.desired.model.program import Program, build_program
+from reconciler.desired.settings.project import settings_summary
 from reconciler.desired.workspace import load_programs
 from reconciler.operations.commit import first_manifest
 from reconciler.plan import planner

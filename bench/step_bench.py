@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--refresh", nargs="+", default=["incremental", "full", "auto"],
                         choices=["incremental", "full", "auto"])
     args = parser.parse_args()
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings())

@@ -251,7 +251,7 @@ def main() -> None:
                         help="the streaming job's writes as Delta app transactions, exactly "
                              "once as the engine's (default); --no-idempotent: plain writes")
     args = parser.parse_args()
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings())

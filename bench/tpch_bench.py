@@ -415,7 +415,7 @@ def step_arguments(parser: argparse.ArgumentParser, steps: int, work: str) -> No
 
 def run_modes(args: argparse.Namespace, data: Path, workload: Workload = TPCH) -> None:
     """Every `--refresh` mode's steps in one embedded Spark, then the report."""
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
     spark = get_spark(SparkSettings(conf={"spark.driver.memory": args.driver_memory}))

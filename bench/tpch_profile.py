@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--jobs", nargs="*", default=[], metavar="VIEW",
                         help="list each job of these views (seconds, call site)")
     args = parser.parse_args()
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.session import get_spark
 
     args.work.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     import reconciler.engine.delta.writers as writers_module
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.delta.storage import DeltaStorage
     from reconciler.engine.spark.session import get_spark
 

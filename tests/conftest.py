@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.desired.project import SparkSettings
+from reconciler.desired.settings.project import SparkSettings
 from reconciler.engine.spark.session import get_spark
 from tests.jvm_options import SESSION_JVM
 

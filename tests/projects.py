@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from uuid import uuid4
 
-from reconciler.desired.program import Program
+from reconciler.desired.model.program import Program
 from reconciler.desired.workspace import load_programs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

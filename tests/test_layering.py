@@ -2,6 +2,9 @@
 
     cli -> runner, github -> operations -> engine -> plan -> state -> desired -> support
 
+Inside `desired/` and `engine/` the rooms keep an order of their own (`ROOMS`), and no two
+modules import each other, through any number of others.
+
 Read from the source (every `import`, at module level or inside a function), so a
 lazy import cannot hide an arrow that runs back up. See `reconciler/__init__.py`.
 """
@@ -9,6 +12,7 @@ lazy import cannot hide an arrow that runs back up. See `reconciler/__init__.py`
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +116,52 @@ def test_importing_desired_state_and_plan_loads_no_spark() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             check=False, cwd=PACKAGE.parent)
     assert result.returncode == 0, result.stderr
+
+
+ROOMS: dict[str, tuple[str, ...]] = {
+    "desired": ("settings", "parsing", "analysis", "model", "workspace", "view_test_files"),
+    "engine": ("spark", "delta", "publish", "approval", "runtime", "maintenance", "preview",
+               "expectations", "io", "bootstrap", "refresh", "step", "view_tests"),
+}
+"""The rooms (a sub-folder or a module) of a folder, each below the ones after it: a room
+imports only the rooms before it, and itself."""
+
+
+def room(module: str) -> tuple[str, str] | None:
+    """(folder, room) of a module in a folder with ordered rooms; the folder's face (its
+    `__init__`) is no room."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in ROOMS:
+        return None
+    assert parts[2] in ROOMS[parts[1]], f"{module} is in no room of {parts[1]}"
+    return parts[1], parts[2]
+
+
+@pytest.mark.parametrize("folder", sorted(ROOMS))
+def test_rooms_import_only_the_rooms_before_them(folder: str) -> None:
+    known = {module_name(p) for p in MODULES}
+    order = ROOMS[folder]
+    upward = []
+    for path in MODULES:
+        source = room(module_name(path))
+        if source is None or source[0] != folder:
+            continue
+        for target in sorted(imported(path) & known):
+            into = room(target)
+            if into is not None and into[0] == folder and \
+                    order.index(into[1]) > order.index(source[1]):
+                upward.append(f"{module_name(path)} -> {target}")
+    assert upward == []
+
+
+def test_no_module_imports_in_a_circle() -> None:
+    """Every import, lazy ones too: a circle means two modules that are one."""
+    known = {module_name(p) for p in MODULES}
+    graph = {module_name(p): {t for t in imported(p) & known if t != module_name(p)}
+             for p in MODULES}
+    for name in graph:  # a package's face is not a module of its own here
+        graph[name] = {t for t in graph[name] if not name.startswith(t + ".")}
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as circle:
+        pytest.fail(f"modules import each other: {' -> '.join(circle.args[1])}")

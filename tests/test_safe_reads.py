@@ -7,7 +7,7 @@ exhausted the runner's memory (issue 78). This test reads the package's source (
 `state_backends/`) and finds every call that opens or reads a file: `open(...)`,
 `.open(...)`, `.read_text(...)`, `.read_bytes(...)`, `os.fdopen(...)`, and `yaml`/`json`/
 `tomllib`/`pickle` loads of a file. Each must be the safe reader (a bare `read_text` or
-`read_bytes` imported from `support.safe_files` or `desired.documents`) or be on
+`read_bytes` imported from `support.safe_files` or `desired.settings.documents`) or be on
 `ALLOWED`, with the reason the file it reads is not a checkout's; a new read fails here
 until it goes through the safe reader or is added with its reason. An entry that no
 longer matches anything fails too, so the list cannot outlive the code.
@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "reconciler").rglob("*.py"), *(ROOT / "state_backends").rglob("*.py")])
 SAFE_READER = ROOT / "reconciler/support/safe_files.py"
-SAFE_MODULES = {"reconciler.support.safe_files", "reconciler.desired.documents"}
+SAFE_MODULES = {"reconciler.support.safe_files", "reconciler.desired.settings.documents"}
 
 READ_METHODS = {"open", "read_text", "read_bytes", "fdopen"}
 LOADERS = {"yaml", "json", "tomllib", "pickle", "marshal"}
@@ -39,7 +39,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("reconciler/cli/scaffold.py",
      "files('reconciler.cli').joinpath('templates/workflow.yml').read_text"):
         "package data: the workflow `reconcile init` writes",
-    ("reconciler/desired/memo.py", "path.read_bytes"):
+    ("reconciler/desired/analysis/memo.py", "path.read_bytes"):
         "the package's own source (desired/*.py), hashed into the memo's version",
     ("reconciler/engine/spark/local_fs.py", "SOURCE.read_bytes"):
         "the package's own Java source, compiled into the jar cache",
@@ -155,7 +155,8 @@ def test_every_allowed_read_still_exists() -> None:
     ("import json\nwith p.open() as f:\n    json.load(f)\n", ["p.open", "json.load"]),
     ("import os\nos.fdopen(os.open(p, 0))\n", ["os.fdopen", "os.open"]),
     ("from reconciler.support.safe_files import read_text\nread_text(p, 's', 1, 'k')\n", []),
-    ("from reconciler.desired.documents import read_bytes\nread_bytes(p, 's', 1, 'k')\n", []),
+    ("from reconciler.desired.settings.documents import read_bytes\n"
+     "read_bytes(p, 's', 1, 'k')\n", []),
     ("def read_text(p): ...\nread_text(p)\n", ["read_text"]),
     ("spark.read.format('delta').load(uri)\n", []),
 ])

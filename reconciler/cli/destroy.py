@@ -47,7 +47,7 @@ def destroy_command(obj: CliContext, pipeline: str, auto_approve: bool,
     finished by running it again. With --json, the plan it asks about goes to stderr.
     A pipeline in the project with `publish:` has its catalog views dropped too (Spark
     starts for that alone; the --spark flags say where)."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.operations.destroy import (
         check_policy,
         destroy_pipeline,

@@ -24,7 +24,7 @@ from reconciler.support.errors import ReconcileError, private_message
 from state_backends import StateBackendError
 
 if TYPE_CHECKING:  # the CLI's `--help` imports this module: project files load when asked
-    from reconciler.desired.project import Project
+    from reconciler.desired.settings.project import Project
 
 Check = Callable[["Project"], str]
 """A check returns what it found, or raises `NeedsFix` with what to do."""
@@ -107,7 +107,7 @@ CHECKS: dict[str, Check] = {"java": check_java, "writer": check_writer,
 @pass_cli
 def doctor_command(obj: CliContext) -> None:
     """Check Java, Delta's jars and writer, the state backend and the storage."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
 
     project = load_project(obj.project_dir)
     checks: dict[str, dict[str, Any]] = {}

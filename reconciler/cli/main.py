@@ -35,7 +35,7 @@ from reconciler.cli.spark import spark_group
 from reconciler.cli.state import state
 from reconciler.cli.statements import execute, query
 from reconciler.cli.view_tests import test_command
-from reconciler.desired.setting_values import duration_seconds
+from reconciler.desired.settings.setting_values import duration_seconds
 from reconciler.runner.loop import MAX_FAILURES
 from reconciler.support.errors import ReconcileError
 from reconciler.support.process import (
@@ -47,7 +47,7 @@ from reconciler.support.process import (
 from reconciler.support.progress import LOG_LEVELS, set_log_level
 
 if TYPE_CHECKING:
-    from reconciler.desired.program import Program
+    from reconciler.desired.model.program import Program
 
 
 @click.group(cls=ReconcileGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,7 +78,7 @@ def cli(ctx: click.Context, project_dir: Path, debug: bool, quiet: bool,
 def init(obj: CliContext, directory: Path | None, pipeline_name: str) -> None:
     """Create a new project: reconcile.yaml, one pipeline, and the GitHub workflow."""
     from reconciler.cli.scaffold import scaffold
-    from reconciler.desired.project import display
+    from reconciler.desired.settings.project import display
 
     target = directory or obj.project_dir
     for path in scaffold(target, pipeline_name):
@@ -145,7 +145,7 @@ def plan(obj: CliContext, pipeline: str | None, select: tuple[str, ...], out: Pa
     if preview and select:
         raise ReconcileError("--preview counts the whole plan's views: it takes no --select")
     planned = compute_plan(obj.project_dir, pipeline, backend_url, apply_selection(select, None))
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.operations.drift import plan_with_drift  # delta-rs: no JVM
 
     planned = plan_with_drift(planned, load_project(obj.project_dir), backend_url)
@@ -275,7 +275,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     A single step refuses a locked pipeline at once unless --lock-timeout says to wait; a
     continuous run waits 5m by default, pauses a pipeline awaiting approval, retries
     failed steps with backoff and stops after the current step on SIGTERM or Ctrl-C."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.desired.workspace import select_pipelines
     from reconciler.operations.engine import Engine  # PySpark: see `approve`
     from reconciler.operations.outcome import OutcomeKind
@@ -334,7 +334,7 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 def status(obj: CliContext, pipeline: str | None, backend_url: str | None) -> None:
     """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
     from reconciler.cli.status import print_status, status_reports
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.desired.workspace import select_pipelines
     from reconciler.state.reader import open_backend
 

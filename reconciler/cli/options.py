@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from reconciler.desired.setting_values import POLICIES, duration_seconds
+from reconciler.desired.settings.setting_values import POLICIES, duration_seconds
 
 backend_option = click.option("--backend", "backend_url",
                               help="State backend URL (overrides reconcile.yaml).")

@@ -45,7 +45,7 @@ def rollback_command(obj: CliContext, pipeline: str, serial: int, auto_approve: 
     it needs --auto-approve). No input is read again: tables keep every row that arrived
     since, and each changed view is computed from them. Revert the change in git as well:
     the next apply brings the files' program back."""
-    from reconciler.desired.project import load_pipeline_spec, load_project
+    from reconciler.desired.settings.project import load_pipeline_spec, load_project
     from reconciler.operations.apply import ApplyOptions, apply_pipeline
     from reconciler.operations.engine import Engine
     from reconciler.operations.rollback import program_at

@@ -13,7 +13,7 @@ import re
 from importlib.resources import files
 from pathlib import Path
 
-from reconciler.desired.project import NAME_PATTERN, display
+from reconciler.desired.settings.project import NAME_PATTERN, display
 from reconciler.support.errors import ReconcileError
 from reconciler.support.safe_files import outside_reason
 

@@ -26,7 +26,7 @@ def spark_group() -> None:
 @pass_cli
 def start(obj: CliContext, timeout: float) -> None:
     """Start the project's warm Spark in the background (nothing to do if it runs)."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.engine.spark.warm import start_server
     from reconciler.operations.engine import reaches_kafka, reaches_s3
 

@@ -20,7 +20,7 @@ def state() -> None:
 
 def _backend(obj: CliContext, backend_url: str | None) -> StateBackend:
     """The project's state backend (`--backend` over reconcile.yaml), loaded when asked."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.state.reader import open_backend
 
     return open_backend(load_project(obj.project_dir), backend_url)
@@ -79,7 +79,7 @@ def state_history(obj: CliContext, pipeline: str, backend_url: str | None) -> No
 def state_gc(obj: CliContext, pipeline: str | None, dry_run: bool,
              backend_url: str | None) -> None:
     """Delete files no retained manifest can read (the pass every commit runs)."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.state.reader import open_backend
 
     project = load_project(obj.project_dir)
@@ -132,7 +132,7 @@ def state_rm(obj: CliContext, objects: tuple[str, ...], pipeline: str, lock_time
     OBJECTS are tables, views or connectors: NAME, or table.NAME, view.NAME, connector.NAME.
     Committed as a new serial under the pipeline's lock; a forgotten table's or view's
     connectors are forgotten with it."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.operations.destroy import forget_objects
     from reconciler.state.reader import open_backend
 

@@ -28,7 +28,7 @@ def execute(obj: CliContext, pipeline: str, sql: str, lock_timeout: float,
             backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Insert rows into a table (INSERT INTO t VALUES ... | SELECT ...) or delete them
     (DELETE FROM t WHERE ...), then run a step."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.desired.workspace import select_pipelines
     from reconciler.operations.engine import Engine
     from reconciler.operations.statements import execute_statement
@@ -61,7 +61,7 @@ def query(obj: CliContext, pipeline: str, sql: str, output_format: str,
           backend_url: str | None, spark_master: str | None, spark_remote: str | None) -> None:
     """Query materialized tables and views at their committed versions."""
     from reconciler.cli.query_output import print_rows
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.desired.workspace import select_pipelines
     from reconciler.engine.spark.query_rows import python_rows
     from reconciler.operations.engine import Engine

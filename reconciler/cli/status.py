@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from reconciler.desired.project import Project
+from reconciler.desired.settings.project import Project
 from reconciler.operations.drift import manifest_drift
 from reconciler.runner.loop import HEARTBEAT
 from reconciler.state.connectors import connector_definitions

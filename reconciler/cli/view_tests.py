@@ -36,7 +36,7 @@ long-lived session keeps Java's defaults."""
 def test_command(obj: CliContext, pipeline: str | None, keyword: str | None) -> None:
     """Run the view tests (pipelines/*/tests/*.yaml) on embedded Spark, with no state: each
     view on its fixture rows, and with a change, maintained and recomputed."""
-    from reconciler.desired.project import display  # loaded when run, not for `--help`
+    from reconciler.desired.settings.project import display  # loaded when run, not for `--help`
     from reconciler.desired.view_test_files import load_view_tests
     from reconciler.desired.workspace import load_programs
 
@@ -57,7 +57,7 @@ def test_command(obj: CliContext, pipeline: str | None, keyword: str | None) -> 
     from reconciler.engine.view_tests import run_view_tests
 
     started = time.monotonic()
-    # reconcile.yaml may not pass JVM options (`desired.project`): these are the only ones
+    # reconcile.yaml may not pass JVM options (`desired.settings.project`): these are the only ones
     conf = {**project.settings.spark.conf, "spark.driver.extraJavaOptions": SHORT_LIVED_JVM}
     local = project.settings.spark.model_copy(update={"master": None, "remote": None,
                                                       "conf": conf})

@@ -33,8 +33,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from reconciler.desired.documents import YamlDocument, load_yaml, refuse_outside
-from reconciler.desired.program import Program, Table
+from reconciler.desired.model.program import Program, Table
+from reconciler.desired.settings.documents import YamlDocument, load_yaml, refuse_outside
 from reconciler.support.errors import ReconcileError, did_you_mean
 
 TESTS_FOLDER = "tests"

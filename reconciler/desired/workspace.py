@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.desired.pipeline_sql import PipelineSource, load_pipeline
-from reconciler.desired.program import Program, build_program
-from reconciler.desired.project import Project, display, load_project
+from reconciler.desired.model.program import Program, build_program
+from reconciler.desired.parsing.pipeline_sql import PipelineSource, load_pipeline
+from reconciler.desired.settings.project import Project, display, load_project
 from reconciler.support.errors import ReconcileError
 from reconciler.support.locations import is_url, resolve_path
 

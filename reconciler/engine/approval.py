@@ -2,7 +2,7 @@
 
 The manifest is the commit point, and the state backend is a bucket prefix that others may
 be able to write: a pipeline's CI role, a backup job, a person with a narrow IAM policy.
-Its SQL is checked as if a pull request wrote it (`desired.committed`), but a check of
+Its SQL is checked as if a pull request wrote it (`desired.model.committed`), but a check of
 *safety* cannot tell an approved program from another safe one: someone who can write only
 the state prefix could point an existing output connector at their own broker, send a
 `KAFKA_*` secret to it, or redefine the view an output emits, and the next `run` would do
@@ -38,7 +38,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.desired.fingerprint import stable_hash
+from reconciler.desired.model.fingerprint import stable_hash
 from reconciler.engine.delta.files import FileStore
 from reconciler.state.layout import Layout
 from reconciler.support.errors import ReconcileError

@@ -1,14 +1,14 @@
 """Expectations checked on each step's change: counted, dropped, or failing the step.
 
-A relation's expectations (`desired.expectation_clauses`) are checked on the rows a step
+A relation's expectations (`desired.parsing.expectation_clauses`) are checked on the rows a step
 adds to it, never by rescanning it: a table's inserted rows (ingested or
 `execute`d), a view's inserted rows (its change's insert side). All of a
 relation's counts come from one aggregate job over those rows, and a step with no
 change runs none (a relation without a change is not looked at).
 
 - keep (no action): the violating rows stay; they are counted.
-- DROP ROW: a view's query is filtered (`desired.expectation_clauses.with_drops`, folded into
-  the query every refresh runs, so maintenance keeps it like a WHERE clause); the
+- DROP ROW: a view's query is filtered (`desired.parsing.expectation_clauses.with_drops`,
+  folded into the query every refresh runs, so maintenance keeps it like a WHERE clause); the
   count is of the rows the unfiltered query's change would have added (a view
   recomputed each step: of its whole recomputed result). A table's violating
   inserted rows are deleted again before the step commits, so no committed version
@@ -38,14 +38,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from reconciler.desired.expectation_clauses import (
+from reconciler.desired.analysis.keyed import from_of
+from reconciler.desired.analysis.shapes import Derived, Shape
+from reconciler.desired.parsing.expectation_clauses import (
     DROP_ALIAS,
     Expectation,
     executable_view_query,
     violated,
 )
-from reconciler.desired.keyed import from_of
-from reconciler.desired.shapes import Derived, Shape
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet

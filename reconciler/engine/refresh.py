@@ -32,7 +32,7 @@ from graphlib import TopologicalSorter
 
 from pyspark.errors import PySparkException
 
-from reconciler.desired.shapes import Aggregate, Shape
+from reconciler.desired.analysis.shapes import Aggregate, Shape
 from reconciler.engine.expectations import check_view
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import (

@@ -18,9 +18,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from reconciler.desired.expectation_clauses import executable_view_query
-from reconciler.desired.query_parts import relations_named
-from reconciler.desired.resolution import UNADDRESSABLE
+from reconciler.desired.analysis.query_parts import relations_named
+from reconciler.desired.model.resolution import UNADDRESSABLE
+from reconciler.desired.parsing.expectation_clauses import executable_view_query
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.spark.checkpoints import unless_empty
@@ -292,7 +292,7 @@ class PipelineRuntime:
 def check_storable(schema: StructType, subject: str) -> None:
     """Refuse, before anything is written, output columns no writer can keep apart or
     address: two of one name (case-insensitive, as Delta compares them) or a name with a
-    dot or a backtick (`desired.resolution` refuses the same at validate, where it can only
+    dot or a backtick (`desired.model.resolution` refuses the same at validate, where it can only
     guess the name Spark gives an unnamed expression: this is the last word). A bootstrap
     computes every view it writes through here, so an apply never commits a view that
     its next step could not write."""

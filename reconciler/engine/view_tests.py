@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.desired.expectation_clauses import executable_view_query
+from reconciler.desired.parsing.expectation_clauses import executable_view_query
 from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.log import table_uri

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.project import load_project
+from reconciler.desired.settings.project import load_project
 from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.project import NAME_PATTERN
-from reconciler.desired.setting_values import POLICIES
+from reconciler.desired.settings.project import NAME_PATTERN
+from reconciler.desired.settings.setting_values import POLICIES
 from reconciler.github.client import DEFAULT_API_URL, GitHubClient
 from reconciler.support.errors import ReconcileError
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.project import Project
+from reconciler.desired.settings.project import Project
 from reconciler.github.client import GitHubClient, GitHubError
 from reconciler.github.comment import StickyPlan, read_sticky
 from reconciler.github.event import Refused

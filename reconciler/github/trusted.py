@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.documents import parse_yaml
-from reconciler.desired.program import Program, build_program
-from reconciler.desired.project import (
+from reconciler.desired.model.program import Program, build_program
+from reconciler.desired.settings.documents import parse_yaml
+from reconciler.desired.settings.project import (
     PIPELINE_FILE,
     PROJECT_FILE,
     Project,
@@ -36,7 +36,7 @@ from reconciler.desired.project import (
     project_settings,
     settings_summary,
 )
-from reconciler.desired.setting_values import POLICIES
+from reconciler.desired.settings.setting_values import POLICIES
 from reconciler.desired.workspace import load_source, select_pipelines
 from reconciler.github.client import GitHubClient
 from reconciler.github.event import Inputs

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.desired.program import Program
-from reconciler.desired.project import Project, settings_summary
+from reconciler.desired.model.program import Program
+from reconciler.desired.settings.project import Project, settings_summary
 from reconciler.operations.commit import analysis_memo, commit_manifest, undo_uncommitted_writes
 from reconciler.operations.deploy import ApplyTarget, bootstrap_changes, deploy, full_refresh
 from reconciler.operations.engine import Engine

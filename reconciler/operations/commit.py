@@ -13,8 +13,8 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from reconciler.desired.program import Program
-from reconciler.desired.project import Project
+from reconciler.desired.model.program import Program
+from reconciler.desired.settings.project import Project
 from reconciler.operations.engine import Engine
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import pipeline_layout
@@ -51,7 +51,7 @@ def first_manifest(program: Program, **fields: Any) -> Manifest:
 
 
 def analysis_memo(program: Program) -> dict[str, Any] | None:
-    """The analysis memo a committed manifest keeps for later plans (`desired.memo`): what
+    """The analysis memo a committed manifest keeps for later plans (`desired.analysis.memo`): what
     analysing `program` found here, every view analysed from its SQL (apply reads none)."""
     return program.analysis.document() if program.analysis is not None else None
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.desired.program import Program
-from reconciler.desired.project import Project, settings_summary
+from reconciler.desired.model.program import Program
+from reconciler.desired.settings.project import Project, settings_summary
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.step import run_step
 from reconciler.operations.commit import (

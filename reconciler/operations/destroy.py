@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.project import Project, load_pipeline_spec
+from reconciler.desired.settings.project import Project, load_pipeline_spec
 from reconciler.state.layout import Layout
 from reconciler.state.manifest import Manifest, Status, utc_now
 from reconciler.state.reader import pipeline_layout, read_manifest

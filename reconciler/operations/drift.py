@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from reconciler.desired.project import Project, load_pipeline_spec
+from reconciler.desired.settings.project import Project, load_pipeline_spec
 from reconciler.operations.engine import Engine
 from reconciler.plan.artifact import Plan
 from reconciler.state.manifest import Manifest

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from reconciler.desired.project import Project
+from reconciler.desired.settings.project import Project
 from reconciler.engine.spark.jars import needs_s3a
 from reconciler.engine.spark.project_jars import pipelines_mention
 from reconciler.state.program import CommittedProgram

@@ -25,10 +25,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.masking import masked_columns
-from reconciler.desired.output_key import output_key
-from reconciler.desired.program import Program
-from reconciler.desired.project import Project, settings_summary
+from reconciler.desired.analysis.output_key import output_key
+from reconciler.desired.model.masking import masked_columns
+from reconciler.desired.model.program import Program
+from reconciler.desired.settings.project import Project, settings_summary
 from reconciler.desired.workspace import load_programs
 from reconciler.plan.artifact import Plan
 from reconciler.plan.document import PipelinePlan, plan_pipeline

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.desired.project import Project, PublishSpec, load_pipeline_spec
+from reconciler.desired.settings.project import Project, PublishSpec, load_pipeline_spec
 from reconciler.state.manifest import Manifest
 from reconciler.support.errors import ReconcileError
 
@@ -78,7 +78,7 @@ def publish_committed(engine: Any, manifest: Manifest, program: Mapping[str, Any
 
 def _materialized(program: Mapping[str, Any], name: str) -> bool:
     """Whether `name` is a materialized table or view of the committed program, and not a
-    view's part (`desired.view_parts`: an implementation detail of that view)."""
+    view's part (`desired.analysis.view_parts`: an implementation detail of that view)."""
     for kind in ("tables", "views"):
         if name in program[kind]:
             entry = program[kind][name]

@@ -3,7 +3,7 @@ pipeline holds now.
 
 The history keeps every committed manifest (`StateBackend.read_history`), each with its
 program: its SQL and connectors. Rolling back to serial N builds that program again, through
-the checks a pull request's goes through (`desired.committed.earlier_program`), and applies
+the checks a pull request's goes through (`desired.model.committed.earlier_program`), and applies
 it exactly as `apply` would apply those files: the same plan (which views are recomputed,
 which connectors reset), the same `bootstrap_policy`, a bootstrap from the current state. No
 input is read again: the tables keep every row that arrived since serial N, and each changed
@@ -15,9 +15,9 @@ revert the commit in git too (as after a Terraform rollback by re-applying an ol
 
 from __future__ import annotations
 
-from reconciler.desired.committed import earlier_program
-from reconciler.desired.program import Program
-from reconciler.desired.project import Project, load_pipeline_spec
+from reconciler.desired.model.committed import earlier_program
+from reconciler.desired.model.program import Program
+from reconciler.desired.settings.project import Project, load_pipeline_spec
 from reconciler.support.errors import ReconcileError
 from state_backends import StateBackend, StateBackendError
 

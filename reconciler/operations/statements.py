@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from reconciler.desired.project import Project
+from reconciler.desired.settings.project import Project
 from reconciler.operations.engine import Engine
 from reconciler.state.reader import committed_program, pipeline_layout, read_manifest
 from reconciler.state.relations import RelationRecord
@@ -30,7 +30,7 @@ def _parse_single(sql: str, expected: type | tuple[type, ...], what: str) -> Any
     import sqlglot
     from sqlglot.errors import ParseError
 
-    from reconciler.desired.sql import DIALECT
+    from reconciler.desired.parsing.sql import DIALECT
 
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
@@ -63,7 +63,7 @@ def _execute_insert(project: Project, backend: StateBackend, engine: Engine, nam
                     insert: Any) -> tuple[Outcome, StepResult]:
     from sqlglot import exp
 
-    from reconciler.desired.sql import DIALECT
+    from reconciler.desired.parsing.sql import DIALECT
     from reconciler.engine.step import insert_app_id
     from reconciler.operations.step import run_pipeline
 
@@ -90,7 +90,7 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
 
     Unlike an INSERT, a DELETE whose commit never happened is not undone: running it again
     deletes nothing more, so the next step simply takes it as the table's change."""
-    from reconciler.desired.sql import DIALECT
+    from reconciler.desired.parsing.sql import DIALECT
     from reconciler.operations.step import run_pipeline
 
     table = delete.this.name.lower()

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.desired.connector_options import check_committed_options
-from reconciler.desired.project import Project
+from reconciler.desired.settings.connector_options import check_committed_options
+from reconciler.desired.settings.project import Project
 from reconciler.engine.approval import check_approval
 from reconciler.engine.step import StepResult, has_pending_input, missing_inputs, run_step
 from reconciler.operations.commit import collect_garbage, commit_manifest

@@ -1,6 +1,6 @@
 """One action per object of a diff, with the reasons a reviewer reads.
 
-Tables: `create`, `evolve` (rows kept, `desired.table_evolution`), `truncate` (with why it
+Tables: `create`, `evolve` (rows kept, `desired.model.table_evolution`), `truncate` (with why it
 cannot evolve), `drop`; views: `create`, `recompute` (the columns or query that
 changed, `plan.diff`'s lineage), `drop`; a renamed relation: `rename` with `from`
 and what else happens to it; connectors: `create`, `reset`, `drop`, `keep`.
@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from reconciler.desired.connector_roles import describe_change, normal_entry
-from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
-from reconciler.desired.program import CONNECTOR_KEYS, Program
+from reconciler.desired.model.connectors import CONNECTOR_KEYS
+from reconciler.desired.model.program import Program
+from reconciler.desired.parsing.expectation_clauses import drop_conditions, expectation_changes
+from reconciler.desired.settings.connector_roles import describe_change, normal_entry
 from reconciler.plan.diff import ProgramDiff
 from reconciler.support.redaction import redact_text, shown_value
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.fingerprint import stable_hash
+from reconciler.desired.model.fingerprint import stable_hash
 from reconciler.plan.actions import Action
 from reconciler.plan.diff_summary import DiffSummary
 from reconciler.plan.preview_report import PipelinePreview

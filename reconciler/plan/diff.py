@@ -2,7 +2,7 @@
 
 deepdiff finds every changed path; this module classifies those paths into
 Feldera's `deployment_runtime_status_details` shape. Fingerprints are part of
-the documents and precise to the column (`desired.fingerprint`), so a view that
+the documents and precise to the column (`desired.model.fingerprint`), so a view that
 reads a changed column shows up as a changed fingerprint and is classified as
 modified, while a reader of other columns stays unchanged. The committed
 document is first rewritten with the renames found (`plan.renames`) and its
@@ -10,7 +10,7 @@ fingerprints recomputed by this code, so a reconciler upgrade is never a
 modification and a rename alone modifies nothing.
 
 One change is not in any fingerprint: a table truncated because it cannot
-evolve in place (`desired.table_evolution`) loses its rows, so every view downstream of
+evolve in place (`desired.model.table_evolution`) loses its rows, so every view downstream of
 it is modified too (`rows_reset`), whatever columns it reads.
 """
 
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from reconciler.desired.connector_roles import handling_changes, normal_entry
-from reconciler.desired.expectation_clauses import drop_conditions, expectation_changes
-from reconciler.desired.fingerprint import rederive
-from reconciler.desired.lineage import LineageOf, view_lineage
-from reconciler.desired.program import CONNECTOR_KEYS
-from reconciler.desired.program import HANDLING_KEYS as CONNECTOR_HANDLING_KEYS
-from reconciler.desired.table_evolution import Evolution, evolution
+from reconciler.desired.analysis.lineage import LineageOf, view_lineage
+from reconciler.desired.model.connectors import CONNECTOR_KEYS
+from reconciler.desired.model.connectors import HANDLING_KEYS as CONNECTOR_HANDLING_KEYS
+from reconciler.desired.model.fingerprint import rederive
+from reconciler.desired.model.table_evolution import Evolution, evolution
+from reconciler.desired.parsing.expectation_clauses import drop_conditions, expectation_changes
+from reconciler.desired.settings.connector_roles import handling_changes, normal_entry
 from reconciler.plan.diff_summary import CHANGES, ChangedNames, DiffSummary
 from reconciler.plan.renames import apply_renames, find_renames
 from reconciler.support.redaction import shown_value
@@ -62,7 +62,7 @@ Change = Literal["added", "removed", "modified", "unchanged"]
 
 # Parts of an object that never make a relation or connector modified: the original
 # SQL text (kept for diffs and reviews) and a connector's handling keys, which say how
-# it reads or writes, not what (`desired.connector_roles`, from `ConnectorSpec`'s fields:
+# it reads or writes, not what (`desired.settings.connector_roles`, from `ConnectorSpec`'s fields:
 # `on_error`, `on_bad_input`, bounds and client settings among its options, ...). They
 # are removed before diffing (cheaper than deepdiff's per-path exclusion patterns); the
 # document's evaluation order is not compared at all.
@@ -119,7 +119,7 @@ class ProgramDiff:
     @cached_property
     def expectation_changes(self) -> dict[str, list[str]]:
         """Unchanged tables and views whose expectations changed (keep or fail: nothing is
-        recomputed; `desired.expectation_clauses`): name -> what changed."""
+        recomputed; `desired.parsing.expectation_clauses`): name -> what changed."""
         changes = {name: expectation_changes(self.old[section][name], self.new[section][name])
                    for section in ("tables", "views")
                    for name, change in getattr(self, section).items() if change == "unchanged"}

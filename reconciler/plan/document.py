@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.fingerprint import stable_hash
-from reconciler.desired.lineage import view_lineage
-from reconciler.desired.program import Program
+from reconciler.desired.analysis.lineage import view_lineage
+from reconciler.desired.model.fingerprint import stable_hash
+from reconciler.desired.model.program import Program
 from reconciler.plan.actions import (
     Action,
     connector_actions,

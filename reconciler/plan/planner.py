@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.program import Program, build_program
-from reconciler.desired.project import Project, load_project, settings_summary
+from reconciler.desired.model.program import Program, build_program
+from reconciler.desired.settings.project import Project, load_project, settings_summary
 from reconciler.desired.workspace import check_input_folders, load_source, select_pipelines
 from reconciler.plan.artifact import Plan
 from reconciler.plan.document import assemble_plan, plan_pipeline
@@ -29,7 +29,7 @@ def compute_plan(project_dir: Path, pipeline: str | None,
     """The plan for every selected pipeline, each against its manifest.
 
     The manifests are read first, so that each pipeline's program is built with the
-    analysis memo its manifest keeps (`desired.memo`) when no pull request can have written
+    analysis memo its manifest keeps (`desired.analysis.memo`) when no pull request can have written
     it (`trusted_memo`): only the views that changed are analysed. Reading them is an
     optimisation here: one that fails is read again where a plan always read it, after
     the programs are built, and fails there as it always did.
@@ -143,7 +143,7 @@ def trusted_memo(project: Project, backend: StateBackend,
 
     A memo's entries are keyed by everything their analysis reads, so a stale one is
     never used; but an entry edited to say something else cannot be told from a true
-    one without analysing again (`desired.memo`). A pull request writes files of the
+    one without analysing again (`desired.analysis.memo`). A pull request writes files of the
     checkout, and a state folder inside the checkout (the default `.reconcile/state`)
     could hold a manifest it committed: there the memo is ignored and every view is
     analysed. A backend elsewhere (S3, a folder outside the checkout) is written only

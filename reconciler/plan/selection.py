@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.desired.lineage import LineageOf
-from reconciler.desired.program import Program
+from reconciler.desired.analysis.lineage import LineageOf
+from reconciler.desired.model.program import Program
 from reconciler.plan.actions import Action
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.support.errors import ReconcileError
@@ -200,7 +200,7 @@ class _Graph:
             for name in document["tables"]:
                 self.kinds[name] = "table"
                 self.reads.setdefault(name, set())
-        # A view and its parts (`desired.view_parts`) are one object to select: each part
+        # A view and its parts (`desired.analysis.view_parts`) are one object to select: each part
         # is how its view is computed, attached to it as its connectors are.
         self.attached: dict[str, set[str]] = {}
         for document in (full.old, full.new):

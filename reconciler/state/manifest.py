@@ -75,7 +75,7 @@ class Manifest:
     # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_summary).
     settings: dict[str, str] | None = None
     # What analysing `program` found, under keys of everything each result depends on
-    # (`desired.memo`): a later plan reuses it for the views that did not change.
+    # (`desired.analysis.memo`): a later plan reuses it for the views that did not change.
     analysis: dict[str, Any] | None = None
     # The catalog database its relations are published to (`publish:`) as of this commit;
     # None: not published, or by a version that did not record it. A later commit that

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reconciler.desired.expectation_clauses import Expectation
-from reconciler.desired.sql import ColumnDef
+from reconciler.desired.parsing.expectation_clauses import Expectation
+from reconciler.desired.parsing.sql import ColumnDef
 
 RefreshMode = Literal["incremental", "auto", "full"]
 
@@ -51,12 +51,12 @@ class CommittedView:
 
     name: str
     sql: str  # the whole CREATE statement, expectation clauses included
-    query: str  # its query alone, as the program keeps it (`desired.sql`)
+    query: str  # its query alone, as the program keeps it (`desired.parsing.sql`)
     reads: tuple[str, ...]
     refresh: RefreshMode | None
     materialized: bool
     expectations: tuple[Expectation, ...] = ()
-    part_of: str | None = None  # the view whose subquery this is (`desired.view_parts`)
+    part_of: str | None = None  # the view whose subquery this is (`desired.analysis.view_parts`)
 
     @property
     def maintained(self) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from reconciler.desired.committed import check_committed_program
-from reconciler.desired.project import Project
+from reconciler.desired.model.committed import check_committed_program
+from reconciler.desired.settings.project import Project
 from reconciler.state.layout import Layout
 from reconciler.state.manifest import Manifest
 from reconciler.state.program import CommittedProgram
@@ -51,7 +51,7 @@ def read_manifest(backend: StateBackend, pipeline: str,
 
 def committed_program(backend: StateBackend, manifest: Manifest) -> CommittedProgram:
     """The manifest's program, once checked as if a pull request wrote it
-    (`desired.committed`), as records: whatever runs it (a step, `execute`, `query`) calls
+    (`desired.model.committed`), as records: whatever runs it (a step, `execute`, `query`) calls
     this first."""
     check_committed_program(manifest.pipeline, manifest.program,
                             f"{backend.url}/{manifest.pipeline}/manifest.json")

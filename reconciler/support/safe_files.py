@@ -7,11 +7,11 @@ one of them (the commands loading a project in `desired/`, the session choosing 
 `engine/spark/project_jars.py`) reads it here, and `tests/test_safe_reads.py` fails on any other
 read of a file in the package that its allow-list does not name with a reason.
 
-It lives in `support/`, not in `desired/documents.py` where it began, because it knows
+It lives in `support/`, not in `desired/settings/documents.py` where it began, because it knows
 nothing of YAML or of projects and its readers are in several folders: `support/` is the
 one folder every layer may import, so no reader needs an arrow into `desired/` just to
 open a file safely, and the YAML loader there (`load_yaml`) builds on it like any other
-caller. `desired.documents` still exports these names for its callers.
+caller. `desired.settings.documents` still exports these names for its callers.
 
 `outside_reason(path, folder)` says why a path may not be read as part of a folder (a
 link on the way, `..`, outside it); `read_bytes`/`read_text` open the file itself with

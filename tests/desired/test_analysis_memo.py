@@ -1,7 +1,7 @@
-"""The analysis memo (`desired/memo.py`): a plan takes each unchanged view's analysis from the
-committed manifest, analyses only what changed, and plans exactly what it plans without
-the memo; a memo it cannot trust (one a pull request could have written, one written by
-other code, entries that do not match) changes nothing."""
+"""The analysis memo (`desired/analysis/memo.py`): a plan takes each unchanged view's
+analysis from the committed manifest, analyses only what changed, and plans exactly what
+it plans without the memo; a memo it cannot trust (one a pull request could have written,
+one written by other code, entries that do not match) changes nothing."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.desired.lineage import view_lineage
-from reconciler.desired.memo import Analysis, _lineage, _lineage_document
-from reconciler.desired.program import Program, build_program
-from reconciler.desired.project import load_project, settings_summary
+from reconciler.desired.analysis.lineage import view_lineage
+from reconciler.desired.analysis.memo import Analysis, _lineage, _lineage_document
+from reconciler.desired.model.program import Program, build_program
+from reconciler.desired.settings.project import load_project, settings_summary
 from reconciler.desired.workspace import load_programs, load_source
 from reconciler.plan import planner
 from reconciler.plan.planner import compute_plan, plan_project
@@ -181,8 +181,8 @@ def test_a_forged_memo_never_vouches_for_an_unsafe_view(tmp_path: Path, unsafe: 
     are hashes of public inputs). Forged here as such a writer would: the pull request's
     unsafe view analysed with the safety checks switched off. `reconcile plan` still
     refuses the view, at its file and line: the checks run from the text every time."""
-    from reconciler.desired import program as program_module
-    from reconciler.desired import sql as sql_module
+    from reconciler.desired.model import program as program_module
+    from reconciler.desired.parsing import sql as sql_module
     from tests.cli_helpers import reconcile
 
     project = project_with_state(tmp_path, "../state")

@@ -1,5 +1,5 @@
-"""Options that reach a client library are code (`desired.client_options`), through the real
-`reconcile validate`, `plan` and `run`.
+"""Options that reach a client library are code (`desired.settings.client_options`),
+through the real `reconcile validate`, `plan` and `run`.
 
 A pull request writes pipeline.yaml; someone who can write the state prefix writes the
 committed manifest's connectors. Either could make Kafka's Java client send
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.desired.project import settings_summary
+from reconciler.desired.settings.project import settings_summary
 from reconciler.desired.workspace import load_programs
 from reconciler.state.manifest import Manifest
 from state_backends import LocalBackend

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.desired.project import settings_summary
+from reconciler.desired.settings.project import settings_summary
 from reconciler.desired.workspace import load_programs
 from reconciler.plan.planner import plan_project
 from reconciler.state.manifest import Manifest

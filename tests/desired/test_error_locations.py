@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import cli
-from reconciler.desired.committed import check_committed_program
+from reconciler.desired.model.committed import check_committed_program
 from reconciler.desired.view_test_files import load_view_tests
 from reconciler.desired.workspace import load_programs
 from reconciler.support.errors import EXCERPT_WIDTH, ReconcileError, error_at, public_message

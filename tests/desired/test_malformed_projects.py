@@ -520,7 +520,7 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     assert isinstance(result.exception, ReconcileError), result.output
     assert "error: " not in result.output
     shown = "".join(traceback.format_exception(*result.exc_info))
-    assert "desired/sql.py" in shown
+    assert "desired/parsing/sql.py" in shown
     assert "program.sql:14: unsupported statement DROP" in shown.splitlines()[-1]
 
 

@@ -20,8 +20,8 @@ from types import FrameType
 
 import pytest
 
-from reconciler.desired.documents import MAX_YAML_BYTES, load_yaml, read_bytes
-from reconciler.desired.pipeline_sql import MAX_SQL_BYTES
+from reconciler.desired.parsing.pipeline_sql import MAX_SQL_BYTES
+from reconciler.desired.settings.documents import MAX_YAML_BYTES, load_yaml, read_bytes
 from reconciler.desired.view_test_files import load_view_tests
 from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import reconcile

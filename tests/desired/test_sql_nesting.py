@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.desired.nesting import MAX_DEPTH
+from reconciler.desired.parsing.nesting import MAX_DEPTH
 from tests.cli_helpers import reconcile
 from tests.fake_github import FakeGitHub
 from tests.github_harness import Workspace, only_sticky

@@ -1,4 +1,4 @@
-"""A view's aggregating subqueries as views of their own (`desired/view_parts.py`), read
+"""A view's aggregating subqueries as views of their own (`desired/analysis/view_parts.py`), read
 through `validate` and `plan` as a user reads them; the data-level proof is the
 maintenance oracle (`tests/e2e/test_maintenance_oracle.py`, `SPLIT`)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reconciler.desired.program import Program
+from reconciler.desired.model.program import Program
 from reconciler.operations.publication import _materialized
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.selection import Selection, _Graph
@@ -120,7 +120,7 @@ def test_selecting_a_view_or_one_of_its_parts_selects_them_all(tmp_path: Path) -
 
 def test_a_view_windowing_a_grouped_derived_table_is_that_aggregate(tmp_path: Path) -> None:
     """No part: the window is merged into the aggregate it ranks, as windows over its
-    groups (`desired/group_windows.py`)."""
+    groups (`desired/analysis/group_windows.py`)."""
     root = project(tmp_path, "create materialized view ranked as select store, qty, "
                              "rank() over (order by qty desc) as r from (select store, "
                              "sum(qty) as qty from sales group by store) per_store;\n")

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import cli
-from reconciler.desired.documents import MAX_YAML_BYTES, parse_yaml
+from reconciler.desired.settings.documents import MAX_YAML_BYTES, parse_yaml
 from reconciler.support.errors import ReconcileError
 
 try:

@@ -222,7 +222,7 @@ create materialized view active_regions as
   select st.region, count(*) as n from stores st
   where exists (select 1 from sales s where s.store = st.id and s.qty > 1) group by st.region;
 """
-SPLIT = {  # views maintained through their parts (`desired/view_parts.py`), as written
+SPLIT = {  # views maintained through their parts (`desired/analysis/view_parts.py`), as written
     "store_totals": """
   with per_store as (select store, sum(qty) as qty, count(*) as n from sales group by store)
   select store, qty, n from per_store

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import cli
-from reconciler.desired.safety import ALLOWED_FUNCTIONS
+from reconciler.desired.parsing.safety import ALLOWED_FUNCTIONS
 from reconciler.engine.spark.session import get_spark
 from tests.jvm_options import FAST_JVM_ENV
 
@@ -407,7 +407,7 @@ def test_every_spark_jvm_is_started_without_kafka_config_providers(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The embedded session's JVM and the warm server's get the system property through
     `SPARK_SUBMIT_OPTS`, after the operator's own options, which stay."""
-    from reconciler.desired.project import SparkSettings
+    from reconciler.desired.settings.project import SparkSettings
     from reconciler.engine.spark.launch import SAFE_JAVA_OPTIONS, jvm_launch
     from reconciler.engine.spark.warm import _server_environment
 

@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.desired.sql import ColumnDef
+from reconciler.desired.parsing.sql import ColumnDef
 from reconciler.engine.delta.log import table_uri
 from reconciler.engine.delta.merge import apply_changes
 from reconciler.engine.delta.storage import DeltaStorage

@@ -123,7 +123,7 @@ def test_rows_ingested_but_not_committed_survive_a_rewrite(spark: SparkSession,
                                                           tmp_path: Path) -> None:
     """A step that ingested and then died before its commit leaves rows beyond the pinned
     version, with the connector's checkpoint past them: the evolution must carry them."""
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.engine.io.connectors import ingest
     from reconciler.operations.engine import Engine
     from reconciler.state.program import CommittedProgram

@@ -43,7 +43,7 @@ def test_without_a_project_every_set_is_fetched_as_make_test_needs() -> None:
 
 def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
         tmp_path: Path) -> None:
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.engine.spark.session import appended_jars, spark_conf
     from reconciler.operations.engine import reaches_s3
     from tests.projects import copy_example
@@ -68,7 +68,7 @@ def test_s3as_jars_are_on_the_class_path_only_of_a_project_that_reaches_s3(
 
 def test_kafkas_jars_are_fetched_and_loaded_only_for_a_project_with_a_kafka_connector(
         tmp_path: Path) -> None:
-    from reconciler.desired.project import load_project
+    from reconciler.desired.settings.project import load_project
     from reconciler.engine.spark.session import appended_jars
     from reconciler.operations.engine import reaches_kafka
     from tests.projects import copy_example

@@ -301,7 +301,7 @@ def test_which_grouping_queries_are_maintained(tmp_path: Path, query: str, mode:
 def test_which_set_operations_are_kept_as_counts(tmp_path: Path, query: str,
                                                  mode: str) -> None:
     """A distinct set operation no key splits is an aggregate of its branches' counts per
-    row (`desired/set_operations.py`); the ALL forms keep multiplicities it cannot."""
+    row (`desired/analysis/set_operations.py`); the ALL forms keep multiplicities it cannot."""
     _assert_refresh(tmp_path, query, mode)
 
 
@@ -324,7 +324,7 @@ def test_which_set_operations_are_kept_as_counts(tmp_path: Path, query: str,
 def test_which_windows_over_groups_are_maintained(tmp_path: Path, query: str,
                                                    mode: str) -> None:
     """A window over an aggregate's groups is evaluated over the state's rows
-    (`desired/group_windows.py`), its function's arguments, PARTITION BY and ORDER BY being
+    (`desired/analysis/group_windows.py`), its function's arguments, PARTITION BY and ORDER BY being
     expressions of the groups; a window over the rows themselves is not."""
     _assert_refresh(tmp_path, query, mode)
 
@@ -369,7 +369,7 @@ def test_a_join_term_reads_only_the_changes_key_range(spark: SparkSession, tmp_p
     """In `Δorders ⋈ lineitem` lineitem is read within the new orders' key range (a filter
     Spark pushes to the Parquet scan, which skips the files and row groups outside it),
     and the term's rows are the join's."""
-    from reconciler.desired.shapes import Linear, analyse
+    from reconciler.desired.analysis.shapes import Linear, analyse
     from reconciler.engine.maintenance.frames import StepFrames
     from reconciler.engine.maintenance.linear import select_change
     from reconciler.engine.maintenance.zset import ZSet
@@ -493,8 +493,8 @@ def test_a_keyed_query_keeps_every_column_it_can_read(query: str, named: set[str
     all of them when a star or a NATURAL join reads columns it does not name."""
     import sqlglot
 
-    from reconciler.desired.keyed import named_columns
-    from reconciler.desired.sql import DIALECT
+    from reconciler.desired.analysis.keyed import named_columns
+    from reconciler.desired.parsing.sql import DIALECT
 
     assert named_columns(sqlglot.parse_one(query, dialect=DIALECT)) == named
 

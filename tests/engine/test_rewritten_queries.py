@@ -1,5 +1,5 @@
 """Every query the reconciler writes for a view (a view read through its parts, a window
-merged into the aggregate it ranks: `desired/view_parts.py`) is one Spark accepts. The
+merged into the aggregate it ranks: `desired/analysis/view_parts.py`) is one Spark accepts. The
 breadth corpus's views are analysed by Spark over empty tables of its schema: planning
 only, no job, so a rewrite Spark refuses (an aggregate of an aggregate) fails here rather
 than at an apply."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from reconciler.desired.expectation_clauses import executable_view_query
+from reconciler.desired.parsing.expectation_clauses import executable_view_query
 from tests.projects import program_of, write_files
 
 BREADTH = Path(__file__).resolve().parents[2] / "bench" / "breadth"

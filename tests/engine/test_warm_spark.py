@@ -20,7 +20,7 @@ import click
 import pytest
 
 from reconciler.cli.main import cli as reconcile_group
-from reconciler.desired.project import load_project
+from reconciler.desired.settings.project import load_project
 from reconciler.engine.spark import warm as warm_spark
 from reconciler.engine.spark.jars import jar_folder
 from reconciler.engine.spark.session import is_connect

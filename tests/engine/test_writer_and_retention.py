@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from reconciler.desired.sql import ColumnDef
+from reconciler.desired.parsing.sql import ColumnDef
 from reconciler.engine.delta.commit import WRITE_FOLDER_PREFIX
 from reconciler.engine.delta.compaction import compact
 from reconciler.engine.delta.retention import collect_garbage

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import reconciler.github.trusted as trusted
-from reconciler.desired.program import Program, build_program
+from reconciler.desired.model.program import Program, build_program
 from tests.fake_github import FakeGitHub
 from tests.github_harness import (
     PR,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.desired.project import load_project
+from reconciler.desired.settings.project import load_project
 from reconciler.engine.preview.bound import GRACE_SECONDS
 from reconciler.state.reader import open_backend
 from tests.cli_helpers import query, reconcile, seeded_grades, versions

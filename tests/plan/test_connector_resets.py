@@ -3,7 +3,7 @@
 
 The committed manifest is written as an apply writes it (`Manifest.first`, no Spark): a
 refused apply stops before the engine. What the plan says comes from `ConnectorSpec`'s
-roles (`desired.connector_roles`), the one list of identity and handling fields.
+roles (`desired.settings.connector_roles`), the one list of identity and handling fields.
 """
 
 from __future__ import annotations
@@ -14,10 +14,15 @@ from typing import Any
 
 import pytest
 
-from reconciler.desired.committed import check_committed_program
-from reconciler.desired.connector_roles import OPTION_DOCS, handling_fields, roles_of, roles_table
-from reconciler.desired.program import CONNECTOR_KEYS, HANDLING_KEYS
-from reconciler.desired.project import ConnectorSpec, load_project, settings_summary
+from reconciler.desired.model.committed import check_committed_program
+from reconciler.desired.model.connectors import CONNECTOR_KEYS, HANDLING_KEYS
+from reconciler.desired.settings.connector_roles import (
+    OPTION_DOCS,
+    handling_fields,
+    roles_of,
+    roles_table,
+)
+from reconciler.desired.settings.project import ConnectorSpec, load_project, settings_summary
 from reconciler.state.manifest import Manifest
 from state_backends import LocalBackend
 from tests.cli_helpers import reconcile

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.main import cli
-from reconciler.desired.program import Program
-from reconciler.desired.project import load_project, settings_summary
+from reconciler.desired.model.program import Program
+from reconciler.desired.settings.project import load_project, settings_summary
 from reconciler.plan.diff_summary import DiffSummary
 from reconciler.plan.document import plan_pipeline
 from reconciler.state.manifest import Manifest

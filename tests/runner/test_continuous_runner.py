@@ -26,7 +26,7 @@ from moto.server import ThreadedMotoServer
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
-from reconciler.desired.project import load_project
+from reconciler.desired.settings.project import load_project
 from reconciler.runner.loop import RunnerReports
 from reconciler.state.reader import open_backend
 from state_backends.base import LockHeldError

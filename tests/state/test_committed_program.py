@@ -1,5 +1,5 @@
 """The state bucket is not trusted as code: a manifest's program is checked like a pull
-request's before a step, `execute` or `query` runs it (`desired.committed`).
+request's before a step, `execute` or `query` runs it (`desired.model.committed`).
 
 Someone who can write the state prefix, but not the repository or the runner, edits the
 committed manifest of a deployed pipeline (here the local backend's file; on S3 the same

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.desired.project import load_project
+from reconciler.desired.settings.project import load_project
 from reconciler.engine.delta.log import table_uri
 from reconciler.state.reader import pipeline_layout
 from reconciler.support.locations import resolve_path

@@ -1,4 +1,4 @@
-"""Carry a table's rows to its new columns in place (`desired.table_evolution` says
+"""Carry a table's rows to its new columns in place (`desired.model.table_evolution` says
 whether and how).
 
 A nullable column added at the end is one metadata-only Delta commit (existing
@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.desired.table_evolution import Evolution
+from reconciler.desired.model.table_evolution import Evolution
 from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage, table_uri
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.spark.schema import arrow_schema, quoted

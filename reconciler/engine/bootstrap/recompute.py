@@ -2,7 +2,7 @@
 
 Follows Feldera's semantics on Spark + Delta, then goes further: state of removed
 relations is discarded; a renamed relation keeps its state under its new name; a
-modified table evolves in place when `desired.table_evolution` allows it (rows and
+modified table evolves in place when `desired.model.table_evolution` allows it (rows and
 connector offsets kept), otherwise it is truncated and its input connectors
 reset; new tables are created empty; new and modified views are computed, in
 dependency order, from the existing state of unchanged relations (a maintained

@@ -84,7 +84,7 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     table as a multiset difference needs). `distinct`: no two rows are equal (a declared
     PRIMARY KEY, trusted as Spark and Delta trust theirs), so a deletion removes the one
     equal row and no copies are counted. `steady_source`: the change is a step's own
-    (pinned reads and checkpoints through deterministic built-ins only, `desired.safety`),
+    (pinned reads and checkpoints through deterministic built-ins only, `desired.parsing.safety`),
     which reads the same rows however often it is read, so Delta's MERGE need not
     materialize it first (4 to 6 jobs); not a streaming batch's rows, which Spark caches
     while the MERGE runs."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from reconciler.desired.output_key import output_key
+from reconciler.desired.analysis.output_key import output_key
 from reconciler.engine.io.kafka_offsets import client_options
 from reconciler.engine.maintenance.zset import OP_COLUMN
 from reconciler.engine.runtime import PipelineRuntime

@@ -6,7 +6,7 @@ docstring: `linear` (projections, filters, UNION ALL, inner joins),
 a query recomputed over only the keys a step touches); `change` is the change of
 a select without state of its own. `zset` is the change's representation,
 `frames` the relation versions a step reads, and `view` picks the rule for a view
-(from `desired.shapes`'s analysis) or recomputes it, reading only; `writes` makes the
+(from `desired.analysis.shapes`'s analysis) or recomputes it, reading only; `writes` makes the
 commits it decided, in one place; `refresh_choice` decides, for
 `refresh: auto`, whether maintaining or recomputing is cheaper.
 

@@ -25,7 +25,7 @@ COUNT(DISTINCT) cannot be updated by any change without the values seen (is the
 inserted value new to its group? is the deleted one its last?), so its touched
 groups are recomputed so at every step their source changes.
 
-ROLLUP, CUBE and GROUPING SETS (`desired/grouping_sets.py`) keep one state row per
+ROLLUP, CUBE and GROUPING SETS (`desired/analysis/grouping_sets.py`) keep one state row per
 group of each grouping set, told apart by one more key, `__g` (Spark's grouping id);
 the contributions are grouped by Spark's own `groupingSets`, in one pass. Recomputing
 touched groups then reads the whole source (the coarsest set needs every row).
@@ -47,8 +47,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from reconciler.desired.shapes import Aggregate, Linear
-from reconciler.desired.sql import DIALECT
+from reconciler.desired.analysis.shapes import Aggregate, Linear
+from reconciler.desired.parsing.sql import DIALECT
 from reconciler.engine.delta.merge import null_safe_equal
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames

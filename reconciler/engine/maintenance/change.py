@@ -13,9 +13,9 @@ from functools import partial
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
-from reconciler.desired.keyed import Keyed, from_of
-from reconciler.desired.shapes import Derived, Linear, Source
-from reconciler.desired.sql import DIALECT
+from reconciler.desired.analysis.keyed import Keyed, from_of
+from reconciler.desired.analysis.shapes import Derived, Linear, Source
+from reconciler.desired.parsing.sql import DIALECT
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.linear import select_change
 from reconciler.engine.maintenance.outer import keyed_change

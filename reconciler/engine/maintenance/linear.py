@@ -23,9 +23,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
-from reconciler.desired.keyed import Equated, occurrences
-from reconciler.desired.shapes import tables_of
-from reconciler.desired.sql import DIALECT
+from reconciler.desired.analysis.keyed import Equated, occurrences
+from reconciler.desired.analysis.shapes import tables_of
+from reconciler.desired.parsing.sql import DIALECT
 from reconciler.engine.maintenance.frames import Part, Range, Side, StepFrames
 from reconciler.engine.maintenance.zset import ZSet, union_all
 

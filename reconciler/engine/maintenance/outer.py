@@ -3,7 +3,7 @@
 Outer joins, `EXISTS`/`NOT EXISTS`, `IN (subquery)` and correlated subqueries are
 not linear — a match arriving for a left row retracts its NULL-padded output, the
 last matching row leaving flips a `NOT EXISTS` — but when every row the query
-combines shares one key (`desired/keyed.py` finds it) the change is the query over
+combines shares one key (`desired/analysis/keyed.py` finds it) the change is the query over
 just the touched keys, before and after the step:
 
     K  = the key values of this step's changed rows (every keyed occurrence, NULLs too)
@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciler.desired.keyed import Keyed, named_columns, occurrences
+from reconciler.desired.analysis.keyed import Keyed, named_columns, occurrences
 from reconciler.engine.maintenance.frames import Part, Side, StepFrames, in_range
 from reconciler.engine.maintenance.linear import rename_occurrences
 from reconciler.engine.maintenance.zset import ZSet

@@ -3,7 +3,7 @@
 Only reads: the result (`writes.Update`) is written by `writes.write_update`.
 
 The mode comes from the committed program (`refresh` of each view, decided at
-plan time by `desired.shapes`), so a step does what the approved plan said.
+plan time by `desired.analysis.shapes`), so a step does what the approved plan said.
 A maintained aggregate without state (a manifest from before it was
 maintained) is recomputed once and its state started. A MIN/MAX view whose
 source may delete rows this step, and a COUNT(DISTINCT) view at every step, are
@@ -26,9 +26,9 @@ from functools import cache, partial
 
 from pyspark.sql.types import StructType
 
-from reconciler.desired.expectation_clauses import executable_view_query
-from reconciler.desired.keyed import Keyed
-from reconciler.desired.shapes import Aggregate, Fallback, Shape, analyse
+from reconciler.desired.analysis.keyed import Keyed
+from reconciler.desired.analysis.shapes import Aggregate, Fallback, Shape, analyse
+from reconciler.desired.parsing.expectation_clauses import executable_view_query
 from reconciler.engine.maintenance.aggregate import aggregate_update, recomputed
 from reconciler.engine.maintenance.change import change_of
 from reconciler.engine.maintenance.frames import StepFrames

@@ -13,7 +13,7 @@ is read as computed, not as stored), and is compared with what the view holds no
   (one more job, over the differing rows only);
 * with samples asked (`Samples`): up to N rows of each kind (added, removed, changed
   before and after), masked columns as `***`: every column that reads a masked one,
-  by column lineage (`desired.masking`), whatever its name.
+  by column lineage (`desired.model.masking`), whatever its name.
 
 Every view's queries run under the preview's bound (`engine.preview.bound`): a time
 limit and a job budget, since the SQL comes from a pull request no one has reviewed;
@@ -37,8 +37,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from reconciler.desired.expectation_clauses import executable_view_query
-from reconciler.desired.masking import NO_MASK, ColumnMask
+from reconciler.desired.model.masking import NO_MASK, ColumnMask
+from reconciler.desired.parsing.expectation_clauses import executable_view_query
 from reconciler.engine.preview.bound import OutOfBound, PreviewBound
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.spark.local_rows import empty_frame
@@ -52,7 +52,7 @@ NET = "__preview_net"
 @dataclass(frozen=True)
 class Samples:
     """Sample rows to show (`plan --preview rows`): up to `count` of each kind, and per view
-    which columns show as `***` (`desired.masking`: by lineage, not by name). Only these
+    which columns show as `***` (`desired.model.masking`: by lineage, not by name). Only these
     rows, never a view's contents, reach the driver."""
 
     count: int = 0

@@ -32,7 +32,7 @@ reader: the Action runs this module on any pull request's checkout.
 
 `python -m reconciler.engine.spark.jars --spark-defaults` prints the lines a cluster
 operator puts in `spark-defaults.conf` to give a standalone cluster the same
-jars (the cluster's set-up, never the project's: see `desired/project.py`).
+jars (the cluster's set-up, never the project's: see `desired/settings/project.py`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ SAFE_JAVA_OPTIONS = "-Dorg.apache.kafka.automatic.config.providers=none"
 session's tasks run too, and the warm server): Kafka's client instantiates no config
 provider, so no setting can make it read an environment variable or a file into what it
 sends a broker (`${env:AWS_SECRET_ACCESS_KEY}`), whatever reaches it. Connector options are
-held to an allow-list before (`desired.client_options`); this holds for a setting that
+held to an allow-list before (`desired.settings.client_options`); this holds for a setting that
 check would miss. A cluster's executors are its operator's (`docs/clusters.md`)."""
 
 

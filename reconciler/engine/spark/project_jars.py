@@ -21,8 +21,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from reconciler.desired.documents import MAX_YAML_BYTES, YAML_FILE, load_yaml
-from reconciler.desired.project import PIPELINE_FILE, PROJECT_FILE
+from reconciler.desired.settings.documents import MAX_YAML_BYTES, YAML_FILE, load_yaml
+from reconciler.desired.settings.project import PIPELINE_FILE, PROJECT_FILE
 from reconciler.support.errors import ReconcileError
 from reconciler.support.safe_files import outside_reason, read_inside, refuse_outside
 
@@ -70,7 +70,7 @@ def pipelines_mention(project_dir: Path, pipeline_dirs: Iterable[Path], words: t
 
 def _project_settings(project_dir: Path) -> dict[str, Any]:
     """reconcile.yaml's top-level mapping as the safe reader and the YAML loader's limits
-    give it (`desired.documents.load_yaml`), or {} when there is none; a file refused or
+    give it (`desired.settings.documents.load_yaml`), or {} when there is none; a file refused or
     not parsing counts as none, with a one-line note (once: read once per project)."""
     return _settings_at(Path(os.path.abspath(project_dir)))
 
@@ -91,8 +91,8 @@ def _settings_at(project_dir: Path) -> dict[str, Any]:
 
 
 def _pipeline_dirs(project_dir: Path, pipelines: object) -> list[Path]:
-    """The project's pipeline folders with a pipeline.yaml, as `desired.project` finds them,
-    listed without following a link: a linked folder, or a pipelines folder that is not
+    """The project's pipeline folders with a pipeline.yaml, as `desired.settings.project`
+    finds them, listed without following a link: a linked folder, or a pipelines folder that is not
     inside the project, is skipped with a note."""
     if not isinstance(pipelines, str):
         return []

@@ -46,7 +46,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from reconciler.desired.project import SparkSettings
+from reconciler.desired.settings.project import SparkSettings
 from reconciler.engine.spark.class_archive import java_options
 from reconciler.engine.spark.jars import (
     DELTA_CATALOG,

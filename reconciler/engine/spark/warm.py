@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.support.errors import ReconcileError
 
 if TYPE_CHECKING:
-    from reconciler.desired.project import Project
+    from reconciler.desired.settings.project import Project
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT = 180.0
