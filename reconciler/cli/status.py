@@ -140,23 +140,14 @@ def waiting_input(project: Project, manifest: Manifest,
     """Per input connector, the files (or source versions, for `delta`; records, for
     `kafka`, summed from `lags`) not ingested yet; None where they cannot be counted from
     here (a source on object storage, a broker out of reach)."""
-    from reconciler.engine.delta.log import probe_latest_version
-    from reconciler.engine.io.input_files import waiting_files
+    from reconciler.engine.io.connector_types import connector_type  # no Spark: `waiting`
 
     waiting: dict[str, int | None] = {}
     for name, connector in connector_definitions(manifest.program, project.root).items():
         if not connector.is_input:
             continue
-        source, state = connector.location, manifest.connectors[name]
-        if connector.kafka is not None:
-            found = lags.get(name)
-            waiting[name] = None if found is None else sum(found.values())
-        elif connector.type == "delta":
-            latest = probe_latest_version(source)
-            done = state.source_version
-            waiting[name] = 0 if latest is None else latest - (-1 if done is None else done)
-        else:
-            waiting[name] = waiting_files(source, state.input_checkpoint)
+        waiting[name] = connector_type(connector).waiting(connector, manifest.connectors[name],
+                                                          lags)
     return waiting
 
 

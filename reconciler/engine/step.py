@@ -27,11 +27,9 @@ from pathlib import Path
 
 from reconciler.engine.delta.compaction import compact
 from reconciler.engine.expectations import check_table
+from reconciler.engine.io.connector_types import connector_type
 from reconciler.engine.io.connectors import emit, ingest, outputs_by_relation
-from reconciler.engine.io.delta_source import has_new_versions
 from reconciler.engine.io.input_batch import BadInput
-from reconciler.engine.io.input_files import has_new_files
-from reconciler.engine.io.kafka_offsets import has_new_records
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
@@ -114,13 +112,7 @@ def has_pending_input(program: CommittedProgram, relations: dict[str, RelationRe
     for name, connector in connector_definitions(program.document, base_dir).items():
         if not connector.is_input:
             continue
-        if connector.type == "delta":
-            if has_new_versions(connector, connectors[name]):
-                return True
-        elif connector.type == "kafka":
-            if has_new_records(connector, connectors[name]):
-                return True
-        elif has_new_files(connector.location, connectors[name].input_checkpoint):
+        if connector_type(connector).pending(connector, connectors[name]):
             return True
     return any(probe_latest_version(relations[table].path) != relations[table].version
                for table in program.tables)

@@ -311,13 +311,13 @@ def test_a_streamed_connector_moves_to_listed_batches(spark: SparkSession, tmp_p
     a stream batch killed after its append, before its commit, is finished by the stream
     once; then the connector takes only new files as listed batches, numbered after the
     stream's, and every row lands once."""
-    from reconciler.engine.io import connectors
+    from reconciler.engine.io import files_connector
 
     project = grades_project(tmp_path, ONE_FILE_PER_BATCH)
     reconcile(project, "apply", "--auto-approve")
     inbox = project / "input/grades"
     with monkeypatch.context() as streamed:
-        streamed.setattr(connectors, "uses_listed_batches", lambda *_: False)
+        streamed.setattr(files_connector, "uses_listed_batches", lambda *_: False)
         json_lines(inbox / "part-1.json", [{"student_id": 1, "class": "algebra", "grade": 90}])
         json_lines(inbox / "part-2.json", [{"student_id": 2, "class": "algebra", "grade": 80}])
         assert "step committed" in reconcile(project, "run")

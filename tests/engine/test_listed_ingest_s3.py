@@ -5,7 +5,7 @@ Real parts: moto's S3 server on loopback (`s3_endpoint`, reached through
 session reading the files through Hadoop's S3A connector, Delta's own writer
 (`delta_spark`) with the tables on `s3a://` too, and the real CLI in-process. The
 connector's checkpoint is on S3 with the tables, so it holds `listed/N.json` and
-`listed/N.done` there, and no streaming query runs (`_ingest_streamed` fails the test if
+`listed/N.done` there, and no streaming query runs (`ingest_streamed` fails the test if
 called).
 """
 
@@ -20,7 +20,7 @@ import boto3
 import pytest
 from pyspark.sql import SparkSession
 
-from reconciler.engine.io import connectors, listed_ingest
+from reconciler.engine.io import files_connector, listed_ingest
 from reconciler.engine.io.input_files import has_new_files, waiting_files
 from reconciler.support.errors import ReconcileError
 from tests.cli_helpers import manifest, query, reconcile
@@ -102,7 +102,7 @@ def no_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(*_: object) -> int:
         raise AssertionError("a streaming query was started")
 
-    monkeypatch.setattr(connectors, "_ingest_streamed", refused)
+    monkeypatch.setattr(files_connector, "ingest_streamed", refused)
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_a_streamed_s3_connector_moves_to_listed_batches(
     inbox.put("day=1/a b.json", (1, "algebra", 90))
     inbox.put("day=1/c.json", (2, "algebra", 80))
     with monkeypatch.context() as streamed:
-        streamed.setattr(connectors, "uses_listed_batches", lambda *_: False)
+        streamed.setattr(files_connector, "uses_listed_batches", lambda *_: False)
         assert "step committed" in reconcile(inbox.project, "run")
     assert "commits/0" in inbox.checkpoint_keys()
     assert not any(key.startswith("listed/") for key in inbox.checkpoint_keys())

@@ -31,8 +31,8 @@ from pyspark.sql.types import StructType
 from reconciler.engine.bootstrap.evolution import evolve_table
 from reconciler.engine.bootstrap.state_moves import move_relation
 from reconciler.engine.expectations import check_view
+from reconciler.engine.io.connector_types import connector_type
 from reconciler.engine.io.connectors import emit, outputs_by_relation
-from reconciler.engine.io.kafka_offsets import starting_offsets
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.refresh_choice import timed
 from reconciler.engine.maintenance.view import maintained_shape, recompute_update
@@ -76,7 +76,7 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
         generation = uuid.uuid4().hex[:12]
         states[name] = ConnectorState(
             generation=generation, checkpoint=runtime.layout.checkpoint(name, generation),
-            kafka_offsets=starting_offsets(connector) if connector.type == "kafka" else None)
+            kafka_offsets=connector_type(connector).start(connector))
     return states
 
 

@@ -31,7 +31,7 @@ last batch its table's app transaction records. Until then a stream batch it lef
 unfinished (`offsets/N` without `commits/N`) is finished by the stream itself, which
 redoes exactly that batch once. Options only Spark's stream implements (`cleanSource`,
 `latestFirst`, ...) and file systems the client cannot list (`gs://`, `hdfs://`, ...)
-keep the streaming query (`engine.io.connectors`); over Spark Connect, where a stream's
+keep the streaming query (`engine.io.files_connector`); over Spark Connect, where a stream's
 `foreachBatch` would run on the server, only the listed path is there. A connector that
 has a listed log keeps using it, so it never reads a file twice.
 """
