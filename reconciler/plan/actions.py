@@ -318,7 +318,7 @@ def _rereads(connector: dict[str, Any]) -> tuple[str, ...]:
     if connector["direction"] != "input":
         return ()
     found = []
-    if connector.get("type") == "kafka":
+    if connector.get("kafka") is not None:  # its servers and topic: a Kafka connector's
         start = kafka_start(connector)
         found.append(f"reads {redact_text(str(connector.get('path')))} from the {start} "
                      "offsets" + ("" if start == "earliest" else

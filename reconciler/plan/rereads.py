@@ -31,6 +31,7 @@ import posixpath
 import re
 from typing import Any
 
+from reconciler.desired.settings.connector_shape import RESET_READS
 from reconciler.plan.actions import kafka_start, printable
 from reconciler.plan.diff import ProgramDiff
 from reconciler.support.redaction import redact_text
@@ -65,9 +66,7 @@ def _avoided(connector: dict[str, Any]) -> bool:
 def _refusal(name: str, connector: dict[str, Any], change: str, replaced: list[str]) -> str:
     where = redact_text(printable(str(connector.get("path"))))
     table = connector["relation"]
-    what = (f"{where} from the earliest offsets" if connector.get("kafka") is not None
-            else f"every file of {where}" if connector.get("type") == "files"
-            else f"{where} from its first version")
+    what = RESET_READS[connector["type"]].format(where=where)
     subject = (f"input connector {name} is reset and" if change == "modified" else
                f"new input connector {name} (replacing {', '.join(sorted(replaced))})")
     ways = ("startingOffsets: latest (start after what the topic holds at the apply), "

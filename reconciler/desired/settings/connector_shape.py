@@ -15,6 +15,10 @@ from typing import Any
 from reconciler.desired.settings.client_options import check_client_options
 from reconciler.desired.settings.kafka_settings import KAFKA_FIELDS, check_kafka_shape
 
+RESET_READS = {"files": "every file of {where}", "delta": "{where} from its first version",
+               "kafka": "{where} from the earliest offsets"}
+"""What an input of each type reads again when it is reset, for the plan's words."""
+
 
 def check_connector_shape(spec: Any) -> None:
     """ValueError naming the connector and the first thing wrong with its fields."""
