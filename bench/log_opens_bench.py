@@ -40,8 +40,8 @@ class OpenCounter:
 
     def __init__(self) -> None:
         self.opens = 0
-        self._original: Callable[..., Any] = delta_tables.open_delta_rs
-        delta_tables.open_delta_rs = self._counted
+        self._original: Callable[..., Any] = delta_tables.open_delta_rs  # type: ignore[attr-defined]  # patched where it is used
+        delta_tables.open_delta_rs = self._counted  # type: ignore[attr-defined]  # patched where it is used
 
     def _counted(self, *args: Any, **kwargs: Any) -> Any:
         self.opens += 1

@@ -77,7 +77,7 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
     runtime = PipelineRuntime(spark, DeltaStorage(spark), Layout(str(root / "state"), "tpch"),
                               program, relations, report=timer,
                               project_dir=root)
-    refresh_update = refresh.refresh_update
+    refresh_update = refresh.refresh_update  # type: ignore[attr-defined]  # patched where it is used
 
     def grouped(runtime: PipelineRuntime, frames: Any, view: str, shape: Any) -> Any:
         # per thread (the refresh's worker, which then writes the update); no description,
@@ -85,8 +85,8 @@ def profile(spark: Any, data: Path, root: Path, kind: str, parts: int,
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", view)
         return refresh_update(runtime, frames, view, shape)
 
-    refresh.refresh_update = grouped
-    step.refresh_views = functools.partial(refresh.refresh_views,
+    refresh.refresh_update = grouped  # type: ignore[attr-defined]  # patched where it is used
+    step.refresh_views = functools.partial(refresh.refresh_views,  # type: ignore[attr-defined]  # patched where it is used
                                            workers=workers or refresh.REFRESH_WORKERS)
     serial = 4
     for warm in range(warm_steps):  # steps before, as a running pipeline has had

@@ -59,8 +59,8 @@ def main() -> None:
         return wrapper
 
     # Timed where the engine's own commits call them (`DeltaRsWriter`).
-    writers_module.write_files = timed("spark write", writers_module.write_files)
-    writers_module.commit_files = timed("delta-rs commit", writers_module.commit_files)
+    writers_module.write_files = timed("spark write", writers_module.write_files)  # type: ignore[attr-defined]  # patched where it is used
+    writers_module.commit_files = timed("delta-rs commit", writers_module.commit_files)  # type: ignore[attr-defined]  # patched where it is used
 
     def rows(first: int, count: int) -> Any:
         return spark.range(first, first + count).select(

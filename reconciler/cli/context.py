@@ -76,7 +76,7 @@ class ReconcileGroup(click.Group):
             allow_attach()
         return name, command, rest
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, Terminated) as stop:  # 130 and 143, as a shell reports

@@ -3,11 +3,23 @@ lock, the bootstrap policy, where Spark runs and which objects to choose (`--sel
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import click
 
 from reconciler.desired.settings.setting_values import POLICIES, duration_seconds
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+"""A command's function, as an option decorator takes and returns it."""
+
+
+class Decorator(Protocol):
+    """An option (or several), as click's `option` makes it: any command's function in,
+    the same function out."""
+
+    def __call__(self, function: Command, /) -> Command: ...
+
 
 backend_option = click.option("--backend", "backend_url",
                               help="State backend URL (overrides reconcile.yaml).")
@@ -15,12 +27,12 @@ LOCK_TIMEOUT = "5m"
 """How long apply, approve, execute and a continuous run wait for another run's lock."""
 
 
-def lock_option(default: str | None) -> Any:
+def lock_option(default: str | None) -> Decorator:
     return click.option("--lock-timeout", type=Duration(), default=default, show_default=True,
                         help="How long to wait for another run's lock (90s, 5m, 1h).")
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType[float, Any]):
     """`90s`, `5m`, `1h`, `2d` or seconds, as a number of seconds."""
 
     name = "duration"
@@ -35,7 +47,7 @@ class Duration(click.ParamType):
 POLICY_CHOICE = click.Choice(POLICIES)
 
 
-def engine_options(function: Any) -> Any:
+def engine_options(function: Command) -> Command:
     function = click.option("--spark-remote", help="Spark Connect URL, e.g. sc://host:15002.")(
         function)
     return click.option("--spark-master", help="Spark master URL, e.g. spark://host:7077.")(
@@ -48,7 +60,7 @@ def _set_json(ctx: click.Context, _param: Any, value: bool) -> None:
         state.as_json = True
 
 
-def json_flag(document: str = "the keys of the text") -> Any:
+def json_flag(document: str = "the keys of the text") -> Decorator:
     """`--json` for a command that reports `document`: it sets `CliContext.as_json` (read
     through `pass_cli`), so the command prints through `CliContext.emit` and its errors as
     `{"error": ...}`, every command alike."""
@@ -67,7 +79,7 @@ select_option = click.option(
          "changes are left out and stay pending.")
 
 
-def bootstrap_options(function: Any) -> Any:
+def bootstrap_options(function: Command) -> Command:
     """The options of every command that may bootstrap (apply, approve, refresh): `--silent`,
     the lock's timeout, the backend, where Spark runs and `--json`."""
     silent = click.option("--silent", is_flag=True,

@@ -58,6 +58,16 @@ class GitHubClient:
         """One call; returns the decoded JSON (None for an empty body)."""
         return self._send(method, self._url(path), body, path).data
 
+    def request_object(self, method: str, path: str,
+                       body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call whose answer is a JSON object (an endpoint that answers otherwise, as a
+        server that is not GitHub's might, is a failed call)."""
+        found = self.request(method, path, body)
+        if not isinstance(found, dict):
+            raise GitHubError(method, path, 200, f"expected a JSON object, got "
+                                                 f"{type(found).__name__}")
+        return found
+
     def paginate(self, path: str) -> Iterator[Any]:
         """Every item of a list endpoint, following ``Link: rel="next"`` within the API root."""
         separator = "&" if "?" in path else "?"
@@ -109,10 +119,10 @@ class GitHubClient:
         return str(self.request("GET", "/user")["login"])
 
     def permission(self, repo: str, user: str) -> dict[str, Any]:
-        return self.request("GET", f"/repos/{repo}/collaborators/{_quote(user)}/permission")
+        return self.request_object("GET", f"/repos/{repo}/collaborators/{_quote(user)}/permission")
 
     def pull_request(self, repo: str, number: int) -> dict[str, Any]:
-        return self.request("GET", f"/repos/{repo}/pulls/{number}")
+        return self.request_object("GET", f"/repos/{repo}/pulls/{number}")
 
     def reviews(self, repo: str, number: int) -> Iterator[dict[str, Any]]:
         return self.paginate(f"/repos/{repo}/pulls/{number}/reviews")
@@ -146,11 +156,12 @@ class GitHubClient:
         return self.paginate(f"/repos/{repo}/issues/{number}/comments")
 
     def create_comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
-        return self.request("POST", f"/repos/{repo}/issues/{number}/comments", {"body": body})
+        return self.request_object("POST", f"/repos/{repo}/issues/{number}/comments",
+                                   {"body": body})
 
     def update_comment(self, repo: str, comment_id: int, body: str) -> dict[str, Any]:
-        return self.request("PATCH", f"/repos/{repo}/issues/comments/{comment_id}",
-                            {"body": body})
+        return self.request_object("PATCH", f"/repos/{repo}/issues/comments/{comment_id}",
+                                   {"body": body})
 
     def react(self, repo: str, comment_id: int, content: str) -> None:
         self.request("POST", f"/repos/{repo}/issues/comments/{comment_id}/reactions",

@@ -28,7 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.desired.model.table_evolution import Evolution
-from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage, table_uri
+from reconciler.engine.delta.log import table_uri
+from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.runtime import PipelineRuntime, default_value, table_schema
 from reconciler.engine.spark.schema import arrow_schema, quoted
 from reconciler.engine.spark.session import session_settings

@@ -27,6 +27,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.engine.delta.files import FileStore
 from reconciler.engine.delta.log import table_uri
@@ -137,7 +138,7 @@ def _checkpoint_at_or_before(names: list[str], version: int) -> tuple[int, list[
     return -1, []
 
 
-def _actions(store: FileStore, commit: str) -> list[dict]:
+def _actions(store: FileStore, commit: str) -> list[dict[str, Any]]:
     try:
         text = store.read_bytes(commit).decode("utf-8")
     except FileNotFoundError:
@@ -145,7 +146,7 @@ def _actions(store: FileStore, commit: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _vector(descriptor: dict | None) -> DeletionVector | None:
+def _vector(descriptor: dict[str, Any] | None) -> DeletionVector | None:
     if not descriptor:
         return None
     return DeletionVector(descriptor["storageType"], descriptor["pathOrInlineDv"],

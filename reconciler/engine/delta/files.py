@@ -68,9 +68,10 @@ class FileStore:
 
     def _infos(self, folder: str, recursive: bool) -> Iterable[pafs.FileInfo]:
         try:
-            return self.filesystem.get_file_info(
+            found: list[pafs.FileInfo] = self.filesystem.get_file_info(
                 pafs.FileSelector(self._native(folder), recursive=recursive,
                                   allow_not_found=True))
+            return found
         except FileNotFoundError:
             return []
 
@@ -89,7 +90,7 @@ class FileStore:
 
     def exists(self, uri: str) -> bool:
         """Whether a file is there (one metadata request on an object store)."""
-        return self.filesystem.get_file_info(self._native(uri)).type == pafs.FileType.File
+        return bool(self.filesystem.get_file_info(self._native(uri)).type == pafs.FileType.File)
 
     def parquet_footer(self, uri: str) -> pq.FileMetaData:
         """A Parquet file's footer: its rows and per-row-group statistics (one small read)."""
@@ -98,7 +99,7 @@ class FileStore:
     def read_bytes(self, uri: str) -> bytes:
         """A whole (small) file: a Delta log commit."""
         with self.filesystem.open_input_stream(self._native(uri)) as stream:
-            return stream.read()
+            return bytes(stream.read())
 
     def write_bytes(self, uri: str, data: bytes) -> None:
         """A whole small file, replaced at once where the file system can (a local rename;

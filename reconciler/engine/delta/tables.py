@@ -246,7 +246,7 @@ class DeltaTables:
                    for file, rows in files.items() if file not in others]
         if None in touched:
             return None
-        return sum(touched) + abs(versions[1].deleted_rows - versions[0].deleted_rows)
+        return int(sum(touched)) + abs(versions[1].deleted_rows - versions[0].deleted_rows)
 
     def scan(self, files: list[str], schema: T.StructType) -> DataFrame:
         """Spark reading these data files with ``schema`` (lazily, in parallel)."""

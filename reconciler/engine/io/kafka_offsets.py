@@ -129,7 +129,8 @@ class OffsetClient:
         if not partitions:
             return {}
         found: dict[str, dict[Partition, int]] = {}
-        for side, spec in (("earliest", OffsetSpec.earliest()), ("latest", OffsetSpec.latest())):
+        for side, spec in (("earliest", OffsetSpec.earliest()),  # type: ignore[no-untyped-call]
+                           ("latest", OffsetSpec.latest())):  # type: ignore[no-untyped-call]
             asked = {TopicPartition(topic, partition): spec for topic, partition in partitions}
             try:
                 futures = self.admin.list_offsets(asked, request_timeout=self.timeout)

@@ -68,7 +68,7 @@ class StepFrames:
             return self.old(relation)
         if part == "new":
             return self.new(relation)
-        side = getattr(self.changes[relation], part)
+        side: DataFrame | None = getattr(self.changes[relation], part)
         assert side is not None, f"no {part} for {relation}"
         return side
 

@@ -77,9 +77,10 @@ def _touched_keys(frames: StepFrames, shape: Keyed, relations: list[str]) -> Dat
     """The key values of this step's changed rows, one column `KEY`, distinct. Lazy: each
     reader reads the key columns of the change's sides again (computed once, and as small
     as the change), rather than a job to keep the keys."""
-    return reduce(DataFrame.union, [getattr(frames.changes[relation], side).select(
+    keys: DataFrame = reduce(DataFrame.union, [getattr(frames.changes[relation], side).select(
         F.col(key).alias(KEY)) for relation, key, side in _touched(frames, shape, relations)]
         ).distinct()
+    return keys
 
 
 def _restricted_versions(frames: StepFrames, shape: Keyed, relations: list[str],

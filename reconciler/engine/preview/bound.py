@@ -117,7 +117,8 @@ class PreviewBound:
             raise OutOfBound(self.reason)
         if "error" in outcome:
             raise outcome["error"]
-        return outcome["value"]
+        value: T = outcome["value"]
+        return value
 
     def _in_worker(self, query: Callable[[], Any], outcome: dict[str, Any]) -> None:
         """Runs in the query's own thread: the group or tag is per thread in PySpark."""

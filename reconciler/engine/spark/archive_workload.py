@@ -17,8 +17,9 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from reconciler.desired.settings.project import SparkSettings
 from reconciler.engine.spark.local_rows import local_frame
-from reconciler.engine.spark.session import SparkSettings, get_spark
+from reconciler.engine.spark.session import get_spark
 
 EXIT_SECONDS = 300.0
 """How long to wait for the JVM to write the archive and exit (seconds here)."""
