@@ -47,10 +47,10 @@ def _compute_plan(project: Project, pipeline: str | None, backend_url: str | Non
         _refuse_orphan(backend, pipeline)
     # A project whose last pipeline folder went still plans: its orphans are the plan.
     names = [] if orphans and not project.pipeline_dirs else select_pipelines(project, pipeline)
-    committed, memos = committed_memos(project, names, backend_url)
+    committed, memos = committed_memos(project, names, backend=backend)
     programs = [build_program(load_source(project, name), memos.get(name)) for name in names]
     return plan_project(project, programs, backend_url, committed=committed,
-                        selection=selection, orphans=orphans)
+                        selection=selection, orphans=orphans, backend=backend)
 
 
 def _refuse_orphan(backend: StateBackend, pipeline: str) -> None:
@@ -66,16 +66,17 @@ def _refuse_orphan(backend: StateBackend, pipeline: str) -> None:
                              f"remove it with `reconcile destroy -p {pipeline}`")
 
 
-def committed_memos(project: Project, names: list[str], backend_url: str | None = None
+def committed_memos(project: Project, names: list[str], backend_url: str | None = None, *,
+                    backend: StateBackend | None = None
                     ) -> tuple[dict[str, Committed], dict[str, Mapping[str, Any] | None]]:
-    """The manifests of `names` as `project`'s backend holds them, and their analysis memos
-    where trusted (`trusted_memo`). Reading a manifest is an optimisation here: any failure
-    leaves the programs analysed from their SQL, and the plan reads the manifest again (and
-    reports what went wrong)."""
+    """The manifests of `names` as `project`'s backend holds them (`backend`, when the
+    caller opened it), and their analysis memos where trusted (`trusted_memo`). Reading a
+    manifest is an optimisation here: any failure leaves the programs analysed from their
+    SQL, and the plan reads the manifest again (and reports what went wrong)."""
     committed: dict[str, Committed] = {}
     memos: dict[str, Mapping[str, Any] | None] = {}
     try:
-        backend = open_backend(project, backend_url)
+        backend = backend or open_backend(project, backend_url)
         for name in names:
             committed[name] = read_manifest(backend, name, pipeline_layout(project, name))
             memos[name] = trusted_memo(project, backend, committed[name][0])
@@ -113,20 +114,22 @@ def plan_project(project: Project, programs: list[Program], backend_url: str | N
                  notes: Mapping[str, tuple[str, ...]] | None = None, *,
                  committed: Mapping[str, Committed] | None = None,
                  selection: Selection | None = None,
-                 orphans: list[dict[str, Any]] | None = None) -> Plan:
+                 orphans: list[dict[str, Any]] | None = None,
+                 backend: StateBackend | None = None) -> Plan:
     """The plan for `programs` under `project`'s settings (which the GitHub Action
     replaces with trusted ones, adding `notes` per pipeline on what it replaced). Options
     that delete or move input files are checked here, against those final settings, then
     that every local input folder exists (`desired.workspace.check_input_folders`).
     `committed` holds manifests already read from that backend (`compute_plan`), `orphans`
     the pipelines it holds that the project no longer has (`orphaned_pipelines`); a
-    `selection` narrows the plan of the one pipeline it is for (`one_pipeline`)."""
+    `selection` narrows the plan of the one pipeline it is for (`one_pipeline`). `backend`:
+    the project's, when the caller opened it already (a plan opens it once)."""
     one_pipeline(programs, selection)
     for program in programs:
         program.check_file_cleanup(project.settings.allow_file_cleanup)
     for program in programs:
         check_input_folders(program, project.root)
-    backend = open_backend(project, backend_url)
+    backend = backend or open_backend(project, backend_url)
     settings = settings_summary(project.settings)
     plans = []
     for program in programs:
