@@ -170,6 +170,7 @@ def run(spark: SparkSession, work: Path, writer: str, pattern: str, rows: int, f
     from pyspark.sql import types as T
 
     from reconciler.engine.delta.merge import apply_changes
+    from reconciler.engine.delta.relation import DeltaRelation
     from reconciler.engine.delta.storage import DeltaStorage
 
     schema = T.StructType([T.StructField("id", T.LongType(), False),
@@ -199,8 +200,8 @@ def run(spark: SparkSession, work: Path, writer: str, pattern: str, rows: int, f
             version = storage.restore(path, filled)
         before = file_sizes(path)
         started = time.perf_counter()
-        after_version = apply_changes(storage, path, version, schema, inserts, deletes,
-                                      unique_by=unique_by)
+        after_version = apply_changes(DeltaRelation(storage, str(path), version, schema),
+                                      inserts, deletes, unique_by=unique_by)
         times.append(time.perf_counter() - started)
         assert after_version == version + 1, (version, after_version)
         new = {name: size for name, size in file_sizes(path).items() if name not in before}
@@ -294,6 +295,7 @@ def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
 
     from bench.tpch_bench import slice_file
     from reconciler.engine.delta.merge import apply_changes
+    from reconciler.engine.delta.relation import DeltaRelation
     from reconciler.engine.step import table_change
     from reconciler.state.relations import RelationRecord
 
@@ -317,7 +319,7 @@ def tpch_rf2(spark: SparkSession, storage: DeltaStorage, data: Path,
 
         before = file_sizes(path)
         started = time.perf_counter()
-        after = apply_changes(storage, path, version, schema, None, deletes,
+        after = apply_changes(DeltaRelation(storage, str(path), version, schema), None, deletes,
                               app_transaction=(f"{app}:{table}", 1), distinct=distinct)
         apply_time = time.perf_counter() - started
         assert after == version + 1, (table, version, after)

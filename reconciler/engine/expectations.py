@@ -76,7 +76,11 @@ def check_table(runtime: PipelineRuntime, table: str, change: ZSet,
     if not drops:
         return change
     rejected = change.inserts.filter(" OR ".join(violated(c) for c in drops))
-    runtime.remove_rows(table, rejected.localCheckpoint(eager=True))
+    # One stored copy of each rejected insert deleted, before the step commits, so that no
+    # committed version holds them; the table pinned at the version that makes
+    runtime.pin(table, runtime.relation(table).apply_changes(
+        None, rejected.localCheckpoint(eager=True),
+        distinct=bool(runtime.program.tables[table].primary_key)))
     return recompute()
 
 

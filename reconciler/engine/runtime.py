@@ -21,7 +21,7 @@ from pyspark.sql.types import StructType
 from reconciler.desired.analysis.query_parts import relations_named
 from reconciler.desired.model.resolution import UNADDRESSABLE
 from reconciler.desired.parsing.expectation_clauses import executable_view_query
-from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.spark.checkpoints import unless_empty
 from reconciler.engine.spark.local_rows import empty_frame
@@ -92,6 +92,32 @@ class PipelineRuntime:
         assert state is not None, f"{name} keeps no state"
         return self.frame_of(state)
 
+    def relation(self, name: str) -> DeltaRelation:
+        """A relation's table at the version its record pins, to read or to write (a write
+        returns the relation at its new version, which `pin` records)."""
+        record = self.relations[name]
+        return DeltaRelation(self.storage, record.path, record.version, self.schema_of(record))
+
+    def state(self, name: str) -> DeltaRelation:
+        """A maintained aggregate's per-group state at its pinned version, written through
+        `state_storage`."""
+        state = self.relations[name].state
+        assert state is not None, f"{name} keeps no state"
+        return DeltaRelation(self.state_storage(state.path), state.path, state.version,
+                             self.schema_of(state))
+
+    def pin(self, name: str, written: DeltaRelation) -> None:
+        """Record a write of `name`'s table, or of its state (told apart by their paths), at
+        the version it made: the relation's row count is read from that version's log; its
+        state entry is kept (a state's write keeps the relation's record)."""
+        record = self.relations[name]
+        if written.path == record.path:
+            self.relations[name] = replace(record, version=written.version,
+                                           rows=written.rows())
+            return
+        assert record.state is not None and written.path == record.state.path, written.path
+        self.relations[name] = replace(record, state=record.state.at(written.version))
+
     def schema(self, name: str) -> StructType:
         """A relation's columns as its record holds them."""
         return self.schema_of(self.relations[name])
@@ -160,8 +186,8 @@ class PipelineRuntime:
         self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
         doomed = unless_empty(self.spark.sql(doomed_sql))
         if doomed is not None:  # else no commit, so the step sees no change
-            apply_changes(self.storage, record.path, latest, schema, None, doomed,
-                          distinct=bool(self.program.tables[table].primary_key))
+            DeltaRelation(self.storage, record.path, latest, schema).apply_changes(
+                None, doomed, distinct=bool(self.program.tables[table].primary_key))
 
     def create_table(self, name: str) -> RelationRecord:
         """Create (or empty, with the new schema) a table; returns its record."""
@@ -185,26 +211,6 @@ class PipelineRuntime:
         return self._record(name, "view", path, version, contents.schema,
                             rows=self.storage.row_count(path, version))
 
-    def replace_view_contents(self, name: str, contents: DataFrame) -> None:
-        """Replace a maintained view's stored contents, keeping its state entry (the caller
-        has just written the state these contents come from)."""
-        version = self._overwrite(self.relations[name], contents)
-        self._repin(name, version)
-
-    def replace_state_contents(self, name: str, contents: DataFrame) -> None:
-        """Replace an aggregate view's per-group state, keeping its schema."""
-        record = self.relations[name]
-        assert record.state is not None
-        storage = self.state_storage(record.state.path)
-        schema = self.schema_of(record.state)
-        version = storage.overwrite(record.state.path, contents, schema)
-        self.relations[name] = replace(record, state=record.state.at(version))
-
-    def _overwrite(self, stored: StoredTable, contents: DataFrame) -> int:
-        """A small view's contents replaced (`maintenance.writes.Rewritten`: only those)."""
-        schema = self.schema_of(stored)
-        return self.storage.replace_small(self.storage.at(stored.path), contents, schema)
-
     def state_storage(self, path: str) -> DeltaStorage:
         """What writes an aggregate's per-group state at `path`. Only the engine reads it, and
         a small one is rewritten whole each step: through Delta's writer an overwrite runs 5
@@ -223,31 +229,12 @@ class PipelineRuntime:
                                                 storage_options=self.storage.options)
         return self._engine_storage
 
-    def apply_view_changes(self, name: str, inserts: DataFrame | None,
-                           deletes: DataFrame | None) -> None:
-        """Apply a maintained view's change to its stored contents (its state entry stays)."""
-        record = self.relations[name]
-        schema = self.schema_of(record)
-        version = apply_changes(self.storage, record.path, record.version, schema, inserts,
-                                deletes, steady_source=True)
-        self._repin(name, version)
-
     def write_state(self, name: str, contents: DataFrame) -> None:
         """Replace the per-group state kept beside an aggregate view."""
         path = self.layout.state(name)
         version = self.state_storage(path).overwrite(path, contents, contents.schema)
         self.relations[name] = replace(self.relations[name], state=StoredTable(
             path, version, contents.schema.json()))
-
-    def apply_state_changes(self, name: str, inserts: DataFrame, deletes: DataFrame,
-                            unique_by: list[str]) -> None:
-        record = self.relations[name]
-        assert record.state is not None
-        storage = self.state_storage(record.state.path)
-        schema = self.schema_of(record.state)
-        version = apply_changes(storage, record.state.path, record.state.version, schema,
-                                inserts, deletes, unique_by=unique_by, steady_source=True)
-        self.relations[name] = replace(record, state=record.state.at(version))
 
     def adopt_latest(self, name: str) -> bool:
         """Point a table's record at its latest Delta version when a write that no manifest
@@ -260,25 +247,6 @@ class PipelineRuntime:
         self.relations[name] = replace(record, version=latest.version,
                                        rows=self.storage.rows_in(latest))
         return True
-
-    def remove_rows(self, table: str, rows: DataFrame) -> None:
-        """Delete one stored copy of each of `rows` from `table` at its pinned version, and
-        pin the version that makes: a DROP ROW expectation's rejected inserts, deleted before
-        the step commits so that no committed version holds them."""
-        record = self.relations[table]
-        version = apply_changes(self.storage, record.path, record.version,
-                                self.schema_of(record), None, rows,
-                                distinct=bool(self.program.tables[table].primary_key))
-        self._repin(table, version)
-
-    def _repin(self, name: str, version: int) -> RelationRecord:
-        """A relation's record pinned at `version` (its state entry kept), with its row count
-        read from that version's log: a table's after a write of the step's own (a DROP ROW
-        expectation's delete), a maintained view's after its change."""
-        record = self.relations[name]
-        self.relations[name] = replace(record, version=version,
-                                       rows=self.storage.row_count(record.path, version))
-        return self.relations[name]
 
     def _record(self, name: str, kind: Kind, path: str, version: int, schema: StructType,
                 rows: int, insert_txn: int | None = None) -> RelationRecord:

@@ -37,6 +37,7 @@ from reconciler.desired.view_test_files import Row, ViewTest
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.log import table_uri
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.runtime import PipelineRuntime, table_schema
 from reconciler.engine.spark.local_rows import arrow_rows, local_frame
@@ -214,7 +215,7 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
         latest = runtime.storage.latest_version(record.path)
         assert latest is not None  # the first bootstrap above created every table
         deletes = test.deletes.get(name, [])
-        apply_changes(runtime.storage, record.path, latest, schema,
+        apply_changes(DeltaRelation(runtime.storage, record.path, latest, schema),
                       rows_frame(spark, test.inserts.get(name, []), schema),
                       rows_frame(spark, deletes, schema) if deletes else None)
     run_step(runtime, started.connectors, serial=3, ingest_inputs=False)

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 from tests.cli_helpers import manifest, query, reconcile
 from tests.projects import write_files
@@ -290,8 +291,8 @@ def test_delta_input_reads_deletes_and_updates_from_the_change_feed(
     reconcile(project, "apply", "--auto-approve")
     assert "step committed" in reconcile(project, "run")
     # Row 1 deleted, row 2 updated, row 4 inserted: one version of the source.
-    version = apply_changes(source, upstream, version, schema, rows((2, "b", "5.00"),
-                                                                   (4, "b", "4.00")),
+    version = apply_changes(DeltaRelation(source, str(upstream), version, schema),
+                            rows((2, "b", "5.00"), (4, "b", "4.00")),
                             rows((1, "a", "1.50"), (2, "b", "2.00")))
     assert "step committed" in reconcile(project, "run")
     assert "no new input" in reconcile(project, "run")

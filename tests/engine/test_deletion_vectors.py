@@ -23,6 +23,7 @@ from reconciler.engine.delta import compaction, merge
 from reconciler.engine.delta.compaction import compact
 from reconciler.engine.delta.deletion_vectors import live_files
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.retention import collect_garbage
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.state.layout import Layout
@@ -50,7 +51,8 @@ def drawn_step(storage: DeltaStorage, path: Path, version: int, expected: Counte
     oracle), and the insertions and deletions."""
     spark = storage.spark
     deletes, inserts = draw(rng, 8), draw(rng, 3)
-    after = apply_changes(storage, path, version, SCHEMA, spark.createDataFrame(inserts, SCHEMA),
+    after = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA),
+                          spark.createDataFrame(inserts, SCHEMA),
                           spark.createDataFrame(deletes, SCHEMA), app_transaction=("steps", step))
     expected = expected - Counter(deletes) + Counter(inserts)
     assert held(storage, path, after) == expected, step
@@ -80,7 +82,7 @@ def test_deletions_mark_rows_and_keep_multiset_semantics(
         change.subtract(previous)
         assert +net == +change and -net == -change, step
         # Applied once: the same step again records nothing new.
-        assert apply_changes(storage, path, after, SCHEMA,
+        assert apply_changes(DeltaRelation(storage, str(path), after, SCHEMA),
                              spark.createDataFrame(inserts, SCHEMA),
                              spark.createDataFrame(deletes, SCHEMA),
                              app_transaction=("steps", step)) == after
@@ -114,7 +116,7 @@ def test_deletions_mark_rows_and_keep_multiset_semantics(
     # compacts such a table (either would bring the marked rows back).
     fallback = DeltaStorage(spark, writer="delta-rs")
     with pytest.raises(ReconcileError, match="deletion vectors"):
-        apply_changes(fallback, path, version, SCHEMA, None,
+        apply_changes(DeltaRelation(fallback, str(path), version, SCHEMA), None,
                       spark.createDataFrame(list(expected)[:1], SCHEMA))
     monkeypatch.setattr(compaction, "COMPACT_AFTER", 0)  # every small file is due
     assert compact(fallback, path) is None
@@ -158,7 +160,7 @@ def test_rows_unique_by_a_key_are_deleted_by_it(spark: SparkSession, tmp_path: P
     storage.create(path, SCHEMA)
     version = storage.append(path, spark.createDataFrame([(k, f"v{k}") for k in range(6)],
                                                          SCHEMA))
-    after = apply_changes(storage, path, version, SCHEMA,
+    after = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA),
                           spark.createDataFrame([(2, "new"), (9, "v9")], SCHEMA),
                           spark.createDataFrame([(2, "v2"), (4, "v4"), (7, "v7")], SCHEMA),
                           unique_by=["k"])
@@ -181,7 +183,7 @@ def test_distinct_rows_are_not_counted(spark: SparkSession, tmp_path: Path,
         raise AssertionError("distinct rows need no count of copies")
 
     monkeypatch.setattr(merge, "_surviving_copies", refuse)
-    after = apply_changes(storage, path, version, SCHEMA,
+    after = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA),
                           spark.createDataFrame([(9, "v9")], SCHEMA),
                           spark.createDataFrame([(1, "v1"), (2, "other")], SCHEMA),
                           distinct=True)
@@ -205,7 +207,7 @@ def test_deletions_read_only_files_within_their_key_range(spark: SparkSession,
         files.append(set(storage.require(str(path)).file_uris()))
     [last_keys_file] = files[-1] - files[-2]  # keys 300 to 399
     Path(last_keys_file).unlink()
-    after = apply_changes(storage, path, version, SCHEMA, None,
+    after = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA), None,
                           spark.createDataFrame([(150, "v150"), (160, "v160")], SCHEMA),
                           distinct=True)
     assert storage.row_count(path, after) == 398
@@ -229,8 +231,8 @@ def test_decimal_and_date_keys_bound_the_merge(spark: SparkSession, tmp_path: Pa
         version = storage.append(path, frame)
         doomed = frame.limit(0).unionByName(frame.filter("k <= 0" if name == "decimal"
                                                          else "d is not null"))
-        after = apply_changes(storage, path, version, frame.schema, None, doomed,
-                              distinct=True)
+        after = apply_changes(DeltaRelation(storage, str(path), version, frame.schema), None,
+                              doomed, distinct=True)
         assert storage.row_count(path, after) == 1, name
 
 
@@ -251,7 +253,7 @@ def test_a_small_tables_rows_are_replaced_by_the_engines_commit_unless_rows_are_
     storage.create(path, SCHEMA)
     rows = [(k, "a") for k in range(6)]
     version = storage.append(path, spark.createDataFrame(rows, SCHEMA))
-    version = apply_changes(storage, path, version, SCHEMA,
+    version = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA),
                             spark.createDataFrame([(9, "z")], SCHEMA),
                             spark.createDataFrame([(0, "a")], SCHEMA))
     assert _writers(spark, path)[-1] == "delta-rs"
@@ -259,11 +261,11 @@ def test_a_small_tables_rows_are_replaced_by_the_engines_commit_unless_rows_are_
     assert Counter(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) \
         == expected
     monkeypatch.setattr(merge, "OVERWRITE_SMALL_BYTES", -1)  # a MERGE marks a row
-    version = apply_changes(storage, path, version, SCHEMA, None,
+    version = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA), None,
                             spark.createDataFrame([(1, "a")], SCHEMA))
     assert storage.at(path).vectors, "the MERGE marked a row in a deletion vector"
     monkeypatch.undo()
-    version = apply_changes(storage, path, version, SCHEMA, None,
+    version = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA), None,
                             spark.createDataFrame([(2, "a")], SCHEMA))
     assert _writers(spark, path)[-1] == "Apache-Spark"
     expected -= Counter([(1, "a"), (2, "a")])
@@ -284,7 +286,7 @@ def test_a_small_tables_append_is_the_engines_commit_read_by_the_change_feed(
     rows = [(k, "a") for k in range(4)]
     version = storage.append(path, spark.createDataFrame(rows, SCHEMA), app_id="i", txn_version=1)
     monkeypatch.setattr(merge, "OVERWRITE_SMALL_BYTES", -1)  # a MERGE marks a row
-    marked = apply_changes(storage, path, version, SCHEMA, None,
+    marked = apply_changes(DeltaRelation(storage, str(path), version, SCHEMA), None,
                            spark.createDataFrame([(0, "a")], SCHEMA))
     assert storage.at(path).vectors, "the MERGE marked a row in a deletion vector"
     added = spark.createDataFrame([(7, "b"), (8, "b")], SCHEMA)

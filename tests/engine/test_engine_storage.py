@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 from reconciler.desired.parsing.sql import ColumnDef
 from reconciler.engine.delta.log import table_uri
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.delta.tables import KEPT_VERSIONS
 from reconciler.engine.spark.failures import engine_failure
@@ -518,7 +519,7 @@ def test_touched_rows_count_appends_and_deletes_from_the_log(
     storage.append(path, spark.createDataFrame([(10, "y"), (11, "y")], SIMPLE))
     assert storage.touched_rows(path, 1, 2) == 2
     assert storage.touched_rows(path, 0, 2) == 12
-    version = apply_changes(storage, path, 2, SIMPLE, None,
+    version = apply_changes(DeltaRelation(storage, str(path), 2, SIMPLE), None,
                             spark.createDataFrame([(3, "x")], SIMPLE))
     if storage.writer.marks_rows:
         assert storage.touched_rows(path, 2, version) == 1

@@ -18,6 +18,7 @@ import reconciler.engine.maintenance.view as view_refresh
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta import merge
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.view import maintained_shape, refresh_update
@@ -186,14 +187,14 @@ def test_a_deletion_rewrites_only_the_files_holding_it(spark: SparkSession, tmp_
         return sorted(spark.createDataFrame(list(values), schema).collect())
 
     before = set(DeltaTable(path).file_uris())
-    version = apply_changes(storage, path, version, schema,
+    version = apply_changes(DeltaRelation(storage, str(path), version, schema),
                             spark.createDataFrame([("e", 5)], schema),
                             spark.createDataFrame([("c", None)], schema))
     after = set(DeltaTable(path).file_uris())
     assert len(before - after) == 1  # the other two files stay as they are
     assert sorted(storage.read(path, version, schema).collect()) == rows(
         ("a", 1), ("a", 1), ("b", 2), ("d", 4), ("e", 5))
-    version = apply_changes(storage, path, version, schema, None,
+    version = apply_changes(DeltaRelation(storage, str(path), version, schema), None,
                             spark.createDataFrame([("a", 1)], schema))
     assert sorted(storage.read(path, version, schema).collect()) == rows(
         ("a", 1), ("b", 2), ("d", 4), ("e", 5))

@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 from reconciler.engine.delta import merge
 from reconciler.engine.delta.commit import WRITE_FOLDER_PREFIX
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 
 DAY_EDGES = [-2**31, -106751992, -735525, -719528, -719163, -719162, -141428, -1, 0, 1,
@@ -204,7 +205,7 @@ def test_delta_never_skips_a_file_holding_a_matching_row(
         drawn = data.draw(st.lists(ROW, max_size=2))
     [added] = numbered([drawn], len(rows))
     with patch.object(merge, "OVERWRITE_SMALL_BYTES", -1):  # a large table's MERGE
-        apply_changes(storage, Path(uri), version, SCHEMA,
+        apply_changes(DeltaRelation(storage, str(Path(uri)), version, SCHEMA),
                       frame(spark, [added]) if added else None, frame(spark, [doomed]),
                       unique_by=(key, "id"))
     doomed_ids = {row["id"] for row in doomed}

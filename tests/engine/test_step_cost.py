@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from bench.step_bench import SQL, step_events
 from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.runtime import PipelineRuntime
 from reconciler.engine.step import run_step
@@ -84,8 +85,8 @@ def append_events(runtime: PipelineRuntime, start: int) -> None:
 def delete_events(runtime: PipelineRuntime, condition: str) -> None:
     stored = runtime.relations["events"]
     doomed = runtime.frame("events").where(condition)
-    apply_changes(runtime.storage, stored.path, stored.version, runtime.schema("events"),
-                  None, doomed)
+    apply_changes(DeltaRelation(runtime.storage, stored.path, stored.version,
+                                runtime.schema("events")), None, doomed)
 
 
 ENGINE_JOBS_INSERT_ONLY = 9

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from unittest.mock import patch
 
 import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.delta.relation import DeltaRelation
 from tests.cli_helpers import reconcile
 from tests.fake_github import FakeGitHub
 from tests.github_harness import Workspace, approve, only_sticky, plant_python
@@ -109,12 +110,15 @@ def test_a_wrong_maintenance_rule_is_caught_in_the_maintained_form(
     project = shop(tmp_path, {"cancel.yaml": CHANGE_TEST})
     assert "a_big_order_cancelled PASSED" in reconcile(project, "test")
 
-    applied = PipelineRuntime.apply_view_changes
+    applied = DeltaRelation.apply_changes
 
-    def deletions_dropped(self: PipelineRuntime, view: str, inserts, deletes) -> None:
-        applied(self, view, inserts, None)
+    def deletions_dropped(self: DeltaRelation, inserts: Any, deletes: Any,
+                          **options: Any) -> DeltaRelation:
+        """A refresh's change (the only writes with `steady_source`) without its deletes."""
+        return applied(self, inserts, None if options.get("steady_source") else deletes,
+                       **options)
 
-    with patch.object(PipelineRuntime, "apply_view_changes", deletions_dropped):
+    with patch.object(DeltaRelation, "apply_changes", deletions_dropped):
         output = reconcile(project, "test", expect=1)
     assert "a_big_order_cancelled FAILED (maintained through the change" in output, output
     assert "  + extra    {id: 1, customer: ann, amount: 50}" in output, output

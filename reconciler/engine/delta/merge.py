@@ -31,14 +31,14 @@ import decimal
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from reconciler.engine.delta.commit import commit_files, write_errors, write_files
-from reconciler.engine.delta.log import PathLike, relative_file, table_uri
+from reconciler.engine.delta.log import relative_file, table_uri
 from reconciler.engine.delta.parquet_stats import DATE_DAYS
 from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
 from reconciler.engine.delta.versions import DeltaVersion
@@ -70,12 +70,24 @@ change from the files instead and nets it (`DeltaTables.whole_file_change`,
 of them its own, 1 a snapshot) and runs 16 with the rewrite, none a snapshot."""
 
 
-def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T.StructType,
-                  inserts: DataFrame | None, deletes: DataFrame | None,
+class Pinned(Protocol):
+    """A table at one version, as a change is applied to it (`relation.DeltaRelation`)."""
+
+    @property
+    def storage(self) -> DeltaStorage: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def schema(self) -> T.StructType: ...
+
+
+def apply_changes(target: Pinned, inserts: DataFrame | None, deletes: DataFrame | None, *,
                   app_transaction: tuple[str, int] | None = None,
                   unique_by: Sequence[str] = (), distinct: bool = False,
                   steady_source: bool = False) -> int:
-    """Make the table at `version` minus `deletes` plus `inserts` its next version.
+    """Make `target` (a table at a version) minus `deletes` plus `inserts` its next version.
 
     With `app_transaction` (app id, version) the change is applied at most once, like an
     idempotent append: a table that already records it is left as it is. `unique_by`:
@@ -88,7 +100,8 @@ def apply_changes(storage: DeltaStorage, path: PathLike, version: int, schema: T
     which reads the same rows however often it is read, so Delta's MERGE need not
     materialize it first (4 to 6 jobs); not a streaming batch's rows, which Spark caches
     while the MERGE runs."""
-    uri = table_uri(path)
+    storage, version, schema = target.storage, target.version, target.schema
+    uri = table_uri(target.path)
     if inserts is None:
         inserts = empty_frame(storage.spark, schema)
     latest = storage.at(uri)  # opened once: its version, transactions, files and sizes

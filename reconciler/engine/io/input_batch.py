@@ -45,6 +45,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from reconciler.engine.delta.files import FileStore
 from reconciler.engine.delta.merge import apply_changes
+from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.io.file_tree import OBJECT_SCHEMES, object_file
 from reconciler.engine.io.input_files import file_name
 from reconciler.engine.maintenance.zset import OP_COLUMN
@@ -380,7 +381,7 @@ def _apply_change_rows(runtime: PipelineRuntime, table: str, rows: DataFrame, ba
         # execution Delta's MERGE ran 27 jobs for a 40-row batch. (Not `steady_source`:
         # Delta refuses a MERGE whose source is cached, as `marked` is, unless it copies it.)
         with micro_batch(runtime.spark, size):
-            apply_changes(runtime.storage, record.path, latest, schema, inserts,
+            apply_changes(DeltaRelation(runtime.storage, record.path, latest, schema), inserts,
                           unless_empty(deletes), app_transaction=(transaction, batch_id),
                           distinct=bool(runtime.program.tables[table].primary_key))
     finally:

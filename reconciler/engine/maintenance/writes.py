@@ -91,9 +91,11 @@ def write_update(runtime: PipelineRuntime, view: str, update: Update) -> None:
     elif isinstance(update, Recomputed):
         write_recomputed(runtime, view, update)
     else:
-        runtime.replace_state_contents(view, update.state)
+        runtime.pin(view, runtime.state(view).overwrite(update.state))
         crash_point("aggregate-between-writes")  # the state moved on, the view did not
-        runtime.replace_view_contents(view, update.rows(runtime.state_frame(view)))
+        # A small view (`Rewritten`: only those), replaced whole
+        runtime.pin(view, runtime.relation(view).replace_small(
+            update.rows(runtime.state_frame(view))))
 
 
 def write_recomputed(runtime: PipelineRuntime, view: str, update: Recomputed) -> float:
@@ -113,8 +115,10 @@ def _write_change(runtime: PipelineRuntime, view: str, update: Changed) -> None:
     """The view's change merged into its contents, then its state's into the state."""
     change = update.change
     if not change.is_empty:  # an aggregate's groups may change inside, not in what it shows
-        runtime.apply_view_changes(view, change.inserts, change.deletes)
+        runtime.pin(view, runtime.relation(view).apply_changes(
+            change.inserts, change.deletes, steady_source=True))
     if update.state is not None:
         crash_point("aggregate-between-writes")  # the view moved on, its state did not
-        runtime.apply_state_changes(view, update.state.inserts, update.state.deletes,
-                                    unique_by=update.state.unique_by)
+        runtime.pin(view, runtime.state(view).apply_changes(
+            update.state.inserts, update.state.deletes, unique_by=update.state.unique_by,
+            steady_source=True))
