@@ -120,7 +120,8 @@ def test_importing_desired_state_and_plan_loads_no_spark() -> None:
 
 ROOMS: dict[str, tuple[str, ...]] = {
     "desired": ("settings", "parsing", "analysis", "model", "workspace", "view_test_files"),
-    "engine": ("spark", "delta", "publish", "approval", "runtime", "maintenance", "preview",
+    "engine": ("spark", "delta", "publish", "approval", "runtime", "statements", "maintenance",
+               "preview",
                "expectations", "io", "bootstrap", "refresh", "step", "view_tests"),
 }
 """The rooms (a sub-folder or a module) of a folder, each below the ones after it: a room

@@ -10,7 +10,7 @@ Owns, bottom to top (each folder imports only those before it):
 * ``runtime``: a pipeline's relations as DataFrames at the versions a step reads (the
   step's context); ``publish``: catalog views pinned to committed versions;
   ``approval``: the approved program recorded in storage, which a step's manifest must
-  match.
+  match; ``statements``: `execute`'s INSERT and DELETE on a table.
 * ``maintenance/``: incremental view maintenance, one module per operator family, and
   ``refresh: auto``'s choice.
 * ``io/``: input and output connectors (files, Delta, Kafka), bad input.

@@ -18,12 +18,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from reconciler.desired.analysis.query_parts import relations_named
 from reconciler.desired.model.resolution import UNADDRESSABLE
 from reconciler.desired.parsing.expectation_clauses import executable_view_query
 from reconciler.engine.delta.relation import DeltaRelation
 from reconciler.engine.delta.storage import DeltaStorage
-from reconciler.engine.spark.checkpoints import unless_empty
 from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.engine.spark.schema import spark_schema, struct_from_json
 from reconciler.state.connectors import ConnectorDefinition, connector_definitions
@@ -144,50 +142,6 @@ class PipelineRuntime:
         of a large pipeline took seconds per statement."""
         for relation in sorted(set(names) & self.relations.keys()):
             self.frame(relation).createOrReplaceTempView(relation)
-
-    def insert(self, table: str, source_sql: str, columns: list[str] | None, *,
-               app_id: str, txn_version: int) -> None:
-        """Append the rows of `source_sql` (an INSERT's VALUES or SELECT) to `table`.
-
-        The rows are cast to the table's declared schema (columns not named get their
-        DEFAULT or NULL)
-        and appended as the Delta app transaction (`app_id`, `txn_version`), so a
-        retried insert is written once.
-        """
-        self.register_queryable(relations_named(source_sql))
-        source = self.spark.sql(source_sql)
-        definition = self.program.tables[table]
-        schema = self.table_schemas[table]
-        names = columns or [f.name for f in schema]
-        if len(source.columns) != len(names):
-            raise ReconcileError(f"INSERT INTO {table}: {len(source.columns)} values for "
-                                 f"{len(names)} columns")
-        renamed = source.toDF(*names)
-        rows = renamed.select(*(
-            (F.col(f.name) if f.name in names else default_value(definition, f.name))
-            .cast(f.dataType).alias(f.name) for f in schema))
-        self.storage.append(self.relations[table].path, rows, app_id=app_id,
-                            txn_version=txn_version)
-
-    def delete(self, table: str, condition_sql: str) -> None:
-        """Remove the rows of `table` where `condition_sql` holds (other relations may appear
-        in subqueries, at their pinned versions).
-
-        It applies to the table's latest version: rows ingested by a step that never
-        committed are still there to be deleted (their connector has moved past them). The
-        rows to delete are checkpointed first, since the rewrite replaces the files they
-        are read from."""
-        record = self.relations[table]
-        latest = self.storage.latest_version(record.path)
-        assert latest is not None
-        schema = self.schema_of(record)
-        doomed_sql = f"SELECT * FROM `{table}` WHERE {condition_sql}"
-        self.register_queryable(relations_named(doomed_sql) - {table})  # the table: latest
-        self.storage.read(record.path, latest, schema).createOrReplaceTempView(table)
-        doomed = unless_empty(self.spark.sql(doomed_sql))
-        if doomed is not None:  # else no commit, so the step sees no change
-            DeltaRelation(self.storage, record.path, latest, schema).apply_changes(
-                None, doomed, distinct=bool(self.program.tables[table].primary_key))
 
     def create_table(self, name: str) -> RelationRecord:
         """Create (or empty, with the new schema) a table; returns its record."""

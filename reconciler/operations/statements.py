@@ -64,6 +64,7 @@ def _execute_insert(project: Project, backend: StateBackend, engine: Engine, nam
     from sqlglot import exp
 
     from reconciler.desired.parsing.sql import DIALECT
+    from reconciler.engine.statements import insert_rows
     from reconciler.engine.step import insert_app_id
     from reconciler.operations.step import run_pipeline
 
@@ -77,7 +78,8 @@ def _execute_insert(project: Project, backend: StateBackend, engine: Engine, nam
         _target_table(runtime, name, table, "INSERT")
         # Above every insert ever tagged, committed or discarded: a retry is never skipped.
         txn = 1 + max(record.insert_txn or 0 for record in runtime.relations.values())
-        runtime.insert(table, source_sql, columns, app_id=insert_app_id(name), txn_version=txn)
+        insert_rows(runtime, table, source_sql, columns, app_id=insert_app_id(name),
+                    txn_version=txn)
         runtime.relations[table] = replace(runtime.relations[table], insert_txn=txn)
 
     return run_pipeline(project, backend, engine, name, insert=write)
@@ -91,6 +93,7 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
     Unlike an INSERT, a DELETE whose commit never happened is not undone: running it again
     deletes nothing more, so the next step simply takes it as the table's change."""
     from reconciler.desired.parsing.sql import DIALECT
+    from reconciler.engine.statements import delete_rows
     from reconciler.operations.step import run_pipeline
 
     table = delete.this.name.lower()
@@ -101,7 +104,7 @@ def _execute_delete(project: Project, backend: StateBackend, engine: Engine, nam
 
     def write(runtime: Any) -> None:
         _target_table(runtime, name, table, "DELETE")
-        runtime.delete(table, condition)
+        delete_rows(runtime, table, condition)
 
     return run_pipeline(project, backend, engine, name, insert=write)
 

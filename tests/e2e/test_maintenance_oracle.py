@@ -60,6 +60,7 @@ from reconciler.engine.bootstrap.recompute import bootstrap
 from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.maintenance.aggregate import regroups
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.statements import delete_rows
 from reconciler.engine.step import run_step
 from reconciler.plan.diff import diff_programs
 from reconciler.state.layout import Layout
@@ -345,7 +346,7 @@ def test_every_view_equals_its_query_from_scratch(spark: SparkSession,
     next_id = 0
     for serial, drawn in enumerate(steps, start=2):
         for table, condition in drawn.pop("deletes").items():
-            runtime.delete(table, condition)
+            delete_rows(runtime, table, condition)
         for table, rows in drawn.items():
             rows = _rows(table, rows, next_id)
             runtime.storage.append(runtime.relations[table].path, spark.createDataFrame(
