@@ -32,6 +32,7 @@ per scale and parts under `--work` (default `/tmp/tpcds-bench`).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -176,6 +177,33 @@ def views_accepted(folder: Path, queries: Path, only: list[str] | None) -> None:
     print(f"{len(texts)} queries as views", flush=True)
 
 
+def refresh_reasons(sql: Path) -> None:
+    """Print how many views `validate` says are maintained, and each recomputed one's reason
+    with a count per reason (no Spark: `validate` starts no JVM)."""
+    from click.testing import CliRunner
+
+    from reconciler.cli.main import cli
+
+    with tempfile.TemporaryDirectory() as scratch:
+        pipeline = Path(scratch) / "pipelines" / "tpcds"
+        pipeline.mkdir(parents=True)
+        (pipeline / "pipeline.yaml").write_text(
+            "name: tpcds\nrefresh: auto\nsql: [tables.sql, views.sql]\n")
+        for name in ("tables.sql", "views.sql"):
+            shutil.copy(sql / name, pipeline / name)
+        said = CliRunner().invoke(cli, ["-C", scratch, "validate", "--json"])
+    [summary] = json.loads(said.stdout)["pipelines"]
+    views = {name: how for name, how in summary["refresh"].items() if "part of view" not in how}
+    recomputed = {name: how for name, how in views.items() if how.startswith("recomputed")}
+    print(f"{len(views)} views: {len(views) - len(recomputed)} maintained, "
+          f"{len(recomputed)} recomputed each step")
+    reasons: dict[str, list[str]] = {}
+    for name, how in recomputed.items():
+        reasons.setdefault(how.removeprefix("recomputed each step: "), []).append(name)
+    for reason, names in sorted(reasons.items(), key=lambda item: -len(item[1])):
+        print(f"  {len(names)}  {reason}: {', '.join(names)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=Path, required=True,
@@ -183,9 +211,17 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", help="these queries alone (names of files)")
     parser.add_argument("--scale", type=float, default=0.1)
     parser.add_argument("--parts", type=int, default=100)
+    parser.add_argument("--reasons", action="store_true",
+                        help="only print validate's maintained and recomputed views, with "
+                             "each recomputed one's reason (no data, no Spark)")
     step_arguments(parser, steps=1, work="/tmp/tpcds-bench")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.reasons:
+        sql = Path(tempfile.mkdtemp(prefix="sql-", dir=args.work))
+        views_accepted(sql, args.queries, args.only)
+        refresh_reasons(sql)
+        return
     schema = columns()
     data = generate(args.work, args.scale, args.parts, schema)
     sql = Path(tempfile.mkdtemp(prefix="sql-", dir=args.work))
