@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 from reconciler.engine.delta.files import FileStore
 from reconciler.engine.delta.log import hadoop_uri, is_local
 from reconciler.engine.delta.parquet_stats import delta_stats
+from reconciler.engine.delta.tables import COMMIT_TAG
 from reconciler.engine.spark.schema import arrow_schema
 from reconciler.support.errors import ReconcileError
 
@@ -133,24 +134,35 @@ def _checked(rows: DataFrame, schema: T.StructType) -> DataFrame:
     return rows.select(*columns)
 
 
-def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, *,
-                 mode: Literal["append", "overwrite"], tag_key: str, tag: str,
-                 table: DeltaTable | None, storage_options: dict[str, str],
-                 app_transaction: tuple[str, int] | None = None,
-                 replaces: Sequence[tuple[str, int]] = (), changes_rows: bool = False) -> None:
-    """One Delta commit adding `files` (overwrite: and removing every other file).
+@dataclass(frozen=True)
+class CommitOf:
+    """What one commit does besides adding its files.
 
-    A new table is created by the same commit. The commit is tagged (`tag_key`) so
-    the caller can find its version even if another writer committed right after.
-    `replaces` (path, size) removes those files in the same commit: a compaction
-    (same rows, fewer files: `dataChange=false`) or, with `changes_rows`, a
-    copy-on-write update (files rewritten without some rows, plus new ones).
-    """
+    `tag`: its value under `COMMIT_TAG`, so the caller finds its version even if another
+    writer committed right after. `overwrite`: every other file is removed. `replaces`
+    (path, size): those files are removed, a compaction (same rows, fewer files:
+    `dataChange=false`) or, with `changes_rows`, a copy-on-write update (files rewritten
+    without some rows, plus new ones). `app_transaction` (app id, version): recorded by
+    the same commit."""
+
+    tag: str
+    overwrite: bool = False
+    replaces: Sequence[tuple[str, int]] = ()
+    changes_rows: bool = False
+    app_transaction: tuple[str, int] | None = None
+
+
+def commit_files(uri: str, files: Sequence[WrittenFile], schema: T.StructType, what: CommitOf,
+                 *, table: DeltaTable | None, storage_options: dict[str, str]) -> None:
+    """One Delta commit adding `files`, doing `what` says; a new table is created by the
+    same commit."""
+    app_transaction, replaces = what.app_transaction, what.replaces
+    mode: Literal["append", "overwrite"] = "overwrite" if what.overwrite else "append"
     properties = CommitProperties(
-        custom_metadata={tag_key: tag},
+        custom_metadata={COMMIT_TAG: what.tag},
         app_transactions=[Transaction(*app_transaction)] if app_transaction else None)
     now = int(time.time() * 1000)
-    data_change = changes_rows or not replaces
+    data_change = what.changes_rows or not replaces
     adds = [file.add_action(data_change=data_change) for file in files]
     removes = [RemoveAction(path, data_change, now, size) for path, size in replaces]
     if table is None and removes:  # a caller's mistake: only an existing table has files

@@ -10,11 +10,11 @@ from __future__ import annotations
 import uuid
 from urllib.parse import unquote
 
-from reconciler.engine.delta.commit import clustered, commit_files, write_files
+from reconciler.engine.delta.commit import CommitOf, clustered, commit_files, write_files
 from reconciler.engine.delta.log import (
     PathLike,
 )
-from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
+from reconciler.engine.delta.storage import DeltaStorage
 
 SMALL_FILE_BYTES = 8 * 1024 * 1024
 COMPACT_AFTER = 16
@@ -50,6 +50,6 @@ def compact(storage: DeltaStorage, path: PathLike) -> int | None:
     pieces = max(1, -(-sum(size for _, size in small) // TARGET_FILE_BYTES))
     files = write_files(storage.spark, clustered(frame, pieces), uri, schema)
     tag, before = uuid.uuid4().hex, latest.version
-    commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                 table=latest.table, storage_options=storage.storage_options(uri), replaces=small)
+    commit_files(uri, files, schema, CommitOf(tag, replaces=small),
+                 table=latest.table, storage_options=storage.storage_options(uri))
     return storage.rs_commit_version(uri, tag, before)

@@ -37,10 +37,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from reconciler.engine.delta.commit import commit_files, write_errors, write_files
+from reconciler.engine.delta.commit import CommitOf, commit_files, write_errors, write_files
 from reconciler.engine.delta.log import relative_file, table_uri
 from reconciler.engine.delta.parquet_stats import DATE_DAYS
-from reconciler.engine.delta.storage import COMMIT_TAG, DeltaStorage
+from reconciler.engine.delta.storage import DeltaStorage
 from reconciler.engine.delta.versions import DeltaVersion
 from reconciler.engine.spark.local_rows import empty_frame
 from reconciler.engine.spark.schema import conform, quoted
@@ -147,10 +147,9 @@ def apply_changes(target: Pinned, inserts: DataFrame | None, deletes: DataFrame 
     rows = _without(rewritten, deletes, unique_by).union(inserts) if replaced else inserts
     written = write_files(storage.spark, conform(rows, schema, where=uri), uri, schema)
     tag, before = uuid.uuid4().hex, latest.version
-    commit_files(uri, written, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                 table=latest.table,
-                 storage_options=storage.storage_options(uri), replaces=known,
-                 changes_rows=True, app_transaction=app_transaction)
+    commit_files(uri, written, schema, CommitOf(tag, replaces=known, changes_rows=True,
+                                                app_transaction=app_transaction),
+                 table=latest.table, storage_options=storage.storage_options(uri))
     return storage.rs_commit_version(uri, tag, before)
 
 

@@ -26,7 +26,13 @@ from deltalake import CommitProperties, DeltaTable
 from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import types as T
 
-from reconciler.engine.delta.commit import PARQUET_CONF, commit_files, write_errors, write_files
+from reconciler.engine.delta.commit import (
+    PARQUET_CONF,
+    CommitOf,
+    commit_files,
+    write_errors,
+    write_files,
+)
 from reconciler.engine.delta.files import Collected, FileStore
 from reconciler.engine.delta.log import check_delta_rs_location
 from reconciler.engine.delta.tables import COMMIT_TAG, DeltaTables
@@ -299,9 +305,9 @@ class DeltaRsWriter(DeltaWriter):
         table = tables.open(uri)
         before = None if table is None else table.version()
         files = write_files(tables.spark, data, uri, schema)
-        commit_files(uri, files, schema, mode="overwrite", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=tables.storage_options(uri),
-                     app_transaction=app_transaction)
+        commit_files(uri, files, schema,
+                     CommitOf(tag, overwrite=True, app_transaction=app_transaction),
+                     table=table, storage_options=tables.storage_options(uri))
         return tables.rs_commit_version(uri, tag, before)
 
     def append(self, tables: DeltaTables, uri: str, data: DataFrame, schema: T.StructType,
@@ -309,9 +315,8 @@ class DeltaRsWriter(DeltaWriter):
         before = table.version()
         files = write_files(tables.spark, data, uri, schema)
         crash_point("storage-before-commit")  # the files exist, no log names them yet
-        commit_files(uri, files, schema, mode="append", tag_key=COMMIT_TAG, tag=tag,
-                     table=table, storage_options=tables.storage_options(uri),
-                     app_transaction=transaction)
+        commit_files(uri, files, schema, CommitOf(tag, app_transaction=transaction),
+                     table=table, storage_options=tables.storage_options(uri))
         return tables.rs_commit_version(uri, tag, before)
 
     def restore(self, tables: DeltaTables, uri: str, version: int) -> int:
