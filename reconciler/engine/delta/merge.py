@@ -121,8 +121,8 @@ def apply_changes(target: Pinned, inserts: DataFrame | None, deletes: DataFrame 
             rows = _without(storage.read_version(latest, schema), deletes, unique_by)
             return storage.replace_small(latest, rows.unionByName(inserts), schema,
                                          app_transaction)
-        return _merge(storage, latest, schema, inserts, deletes, app_transaction, unique_by,
-                      distinct, steady_source)
+        return _merge(target, latest, inserts, deletes, app_transaction,
+                      unique_by if unique_by or distinct else None, steady_source)
     if latest.deletion_vectors:  # its files hold rows its deletion vectors removed
         raise ReconcileError(f"{uri}: Delta's Spark writer keeps this table with deletion "
                              "vectors; the delta-rs writer cannot change its rows "
@@ -153,18 +153,20 @@ def apply_changes(target: Pinned, inserts: DataFrame | None, deletes: DataFrame 
     return storage.rs_commit_version(uri, tag, before)
 
 
-def _merge(storage: DeltaStorage, latest: DeltaVersion, schema: T.StructType,
-           inserts: DataFrame, deletes: DataFrame, app_transaction: tuple[str, int] | None,
-           unique_by: Sequence[str], distinct: bool, steady_source: bool) -> int:
+def _merge(target: Pinned, latest: DeltaVersion, inserts: DataFrame, deletes: DataFrame,
+           app_transaction: tuple[str, int] | None, unique_by: Sequence[str] | None,
+           steady_source: bool) -> int:
     """One Delta `MERGE` into the table's `latest` version (the pinned version's rows):
     deletions (one copy each) and insertions, in one commit that records `app_transaction`
-    and is tagged so its version is found (`rs_commit_version`)."""
-    uri = latest.uri
+    and is tagged so its version is found (`rs_commit_version`). `unique_by`: the columns
+    no two rows share (empty: every column), None when equal rows may be held several
+    times."""
+    storage, schema, uri = target.storage, target.schema, latest.uri
     names = [field.name for field in schema.fields]
-    keys = list(unique_by) or names
+    keys = list(unique_by or ()) or names
     doomed = deletes.select(*keys).distinct()
     bounds = _key_bounds(deletes, schema.fields[names.index(keys[0])])
-    if not unique_by and not distinct:  # equal rows held several times: keep those that stay
+    if unique_by is None:  # equal rows held several times: keep those that stay
         held = storage.read_version(latest, schema)
         if bounds:
             held = held.filter(F.expr(_within(quoted(keys[0]), bounds)))
