@@ -42,6 +42,7 @@ HISTORY_DIR = "history"
 LOCK_NAME = "lock"
 RUNNER_NAME = "runner.json"
 FAILURE_NAME = "last_failure.json"
+ENVIRONMENTS_NAME = "environments.json"
 
 # Pipeline names become path segments / key parts, so keep them boring: this
 # rules out traversal ("..", "a/b") and keys that S3 consoles render oddly.
@@ -223,6 +224,18 @@ class StateBackend(ABC):
         except StateBackendError:
             return None
         return failure or None
+
+    def read_environments(self, pipeline: str) -> dict[str, Any]:
+        """The pipeline's pull-request environments (`ENVIRONMENTS_NAME`), `{}` for none.
+        Retention keeps what they pin, so one that cannot be decoded is an error, never
+        read as none."""
+        data = self._read_object(pipeline, ENVIRONMENTS_NAME)
+        return {} if data is None else decode_object(data, ENVIRONMENTS_NAME)
+
+    def write_environments(self, pipeline: str, environments: dict[str, Any]) -> None:
+        """Replace the pipeline's environments: called under the pipeline's lock, which
+        retention holds too, so a pass sees each environment's pins before or after."""
+        self._write_object(pipeline, ENVIRONMENTS_NAME, encode_document(environments))
 
     @abstractmethod
     def _write_object(self, pipeline: str, name: str, data: bytes) -> None:

@@ -18,6 +18,7 @@ from reconciler import __version__
 from reconciler.cli.context import CliContext, ReconcileGroup, console, outcomes_json, pass_cli
 from reconciler.cli.destroy import destroy_command
 from reconciler.cli.doctor import doctor_command
+from reconciler.cli.environments import env_group
 from reconciler.cli.options import (
     LOCK_TIMEOUT,
     POLICY_CHOICE,
@@ -372,6 +373,7 @@ cli.add_command(refresh_command)
 cli.add_command(destroy_command)
 cli.add_command(rollback_command)
 cli.add_command(spark_group)
+cli.add_command(env_group)
 
 
 def main() -> None:

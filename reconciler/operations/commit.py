@@ -16,6 +16,7 @@ from typing import Any
 from reconciler.desired.model.program import Program
 from reconciler.desired.settings.project import Project
 from reconciler.operations.engine import Engine
+from reconciler.state.environments import environments_of
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import pipeline_layout
 from reconciler.support.errors import public_message
@@ -90,7 +91,9 @@ def collect_garbage(project: Project, backend: StateBackend, name: str, *,
     """Retention after a commit (see `engine/delta/retention.py`); no Spark is started.
 
     The retained manifests are the newest `retention.serials` of the backend's history,
-    each checked against the layout and its paths made absolute first. After a commit a
+    and each serial a pull-request environment reads (`state.environments`: it pins its
+    base serial's versions while it exists), each checked against the layout and its paths
+    made absolute first. After a commit a
     failure here only skips the pass (the commit stands; the next one tries again);
     `strict` (for `state gc`) raises.
     """
@@ -100,6 +103,9 @@ def collect_garbage(project: Project, backend: StateBackend, name: str, *,
     retention = project.settings.retention
     try:
         serials = sorted(backend.list_history(name), reverse=True)[:retention.serials]
+        pins = environments_of(backend.read_environments(name),
+                               f"{backend.url}/{name}/environments.json")
+        serials += sorted({pin.base_serial for pin in pins.values()} - set(serials))
         where = f"{backend.url}/{name}/history"
         documents = [Manifest.from_document(backend.read_history(name, serial), where)
                      .resolved(layout, where).to_document() for serial in serials]

@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.desired.settings.project import Project
 from reconciler.engine.spark.jars import needs_s3a
 from reconciler.engine.spark.project_jars import pipelines_mention
+from reconciler.state.layout import Layout
 from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import pipeline_layout
 from reconciler.state.relations import RelationRecord
@@ -89,11 +90,13 @@ class Engine:
         return DeltaStorage(self.spark)
 
     def runtime(self, pipeline: str, program: CommittedProgram,
-                relations: dict[str, RelationRecord]) -> Any:
+                relations: dict[str, RelationRecord], layout: Layout | None = None) -> Any:
+        """A runtime over `relations`; what it writes goes under `layout` (a pull-request
+        environment's folder), by default the pipeline's own."""
         from reconciler.engine.runtime import PipelineRuntime
 
         self.report("prepare", pipeline)
-        layout = pipeline_layout(self.project, pipeline)
+        layout = layout or pipeline_layout(self.project, pipeline)
         return PipelineRuntime(self.spark, self.storage, layout, program, dict(relations),
                                project_dir=self.project.root,
                                report=self.report)

@@ -76,6 +76,12 @@ def publish_committed(engine: Any, manifest: Manifest, program: Mapping[str, Any
         print(f"reconcile: {manifest.pipeline}: {line}", file=sys.stderr)
 
 
+def materialized_relations(program: Mapping[str, Any]) -> set[str]:
+    """The program's materialized tables and views, views' parts left out (`_materialized`)."""
+    return {name for kind in ("tables", "views") for name in program[kind]
+            if _materialized(program, name)}
+
+
 def _materialized(program: Mapping[str, Any], name: str) -> bool:
     """Whether `name` is a materialized table or view of the committed program, and not a
     view's part (`desired.analysis.view_parts`: an implementation detail of that view)."""

@@ -24,6 +24,7 @@ from reconciler.desired.settings.documents import (
     outside_reason,
     refuse_outside,
 )
+from reconciler.desired.settings.environments import EnvironmentSettings
 from reconciler.desired.settings.kafka_settings import ENV_OPTION_PATTERN
 from reconciler.desired.settings.setting_values import BootstrapPolicy, duration_seconds
 from reconciler.support.errors import ReconcileError, did_you_mean
@@ -190,6 +191,7 @@ class ProjectSettings(_Strict):
     allow_file_cleanup: bool = False
     preview: PreviewSettings = Field(default_factory=PreviewSettings)
     tests: TestSettings = Field(default_factory=TestSettings)
+    environments: EnvironmentSettings | None = None  # pull-request environments, opt-in
 
 
 def settings_summary(settings: ProjectSettings) -> dict[str, str]:
@@ -210,9 +212,9 @@ def settings_summary(settings: ProjectSettings) -> dict[str, str]:
 
     # A preview's samples and masks, and whether tests gate the Action's apply, change what
     # a plan shows or who may apply, not what an apply does; a lock's lease, how long a
-    # killed run blocks the next.
+    # killed run blocks the next; environments, what reviewers see, not what production does.
     walk("", settings.model_dump(exclude={"pipelines", "preview", "tests",
-                                          "lock_lease_seconds"}))
+                                          "lock_lease_seconds", "environments"}))
     return dict(sorted(flat.items()))
 
 
