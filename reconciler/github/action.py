@@ -21,8 +21,19 @@ from reconciler.desired.settings.project import load_project
 from reconciler.github.apply import apply_on_comment
 from reconciler.github.client import GitHubError
 from reconciler.github.comment import PlanView, failed_plan_comment, project_key, upsert_sticky
+from reconciler.github.environments import (
+    destroy_pull_request_environments,
+    environment_section,
+    same_repository,
+)
 from reconciler.github.event import Context, Inputs, credentials_from_inputs
-from reconciler.github.trusted import Trusted, TrustedTree, trusted_branch, trusted_project
+from reconciler.github.trusted import (
+    Trusted,
+    TrustedTree,
+    trusted_branch,
+    trusted_project,
+    trusted_settings_project,
+)
 from reconciler.github.view_test_gate import add_view_tests
 from reconciler.github.workflow_commands import (
     Outputs,
@@ -66,6 +77,8 @@ def run_action(project_dir: Path, env: Mapping[str, str]) -> int:
         return plan_on_pull_request(project_dir, context, inputs, outputs)
     if route == "apply":
         return apply_on_comment(project_dir, context, inputs, outputs)
+    if route == "closed":
+        return close_pull_request(project_dir, context, inputs, outputs)
     outputs.set("result", "ignored")
     return 0
 
@@ -84,6 +97,8 @@ def choose_route(context: Context, inputs: Inputs) -> tuple[str | None, str]:
     if name == "pull_request" and inputs.command == "auto":
         if action in PLAN_ACTIONS:
             return "plan", f"pull_request {action}: planning"
+        if action == "closed":
+            return "closed", "pull_request closed: removing its environments"
         return None, f"pull_request {action}: nothing to do"
     if name == "issue_comment" and inputs.command in ("auto", "apply"):
         return "apply", f"issue_comment {action}: checking for the apply command"
@@ -100,10 +115,11 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
     try:
         git = git_info(project_dir)
         head_sha = head_sha or str((git or {}).get("sha") or "")
-        plan = _plan(project_dir, context, inputs, pull)
+        plan, environments = _plan(project_dir, context, inputs, pull)
     except (ReconcileError, StateBackendError) as error:
         return _plan_failed(context, outputs, key, number, head_sha, public_message(error))
-    view = PlanView(key, plan, render_markdown(plan), head_sha, inputs.apply_command,
+    view = PlanView(key, plan, render_markdown(plan) + environments, head_sha,
+                    inputs.apply_command,
                     notice=_checkout_notice(git, head_sha))
     save_plan(view, context.temp_dir, outputs)
     write_summary(context.step_summary, view.summary())
@@ -116,17 +132,20 @@ def plan_on_pull_request(project_dir: Path, context: Context, inputs: Inputs,
     return 0
 
 
-def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, Any]) -> Plan:
+def _plan(project_dir: Path, context: Context, inputs: Inputs,
+          pull: dict[str, Any]) -> tuple[Plan, str]:
     """On a pull request, under the trusted branch's settings (see `trusted`); on any other
     event (`command: plan` on a push, say) the checkout is the repository's own code. With
-    the `tests` input, the changed pipelines' view tests, bounded by the settings in force."""
+    the `tests` input, the changed pipelines' view tests, bounded by the settings in force.
+    With the trusted settings' `environments:`, the pull request's environment, built, and
+    the comment's section about it."""
     if not pull:
         plan = plan_with_drift(compute_plan(project_dir, inputs.pipeline, inputs.backend),
                                load_project(project_dir), inputs.backend)
         if inputs.tests:
             plan = add_view_tests(
                 plan, project_dir, timeout=load_project(project_dir).settings.tests.timeout_seconds)
-        return plan
+        return plan, ""
     client = context.client()
     branch = trusted_branch(inputs, context.event, client, context.repository)
     tree = TrustedTree.resolve(client, context.repository, branch, project_dir)
@@ -138,16 +157,14 @@ def _plan(project_dir: Path, context: Context, inputs: Inputs, pull: dict[str, A
     if inputs.tests:
         plan = add_view_tests(plan, project_dir,
                               timeout=trusted.project.settings.tests.timeout_seconds)
-    return plan
+    return plan, environment_section(plan, trusted, pull)
 
 
 def _preview(plan: Plan, trusted: Trusted, inputs: Inputs, pull: dict[str, Any]) -> Plan:
     """The data preview, under the trusted settings an apply would use, for a pull request
     from this repository: a fork's SQL never runs here with the workflow's access to state.
     A preview that fails is said in the comment; the plan stands."""
-    head = (pull.get("head") or {}).get("repo") or {}
-    base = (pull.get("base") or {}).get("repo") or {}
-    if not head.get("full_name") or head.get("full_name") != base.get("full_name"):
+    if not same_repository(pull):
         log("data preview skipped: the pull request comes from a fork")
         return plan
     from reconciler.operations.engine import Engine  # Spark: only with the preview input
@@ -159,6 +176,25 @@ def _preview(plan: Plan, trusted: Trusted, inputs: Inputs, pull: dict[str, Any])
     except Exception as error:  # the plan is still right; say why there are no counts
         failed = PipelinePreview.failed(public_message(error))
         return plan.with_previews(dict.fromkeys(plan.changed, failed))
+
+
+def close_pull_request(project_dir: Path, context: Context, inputs: Inputs,
+                       outputs: Outputs) -> int:
+    """`pull_request: closed`: destroy its environments, under the trusted settings (the pull
+    request's own files are not read: it may have left them in any state)."""
+    number = (context.event.get("pull_request") or {}).get("number")
+    if number is None:
+        outputs.set("result", "ignored")
+        return 0
+    client = context.client()
+    tree = TrustedTree.resolve(client, context.repository,
+                               trusted_branch(inputs, context.event, client, context.repository),
+                               project_dir)
+    gone = destroy_pull_request_environments(
+        trusted_settings_project(project_dir, inputs, tree), int(number))
+    log(f"environments removed: {', '.join(gone) or 'none'}")
+    outputs.set("result", "environments-removed" if gone else "ignored")
+    return 0
 
 
 def _checkout_notice(git: dict[str, Any] | None, head_sha: str) -> str:

@@ -142,6 +142,13 @@ def trusted_project(project_dir: Path, pipeline: str | None, inputs: Inputs,
     return Trusted(replace(head, settings=settings), trusted_programs, notes)
 
 
+def trusted_settings_project(project_dir: Path, inputs: Inputs, tree: TrustedTree) -> Project:
+    """The project with the trusted settings alone and no pipeline: what a closed pull
+    request's clean-up needs, whatever its files say (they are not read)."""
+    from_tree = _tree_settings(tree)
+    return Project(project_dir, _trusted_settings(from_tree, inputs, from_tree), {})
+
+
 def _tree_settings(tree: TrustedTree) -> ProjectSettings:
     """The trusted tree's reconcile.yaml, through the same checks as a checkout's own."""
     text = tree.read(PROJECT_FILE)
