@@ -252,7 +252,8 @@ def _discard(engine: Engine, before: Environment, after: Environment) -> None:
 def _drop_if_empty(spark: Any, database: str) -> None:
     """Drop the environment's database once nothing is left in it (another object someone
     made there keeps it)."""
-    if spark.catalog.databaseExists(database) and not spark.catalog.listTables(database):
+    if spark.catalog.databaseExists(database) and not [  # the session's temporary views
+            table for table in spark.catalog.listTables(database) if not table.isTemporary]:
         from reconciler.engine.spark.schema import quoted
 
         spark.sql(f"DROP DATABASE IF EXISTS {quoted(database)}")
