@@ -122,7 +122,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "desired": ("settings", "parsing", "analysis", "model", "workspace", "view_test_files"),
     "engine": ("spark", "delta", "publish", "approval", "runtime", "statements", "maintenance",
                "preview",
-               "expectations", "io", "bootstrap", "refresh", "step", "view_tests"),
+               "expectations", "io", "bootstrap", "refresh", "step", "promotion", "view_tests"),
 }
 """The rooms (a sub-folder or a module) of a folder, each below the ones after it: a room
 imports only the rooms before it, and itself."""

@@ -56,11 +56,13 @@ REFRESH_WORKERS = 2
 
 def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
                   emit: Callable[[str, ZSet], None], touched: dict[str, int | None],
-                  output: Collection[str], workers: int = REFRESH_WORKERS) -> list[str]:
+                  output: Collection[str], workers: int = REFRESH_WORKERS,
+                  only: Collection[str] | None = None) -> list[str]:
     """Refresh every view that reads a changed relation (its change goes to `frames` and
     to `emit`); returns them in program order. `touched`: the rows each changed table's
     change touched, from its log (`DeltaStorage.touched_rows`, for `refresh: auto`).
-    `output`: the relations an output connector sends."""
+    `output`: the relations an output connector sends. `only`: refresh none but these (a
+    promotion catches up its views alone: `engine.promotion`)."""
     views = runtime.program.views
     consumed = {relation for definition in views.values() for relation in definition.reads}
     consumed |= set(output)  # the others' changes stay lazy
@@ -98,7 +100,8 @@ def refresh_views(runtime: PipelineRuntime, frames: StepFrames,
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh") as pool:
         while graph.is_active():
             for view in sorted(graph.get_ready(), key=lambda name: -chain[name]):
-                if any(read in frames.changes for read in views[view].reads):
+                if (only is None or view in only) and any(
+                        read in frames.changes for read in views[view].reads):
                     running[pool.submit(refresh, view)] = view
                     refreshed.add(view)
                 else:

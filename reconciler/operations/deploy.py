@@ -7,8 +7,9 @@ Each works on Delta state no manifest points to yet and ends with one commit
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.desired.model.program import Program
 from reconciler.desired.settings.project import Project, settings_summary
@@ -23,15 +24,20 @@ from reconciler.operations.commit import (
     undo_uncommitted_writes,
 )
 from reconciler.operations.engine import Engine
+from reconciler.operations.environments import promotable
 from reconciler.operations.outcome import Outcome, OutcomeKind
 from reconciler.operations.publication import publish_committed, published_in
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan
 from reconciler.state.manifest import Manifest, Status
 from reconciler.state.program import CommittedProgram
-from reconciler.support.errors import public_message
+from reconciler.state.reader import pipeline_layout
+from reconciler.support.errors import ReconcileError, public_message
 from reconciler.support.faults import crash_point
-from state_backends import StateBackend
+from state_backends import StateBackend, StateBackendError
+
+if TYPE_CHECKING:
+    from reconciler.engine.promotion import Promotion
 
 
 @dataclass(frozen=True)
@@ -84,15 +90,19 @@ def bootstrap_changes(target: ApplyTarget, plan: PipelinePlan, manifest: Manifes
     crash_point("bootstrap-started")
     document = plan.diff.new  # the program: with a selection, part committed, part desired
     runtime = engine.runtime(name, CommittedProgram.of(document), manifest.relations)
+    promotion = _promotion(target, plan, manifest)
     try:
         result = bootstrap(runtime, plan.diff, manifest.connectors, serial=started.serial + 1,
-                           silent=silent)
+                           silent=silent, elsewhere=promotion)
     except Exception as error:
         # Manifests are shown again by plans (and so in pull requests): no error text.
         failed = started.next(status=Status.FAILED, status_details={
             **details, "error": public_message(error)})
         commit_manifest(target.project, target.backend, failed, etag)
         raise
+    finally:
+        if promotion is not None:
+            promotion.close()
     crash_point("bootstrap-before-commit")
     done = started.next(status=Status.RUNNING, status_details=None, pending=None,
                         program=document, relations=result.relations,
@@ -101,16 +111,40 @@ def bootstrap_changes(target: ApplyTarget, plan: PipelinePlan, manifest: Manifes
                         analysis=analysis_memo(target.program))
     _finish(target, manifest, done, etag, document)
     recomputed = ", ".join(result.recomputed) or "nothing"
+    if result.promoted:
+        recomputed += f"; promoted {', '.join(result.promoted)} from environment " + (
+            promotion.environment if promotion is not None else "?")
     moved = "".join(f"; renamed {old} -> {new}" for new, old in result.renamed.items())
     evolved = "".join(f"; evolved {table}" for table in result.evolved_tables)
     return Outcome(name, OutcomeKind.BOOTSTRAPPED,
                    f"{name}: bootstrapped (serial {done.serial}){moved}{evolved}; "
                    f"recomputed {recomputed}",
                    done.serial, {"recomputed": result.recomputed,
+                                 "promoted": result.promoted,
                                  "created_tables": result.created_tables,
                                  "evolved_tables": result.evolved_tables,
                                  "renamed": result.renamed,
                                  "emitted": result.emitted})
+
+
+def _promotion(target: ApplyTarget, plan: PipelinePlan,
+               manifest: Manifest) -> Promotion | None:
+    """The promotion of a current pull-request environment of the plan
+    (`operations.environments.promotable`), or None: the views are computed."""
+    from reconciler.engine.promotion import Promotion
+
+    try:
+        found = promotable(target.backend, pipeline_layout(target.project, target.name), plan,
+                           manifest)
+    except (ReconcileError, StateBackendError) as error:  # its record or its base serial
+        logging.getLogger("reconciler").warning(
+            "%s: no environment promoted (%s); the views are computed", target.name,
+            public_message(error))
+        return None
+    if found is None:
+        return None
+    environment, base = found
+    return Promotion(environment.relations, base.relations, environment=environment.name)
 
 
 def full_refresh(target: ApplyTarget, manifest: Manifest, etag: str | None,

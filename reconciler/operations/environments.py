@@ -43,7 +43,7 @@ from reconciler.desired.settings.project import Project
 from reconciler.operations.engine import Engine
 from reconciler.operations.publication import IN_MEMORY_NOTICE, materialized_relations
 from reconciler.plan.diff import ProgramDiff, diff_programs
-from reconciler.plan.document import plan_pipeline
+from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.state.environments import Environment, environments_document, environments_of
 from reconciler.state.layout import Layout
 from reconciler.state.manifest import Manifest, utc_now
@@ -164,6 +164,27 @@ def destroy_environment(project: Project, backend: StateBackend, pipeline: str, 
         recorded.pop(name, None)
         backend.write_environments(pipeline, environments_document(recorded))
     return environment
+
+
+def promotable(backend: StateBackend, layout: Layout, plan: PipelinePlan,
+               manifest: Manifest) -> tuple[Environment, Manifest] | None:
+    """An environment an apply of `plan` may promote, with production's manifest at its base
+    serial: one built from the same program (`desired_fingerprint`) over a production
+    program that has not changed since (steps only), holding every view the plan computes.
+    None when there is none: the apply computes its views."""
+    computed = {name for name, change in plan.diff.views.items()
+                if change in ("added", "modified")}
+    if not computed:
+        return None
+    for environment in recorded_environments(backend, manifest.pipeline).values():
+        if environment.desired_fingerprint != plan.desired_fingerprint \
+                or not computed <= set(environment.relations) \
+                or environment.base_serial > manifest.serial:
+            continue
+        base = _history(backend, manifest.pipeline, layout, environment.base_serial)
+        if base.program == manifest.program and base.lineage == manifest.lineage:
+            return environment, base
+    return None
 
 
 def recorded_environments(backend: StateBackend, pipeline: str) -> dict[str, Environment]:

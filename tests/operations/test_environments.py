@@ -169,3 +169,48 @@ def test_an_environment_name_and_a_pipeline_that_is_not_deployed(
     reconcile(project, "env", "create", "-p", "p", "--name", "pr_2")
     assert "already" in reconcile(project, "env", "create", "-p", "p", "--name", "pr_2",
                                   expect=1)
+
+
+def test_an_apply_promotes_a_current_environment_and_equals_a_deployment_from_scratch(
+        spark: SparkSession, tmp_path: Path) -> None:
+    project = project_with(tmp_path / "project", OLD)
+    reconcile(project, "apply", "--auto-approve")
+    feed_grades(project, "a.json", FIRST)
+    reconcile(project, "run")
+    (project / "pipelines/p/program.sql").write_text(NEW)
+    reconcile(project, "env", "create", "-p", "p", "--name", "pr_7")
+    # Production steps on: inserts, then a delete (a retraction the catch-up must carry).
+    feed_grades(project, "b.json", LATER)
+    reconcile(project, "run")
+    reconcile(project, "execute", "-p", "p", "DELETE FROM grades WHERE student_id = 1 AND "
+              "class = 'algebra'")
+
+    applied = reconcile(project, "apply", "--auto-approve")
+    assert "recomputed nothing; promoted best, class_top from environment pr_7" in applied, \
+        applied
+    rows = [row for row in FIRST + LATER if row[:2] != (1, "algebra")]
+    for view in ("best", "class_top", "counts"):
+        entry = manifest(project, "p")["relations"][view]
+        assert rows_of(spark, f"{project}/.reconcile/data/{entry['path']}",
+                       entry["version"]) == from_scratch(
+            spark, tmp_path / f"fresh_{view}", NEW, view, rows), view
+    # A step after the promotion maintains the promoted views from their adopted state.
+    feed_grades(project, "c.json", [(1, "algebra", 40), (6, "music", 77)])
+    reconcile(project, "run")
+    rows += [(1, "algebra", 40), (6, "music", 77)]
+    for view in ("best", "class_top"):
+        entry = manifest(project, "p")["relations"][view]
+        assert rows_of(spark, f"{project}/.reconcile/data/{entry['path']}",
+                       entry["version"]) == from_scratch(
+            spark, tmp_path / f"after_{view}", NEW, view, rows), view
+
+
+def test_an_environment_of_another_program_is_not_promoted(spark: SparkSession,
+                                                           tmp_path: Path) -> None:
+    project = project_with(tmp_path / "project", OLD)
+    reconcile(project, "apply", "--auto-approve")
+    (project / "pipelines/p/program.sql").write_text(PUSHED)
+    reconcile(project, "env", "create", "-p", "p", "--name", "pr_7")
+    (project / "pipelines/p/program.sql").write_text(NEW)  # not what the environment holds
+    applied = reconcile(project, "apply", "--auto-approve")
+    assert "recomputed best, class_top" in applied and "promoted" not in applied, applied

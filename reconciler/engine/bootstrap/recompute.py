@@ -23,7 +23,9 @@ the only commit point. Until then the previous manifest pins the old versions.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -46,11 +48,23 @@ from reconciler.support.errors import ObjectFailed, ReconcileError
 from reconciler.support.faults import crash_point
 
 
+class ComputedElsewhere(Protocol):
+    """Views whose new contents come from somewhere else than their query over the stored
+    state: a pull-request environment's, promoted (`engine.promotion`). `compute` writes the
+    view as recomputing it would (its record in `runtime.relations`), in dependency order."""
+
+    @property
+    def views(self) -> Collection[str]: ...
+
+    def compute(self, runtime: PipelineRuntime, view: str) -> None: ...
+
+
 @dataclass
 class BootstrapResult:
     relations: dict[str, RelationRecord]
     connectors: dict[str, ConnectorState]
     recomputed: list[str] = field(default_factory=list)
+    promoted: list[str] = field(default_factory=list)  # from `ComputedElsewhere`
     created_tables: list[str] = field(default_factory=list)
     evolved_tables: list[str] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)
@@ -82,9 +96,11 @@ def connector_states(runtime: PipelineRuntime, diff: ProgramDiff,
 
 def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
               previous_connectors: dict[str, ConnectorState], *, serial: int,
-              silent: bool = False) -> BootstrapResult:
+              silent: bool = False, elsewhere: ComputedElsewhere | None = None
+              ) -> BootstrapResult:
     """Compute the desired state; `runtime.relations` starts as the committed state and
-    `runtime.connectors` are the desired program's."""
+    `runtime.connectors` are the desired program's. The views of `elsewhere` are taken from
+    it instead of computed (sent to outputs, and their expectations checked, all the same)."""
     relations = runtime.relations
     result = BootstrapResult(relations=relations, connectors={})
     # What outputs compare against: each relation as the committed manifest pins it.
@@ -113,7 +129,8 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
     outputs = outputs_by_relation(runtime.connectors)
     frames = StepFrames(runtime.spark, old=runtime.frame, new=runtime.frame)
     try:
-        _compute(runtime, diff, frames, result, outputs, committed, serial, silent)
+        _compute(runtime, diff, frames, result, outputs, committed, serial, silent,
+                 elsewhere)
     finally:
         frames.close()
     return result
@@ -121,25 +138,33 @@ def bootstrap(runtime: PipelineRuntime, diff: ProgramDiff,
 
 def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
              result: BootstrapResult, outputs: dict[str, list[str]],
-             committed: dict[str, RelationRecord], serial: int, silent: bool) -> None:
+             committed: dict[str, RelationRecord], serial: int, silent: bool,
+             elsewhere: ComputedElsewhere | None) -> None:
     """New and modified views from the state as it stands, sent to their outputs."""
     for name in diff.new["order"]:
         before = committed.get(name)
         if diff.views.get(name) in ("added", "modified"):
-            runtime.report("compute view", name)
+            promoted = elsewhere is not None and name in elsewhere.views
+            runtime.report("promote view" if promoted else "compute view", name)
             try:
-                seconds = write_recomputed(runtime, name, recompute_update(
-                    runtime, frames, name, maintained_shape(runtime, name)))
-                if diff.new["views"][name].get("refresh") == "auto":  # its first timing
-                    runtime.relations[name] = replace(runtime.relations[name], timings=timed(
-                        None, recompute=True, seconds=seconds))
+                if elsewhere is not None and promoted:
+                    elsewhere.compute(runtime, name)
+                    result.promoted.append(name)
+                else:
+                    seconds = write_recomputed(runtime, name, recompute_update(
+                        runtime, frames, name, maintained_shape(runtime, name)))
+                    if diff.new["views"][name].get("refresh") == "auto":  # its first timing
+                        runtime.relations[name] = replace(
+                            runtime.relations[name],
+                            timings=timed(None, recompute=True, seconds=seconds))
                 if diff.new["views"][name].get("expectations"):  # its change: every row
                     check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)))
             except ReconcileError:
                 raise
             except Exception as error:  # Spark's: keep which view, and its class apart
                 raise ObjectFailed("view", name, error) from error
-            result.recomputed.append(name)
+            if not promoted:
+                result.recomputed.append(name)
             crash_point(f"bootstrap-after-view:{name}")
         elif name not in (*result.created_tables, *result.evolved_tables):
             continue
