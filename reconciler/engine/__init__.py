@@ -18,7 +18,8 @@ Owns, bottom to top (each folder imports only those before it):
   checks on its views' rows.
 * ``refresh``: a step's views refreshed, two at once, each after what it reads;
   ``step``: one step, from input to the new versions the caller commits in the manifest.
-* ``bootstrap/``: a change applied from the state a pipeline holds.
+* ``bootstrap/``: a change applied from the state a pipeline holds; ``promotion``: a
+  pull-request environment's views adopted by an apply and caught up.
 * ``view_tests``: view tests run on Spark.
 
 May import: ``plan``'s data types (a bootstrap carries out a ``plan.diff``), ``state``,

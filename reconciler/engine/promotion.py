@@ -31,6 +31,7 @@ from reconciler.engine.maintenance.frames import StepFrames
 from reconciler.engine.maintenance.zset import ZSet
 from reconciler.engine.refresh import refresh_views
 from reconciler.engine.runtime import PipelineRuntime
+from reconciler.engine.spark.micro_batch import micro_batch
 from reconciler.engine.step import table_change
 from reconciler.state.relations import RelationRecord
 
@@ -51,7 +52,11 @@ class Promotion:
         """Adopt `view` from the environment, then catch it up to the current state."""
         self._adopt(runtime, view)
         frames = self._frames or self._start(runtime)
-        refresh_views(runtime, frames, _no_output, self._touched, output=(), only={view})
+        # Planned as a step's is: statically when the change since the base serial is small.
+        touched = None if None in self._touched.values() else sum(
+            rows for rows in self._touched.values() if rows is not None)
+        with micro_batch(runtime.spark, touched):
+            refresh_views(runtime, frames, _no_output, self._touched, output=(), only={view})
 
     def close(self) -> None:
         if self._frames is not None:

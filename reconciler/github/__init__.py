@@ -9,7 +9,8 @@ from the default branch or the inputs), the plan run on a pull request
 review, head SHA, plan id) and the apply run on a comment (``apply``) with its
 ``replies``, the rollback run on a comment (``rollback``), the comment either run
 answers (``comment_run``: where to reply, the reactions, the outputs), the view tests of a pull
-request's pipelines, run apart from the workflow (``view_test_gate``), and the REST
+request's pipelines, run apart from the workflow (``view_test_gate``), a pull request's
+environment built on each plan and removed when it closes (``environments``), and the REST
 client (``client``).
 
 May import: ``operations``, ``plan``, ``state``, ``desired`` and ``support``. Never

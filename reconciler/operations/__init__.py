@@ -8,7 +8,8 @@ when first needed (``engine``), ``publish:`` after each commit (``publication``)
 ``plan --preview`` (``preview``), ``execute`` and ``query`` (``statements``), a
 pipeline's data and state removed (``destroy``), the last failed step kept for
 ``status`` (``step_failures``), tables changed outside the reconciler (``drift``) and an
-earlier serial's program to apply again (``rollback``).
+earlier serial's program to apply again (``rollback``), and pull-request environments,
+built, destroyed and found for promotion (``environments``).
 
 May import: ``engine``, ``plan``, ``state``, ``desired`` and ``support``. Never ``cli``,
 ``runner`` or ``github``, which call it.

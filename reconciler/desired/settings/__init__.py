@@ -5,7 +5,8 @@ Owns YAML with line numbers (``documents``), ``reconcile.yaml`` and ``pipeline.y
 may say: its options (``connector_options``), the allow-list of what it may hand a client
 library (``client_options``), which of its fields go together (``connector_shape``), which
 say what it reads and which how (``connector_roles``: what resets one) and a Kafka
-connector's settings (``kafka_settings``).
+connector's settings (``kafka_settings``), and pull-request environments
+(``environments``).
 
 May import: ``reconciler.support`` only: the bottom room of ``desired``.
 """
