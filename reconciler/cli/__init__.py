@@ -7,7 +7,8 @@ commands share with its errors and signals as exit codes and its JSON output
 the rows), ``reconcile destroy`` (``destroy``), ``reconcile rollback`` (``rollback``),
 ``reconcile refresh`` and the apply loop
 it shares with ``apply`` (``refresh``), ``reconcile test`` (``view_tests``),
-``reconcile doctor`` (``doctor``), ``reconcile env`` (``environments``), ``reconcile spark start|stop|status`` (``spark``),
+``reconcile doctor`` (``doctor``), ``reconcile env`` (``environments``), ``reconcile
+spark start|stop|status`` (``spark``),
 ``reconcile status`` without Spark (``status``), ``reconcile init`` (``scaffold``, with
 the workflow it writes in ``templates/``) and the generator of ``docs/cli.md``
 (``reference``).

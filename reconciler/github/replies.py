@@ -30,7 +30,9 @@ def _outcome_line(outcome: Outcome) -> str:
              for label, name in (("created tables", "created_tables"),
                                  ("evolved tables", "evolved_tables"),
                                  ("renamed", "renamed"),
-                                 ("recomputed", "recomputed"), ("sent to outputs", "emitted"))
+                                 ("recomputed", "recomputed"),
+                                 ("promoted from its environment", "promoted"),
+                                 ("sent to outputs", "emitted"))
              if details.get(name)]
     message = outcome.message.removeprefix(f"{outcome.pipeline}: ")
     text = "; ".join(extra) if extra else message

@@ -31,7 +31,6 @@ from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan
 from reconciler.state.manifest import Manifest, Status
 from reconciler.state.program import CommittedProgram
-from reconciler.state.reader import pipeline_layout
 from reconciler.support.errors import ReconcileError, public_message
 from reconciler.support.faults import crash_point
 from state_backends import StateBackend, StateBackendError
@@ -134,8 +133,7 @@ def _promotion(target: ApplyTarget, plan: PipelinePlan,
     from reconciler.engine.promotion import Promotion
 
     try:
-        found = promotable(target.backend, pipeline_layout(target.project, target.name), plan,
-                           manifest)
+        found = promotable(target.project, target.backend, plan, manifest)
     except (ReconcileError, StateBackendError) as error:  # its record or its base serial
         logging.getLogger("reconciler").warning(
             "%s: no environment promoted (%s); the views are computed", target.name,

@@ -127,7 +127,14 @@ def plan_destroy(project: Project, backend: StateBackend, pipeline: str) -> Dest
     when it has none (`finish_destroyed`)."""
     layout = pipeline_layout(project, pipeline)
     manifest, _ = read_manifest(backend, pipeline, layout)
-    return None if manifest is None else _plan(project, backend, manifest, layout)
+    if manifest is None:
+        return None
+    environments = sorted(backend.read_environments(pipeline))
+    if environments:  # they read its state, and only their own records find their files
+        raise ReconcileError(f"pipeline '{pipeline}' has pull-request environments "
+                             f"({', '.join(environments)}): destroy them first (reconcile "
+                             f"env destroy -p {pipeline} --name {environments[0]})")
+    return _plan(project, backend, manifest, layout)
 
 
 def finish_destroyed(backend: StateBackend, pipeline: str) -> str:

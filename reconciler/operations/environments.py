@@ -152,6 +152,7 @@ def destroy_environment(project: Project, backend: StateBackend, pipeline: str, 
     environment = recorded_environments(backend, pipeline).get(name)
     if environment is None:
         return None
+    _check_record(project, environment)
     from reconciler.engine.delta.files import Collected, FileStore  # pyarrow: env only
     from reconciler.engine.publish import catalog_is_kept, unpublish
 
@@ -166,7 +167,7 @@ def destroy_environment(project: Project, backend: StateBackend, pipeline: str, 
     return environment
 
 
-def promotable(backend: StateBackend, layout: Layout, plan: PipelinePlan,
+def promotable(project: Project, backend: StateBackend, plan: PipelinePlan,
                manifest: Manifest) -> tuple[Environment, Manifest] | None:
     """An environment an apply of `plan` may promote, with production's manifest at its base
     serial: one built from the same program (`desired_fingerprint`) over a production
@@ -177,11 +178,13 @@ def promotable(backend: StateBackend, layout: Layout, plan: PipelinePlan,
     if not computed:
         return None
     for environment in recorded_environments(backend, manifest.pipeline).values():
-        if environment.desired_fingerprint != plan.desired_fingerprint \
+        if not _is_current_record(project, environment) \
+                or environment.desired_fingerprint != plan.desired_fingerprint \
                 or not computed <= set(environment.relations) \
                 or environment.base_serial > manifest.serial:
             continue
-        base = _history(backend, manifest.pipeline, layout, environment.base_serial)
+        base = _history(backend, manifest.pipeline, pipeline_layout(project, manifest.pipeline),
+                        environment.base_serial)
         if base.program == manifest.program and base.lineage == manifest.lineage:
             return environment, base
     return None
@@ -191,6 +194,23 @@ def recorded_environments(backend: StateBackend, pipeline: str) -> dict[str, Env
     """The pipeline's environment records, checked (`state.environments`)."""
     return environments_of(backend.read_environments(pipeline),
                            f"{backend.url}/{pipeline}/environments.json")
+
+
+def _check_record(project: Project, environment: Environment) -> None:
+    """Refuse a record whose folder or database is not the one the settings give its name:
+    the state backend's writers are not trusted with where files are deleted or promoted
+    from, nor with which database is dropped."""
+    if not _is_current_record(project, environment):
+        raise ReconcileError(f"environment '{environment.name}': its record names a folder or "
+                             "database the settings do not give it (environments: in "
+                             "reconcile.yaml); not touching them")
+
+
+def _is_current_record(project: Project, environment: Environment) -> bool:
+    """Whether the record's folder and database are the ones the settings give its name."""
+    settings = environment_settings(project)
+    return (environment.root == environment_folder(project, settings, environment.name)
+            and environment.database == settings.database(environment.name))
 
 
 def _history(backend: StateBackend, pipeline: str, layout: Layout, serial: int) -> Manifest:

@@ -169,6 +169,18 @@ def test_an_environment_name_and_a_pipeline_that_is_not_deployed(
     reconcile(project, "env", "create", "-p", "p", "--name", "pr_2")
     assert "already" in reconcile(project, "env", "create", "-p", "p", "--name", "pr_2",
                                   expect=1)
+    refused = reconcile(project, "destroy", "-p", "p", "--auto-approve", expect=1)
+    assert "has pull-request environments (pr_2): destroy them first" in refused, refused
+
+    # A state-bucket writer points the record at production's storage: nothing is deleted.
+    records = project / ".reconcile/state/p/environments.json"
+    forged = json.loads(records.read_text())
+    forged["pr_2"]["root"] = str(project / ".reconcile/data")
+    forged["pr_2"]["relations"] = {}
+    records.write_text(json.dumps(forged))
+    refused = reconcile(project, "env", "destroy", "-p", "p", "--name", "pr_2", expect=1)
+    assert "the settings do not give it" in refused, refused
+    assert (project / ".reconcile/data/p/tables/grades/_delta_log").is_dir()
 
 
 def test_an_apply_promotes_a_current_environment_and_equals_a_deployment_from_scratch(
