@@ -16,6 +16,7 @@ import click
 from reconciler.cli.context import CliContext, pass_cli
 from reconciler.cli.options import (
     LOCK_TIMEOUT,
+    Command,
     backend_option,
     engine_options,
     json_option,
@@ -52,14 +53,16 @@ def _build(obj: CliContext, pipeline: str, name: str, existing: bool, lock_timeo
     click.echo(f"{pipeline}: {built.summary()}")
 
 
+def build_options(function: Command) -> Command:
+    """The options of every command that builds or removes an environment."""
+    for option in reversed((pipeline_option, name_option, json_option, lock_option(LOCK_TIMEOUT),
+                            backend_option, engine_options, pass_cli)):
+        function = option(function)
+    return function
+
+
 @env_group.command("create")
-@pipeline_option
-@name_option
-@json_option
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@pass_cli
+@build_options
 def env_create(obj: CliContext, pipeline: str, name: str, lock_timeout: float,
                backend_url: str | None, spark_master: str | None,
                spark_remote: str | None) -> None:
@@ -69,13 +72,7 @@ def env_create(obj: CliContext, pipeline: str, name: str, lock_timeout: float,
 
 
 @env_group.command("update")
-@pipeline_option
-@name_option
-@json_option
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@pass_cli
+@build_options
 def env_update(obj: CliContext, pipeline: str, name: str, lock_timeout: float,
                backend_url: str | None, spark_master: str | None,
                spark_remote: str | None) -> None:
@@ -85,13 +82,7 @@ def env_update(obj: CliContext, pipeline: str, name: str, lock_timeout: float,
 
 
 @env_group.command("destroy")
-@pipeline_option
-@name_option
-@json_option
-@lock_option(LOCK_TIMEOUT)
-@backend_option
-@engine_options
-@pass_cli
+@build_options
 def env_destroy(obj: CliContext, pipeline: str, name: str, lock_timeout: float,
                 backend_url: str | None, spark_master: str | None,
                 spark_remote: str | None) -> None:

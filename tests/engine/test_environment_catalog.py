@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.engine.test_publish import JVM_FRAME, metastore  # noqa: F401 (a fixture)
+from tests.operations.test_environments import NEW, OLD
 from tests.projects import write_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -39,15 +40,7 @@ for kind, value in json.loads(sys.argv[1]):
     except AnalysisException as error:
         print(json.dumps({"rows": error.getCondition()}))
 """
-OLD = """
-create table grades (student_id bigint, class string, grade int);
-create materialized view best as
-select student_id, max(grade) as top from grades group by student_id;
-create materialized view counts as select class, count(*) as n from grades group by class;
-"""
-NEW = OLD.replace("max(grade) as top", "min(grade) as top") + """
-create materialized view class_top as select class, max(grade) as top from grades group by class;
-"""
+
 
 
 def steps(env: dict[str, str], *steps: tuple[str, Any]) -> list[Any]:

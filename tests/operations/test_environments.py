@@ -81,12 +81,15 @@ def from_scratch(spark: SparkSession, root: Path, program: str, view: str,
     return rows_of(spark, f"{fresh}/.reconcile/data/{entry['path']}", entry["version"])
 
 
+def deployed_with_first_rows(tmp_path: Path) -> Path:
+    """The pipeline of OLD deployed, FIRST's rows ingested by a step."""
+    project = deployed_with_first_rows(tmp_path)
+    return project
+
+
 def test_an_environment_holds_the_change_computed_from_production_and_touches_nothing_of_it(
         spark: SparkSession, tmp_path: Path) -> None:
-    project = project_with(tmp_path / "project", OLD)
-    reconcile(project, "apply", "--auto-approve")
-    feed_grades(project, "a.json", FIRST)
-    reconcile(project, "run")
+    project = deployed_with_first_rows(tmp_path)
     before, before_versions = manifest(project, "p"), delta_versions(spark, project)
 
     (project / "pipelines/p/program.sql").write_text(NEW)
@@ -185,10 +188,7 @@ def test_an_environment_name_and_a_pipeline_that_is_not_deployed(
 
 def test_an_apply_promotes_a_current_environment_and_equals_a_deployment_from_scratch(
         spark: SparkSession, tmp_path: Path) -> None:
-    project = project_with(tmp_path / "project", OLD)
-    reconcile(project, "apply", "--auto-approve")
-    feed_grades(project, "a.json", FIRST)
-    reconcile(project, "run")
+    project = deployed_with_first_rows(tmp_path)
     (project / "pipelines/p/program.sql").write_text(NEW)
     reconcile(project, "env", "create", "-p", "p", "--name", "pr_7")
     # Production steps on: inserts, then a delete (a retraction the catch-up must carry).
