@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -82,6 +83,9 @@ class Workspace:
     github: FakeGitHub
     runs: Path
     _ids: Iterator[int] = field(default_factory=count)
+    # Set: each run is a child process with this environment (a JVM of its own, as a Derby
+    # metastore needs), not an invocation in the test's process.
+    child_env: dict[str, str] | None = None
 
     @property
     def base_sha(self) -> str:
@@ -108,6 +112,34 @@ class Workspace:
     def run(self, event_name: str, payload: dict[str, Any], *, token: str = TOKEN,
             **inputs: str) -> Run:
         """`reconcile -C <project> github` as action.yml runs it, with a fresh run folder."""
+        folder, env = self.action_env(event_name, payload, token=token, **inputs)
+        if self.child_env is not None:
+            merged = {name: value for name, value in {**self.child_env, **env}.items()
+                      if value is not None}
+            child = subprocess.run([sys.executable, "-m", "reconciler", "-C", str(self.project),
+                                    "github"], env=merged, capture_output=True, text=True,
+                                   timeout=600, check=False)
+            return self.finished(folder, child.returncode, child.stdout + child.stderr)
+        saved = dict(os.environ)  # the Action exports its credential inputs to itself
+        try:
+            result = CliRunner().invoke(cli, ["-C", str(self.project), "github"], env=env,
+                                        catch_exceptions=False)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        return self.finished(folder, result.exit_code, result.output)
+
+    def finished(self, folder: Path, exit_code: int, log: str) -> Run:
+        """The run whose files are in `folder`: its outputs and summary read back."""
+        output_file, summary_file = folder / "output", folder / "summary.md"
+        return Run(exit_code, log,
+                   parse_outputs(output_file.read_text()) if output_file.exists() else {},
+                   summary_file.read_text() if summary_file.exists() else "")
+
+    def action_env(self, event_name: str, payload: dict[str, Any], *, token: str = TOKEN,
+                   **inputs: str) -> tuple[Path, dict[str, str | None]]:
+        """A fresh run folder with the event in it, and the variables action.yml sets
+        (None: unset), for a run in this process or another."""
         folder = self.runs / f"run{next(self._ids)}"
         folder.mkdir(parents=True)
         (folder / "event.json").write_text(json.dumps(payload))
@@ -122,17 +154,7 @@ class Workspace:
         for name in INPUT_NAMES:  # nothing leaks in from a CI runner's own environment
             env[f"INPUT_{name.upper()}"] = None
             env[f"INPUT_{name.upper().replace('-', '_')}"] = inputs.get(name.replace("-", "_"))
-        saved = dict(os.environ)  # the Action exports its credential inputs to itself
-        try:
-            result = CliRunner().invoke(cli, ["-C", str(self.project), "github"], env=env,
-                                        catch_exceptions=False)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        output_file, summary_file = folder / "output", folder / "summary.md"
-        return Run(result.exit_code, result.output,
-                   parse_outputs(output_file.read_text()) if output_file.exists() else {},
-                   summary_file.read_text() if summary_file.exists() else "")
+        return folder, env
 
     def pull_request(self, action: str, sha: str | None = None, number: int = PR,
                      **inputs: str) -> Run:

@@ -83,7 +83,10 @@ def from_scratch(spark: SparkSession, root: Path, program: str, view: str,
 
 def deployed_with_first_rows(tmp_path: Path) -> Path:
     """The pipeline of OLD deployed, FIRST's rows ingested by a step."""
-    project = deployed_with_first_rows(tmp_path)
+    project = project_with(tmp_path / "project", OLD)
+    reconcile(project, "apply", "--auto-approve")
+    feed_grades(project, "a.json", FIRST)
+    reconcile(project, "run")
     return project
 
 
