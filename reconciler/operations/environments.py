@@ -115,9 +115,10 @@ def build_environment(project: Project, backend: StateBackend, program: Program,
     plan = plan_pipeline(program, base, None)
     _check_change(pipeline, plan.diff, plan.refusals)
     root = environment_folder(project, settings, name)
-    old = before.program if before is not None else base.program
-    diff = diff_programs(old, plan.diff.new,
-                         program.analysis.lookup if program.analysis else view_lineage)
+    # An update diffs against the environment's last build; a create's diff is the plan's.
+    diff = plan.diff if before is None else diff_programs(
+        before.program, plan.diff.new,
+        program.analysis.lookup if program.analysis else view_lineage)
     _check_change(pipeline, diff, ())
     relations = {**base.relations, **(before.relations if before else {})}
     runtime = engine.runtime(pipeline, CommittedProgram.of(_without_connectors(plan.diff.new)),
