@@ -1333,3 +1333,53 @@ SELECT ws_warehouse_sk, count(DISTINCT ws_order_number) AS `order count`,
   sum(ws_net_profit) AS `total net profit`
 FROM web_sales
 GROUP BY ws_warehouse_sk;
+
+-- ---------------------------------------------------------------------------------------
+-- A correlation repeated in every branch of an OR, as TPC-DS's query 41 writes it (issue
+-- 80): factored out, it keys the subquery by the manufacturer
+-- ---------------------------------------------------------------------------------------
+
+CREATE MATERIALIZED VIEW brands_of_manufacturers_with_matching_lines AS
+SELECT DISTINCT i_brand
+FROM item i1
+WHERE i_manufact_id BETWEEN 1 AND 40
+  AND (SELECT count(*) AS lines
+       FROM item
+       WHERE (i_manufact_id = i1.i_manufact_id AND i_category = 'Women'
+              AND (i_class = 'dresses' OR i_current_price < 20))
+          OR (i_manufact_id = i1.i_manufact_id AND i_category = 'Men'
+              AND (i_class = 'shirts' OR i_current_price > 80))) > 0;
+
+-- ---------------------------------------------------------------------------------------
+-- Two channels' running totals merged by a FULL JOIN, the key spelled out with CASE as
+-- TPC-DS's query 51 writes it (issue 80): each row's merged item is its key
+-- ---------------------------------------------------------------------------------------
+
+CREATE MATERIALIZED VIEW items_where_web_leads_store AS
+WITH web_running AS (
+  SELECT ws_item_sk AS item_sk, d_date,
+    sum(sum(ws_sales_price)) OVER (PARTITION BY ws_item_sk ORDER BY d_date
+      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running
+  FROM web_sales JOIN date_dim ON ws_sold_date_sk = d_date_sk
+  WHERE d_year = 2023
+  GROUP BY ws_item_sk, d_date),
+store_running AS (
+  SELECT ss_item_sk AS item_sk, d_date,
+    sum(sum(ss_sales_price)) OVER (PARTITION BY ss_item_sk ORDER BY d_date
+      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running
+  FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk
+  WHERE d_year = 2023
+  GROUP BY ss_item_sk, d_date)
+SELECT * FROM (
+  SELECT item_sk, d_date, web_total, store_total,
+    max(web_total) OVER (PARTITION BY item_sk ORDER BY d_date
+      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS web_best,
+    max(store_total) OVER (PARTITION BY item_sk ORDER BY d_date
+      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS store_best
+  FROM (
+    SELECT CASE WHEN web.item_sk IS NOT NULL THEN web.item_sk ELSE store.item_sk END AS item_sk,
+      CASE WHEN web.d_date IS NOT NULL THEN web.d_date ELSE store.d_date END AS d_date,
+      web.running AS web_total, store.running AS store_total
+    FROM web_running web FULL OUTER JOIN store_running store
+      ON web.item_sk = store.item_sk AND web.d_date = store.d_date) merged) bests
+WHERE web_best > store_best;

@@ -16,7 +16,9 @@ CUBE and GROUPING SETS (with GROUPING, GROUPING_ID, HAVING, MIN over deleting in
 COUNT(DISTINCT) and VARIANCE from state; one over a CTE with a window per key), a global
 COUNT(DISTINCT) with VARIANCE and STDDEV_POP over a join, outer joins (LEFT, a LEFT JOIN
 ... IS NULL anti-join, FULL with an extra ON condition, two LEFT JOINs), EXISTS and NOT
-EXISTS, IN (subquery), a correlated scalar subquery, NOT IN with NULLs in its subquery,
+EXISTS, IN (subquery), a correlated scalar subquery (and a DISTINCT over one
+correlated in each branch of an OR), a window partitioned by the key a FULL JOIN
+merges with CASE or COALESCE, NOT IN with NULLs in its subquery,
 a GROUP BY of the key over a LEFT JOIN (COUNT, MIN, SUM), an aggregate over an EXISTS,
 an aggregate over a derived table's aggregate, an aggregate over a LEFT JOIN view, and
 window functions over an aggregate's groups (a rank and a share of all groups, a rank
@@ -121,6 +123,22 @@ create materialized view sold_products as
 create materialized view above_store_average as
   select s.id, s.store, s.price from sales s
   where s.price > (select avg(s2.price) from sales s2 where s2.store = s.store);
+create materialized view product_days_running_best as
+  select * from (
+    select product, day, sold, bulk, max(sold) over (partition by product order by day
+                                                    rows between unbounded preceding
+                                                    and current row) as best
+    from (select case when a.product is not null then a.product else b.product end as product,
+                 coalesce(a.day, b.day) as day, a.qty as sold, b.n as bulk
+          from (select product, day, sum(qty) as qty from sales group by product, day) a
+          full outer join (select product, day, count(*) as n from sales where qty > 2
+                           group by product, day) b
+          on a.product = b.product and a.day = b.day) as merged) as running
+  where best > 1 or bulk > 0;
+create materialized view categories_sold_in_bulk_or_cheap as
+  select distinct p.category from products p
+  where p.id between 1 and 40 and (select count(*) from sales s
+    where (s.product = p.id and s.qty > 3) or (s.product = p.id and s.price < 5)) > 0;
 create materialized view untoyed_sales as
   select s.id, st.region from sales s join stores st on s.store = st.id
   where s.product not in (select id from products where category = 'toys');

@@ -262,6 +262,17 @@ create table c (k int, x int);
      "recomputed each step: no column equality to split it by"),
     ("select k from a where v = (select max(w) from b where b.k > a.k)",
      "recomputed each step: no column equality to split it by"),
+    ("select k from a where (select count(*) from b where (b.k = a.k and b.w > 1) "
+     "or (b.k = a.k and b.w < 0)) > 0", "maintained incrementally"),  # k = a.k factored out
+    ("select k, m, max(m) over (partition by k order by v) as best from "
+     "(select case when a.k is not null then a.k else b.k end as k, a.v, b.w as m "
+     "from a full join b on a.k = b.k) as merged", "maintained incrementally"),
+    ("select k, max(m) over (partition by k) as best from "
+     "(select coalesce(a.k, b.k) as k, b.w as m from a full join b on a.k = b.k) as merged",
+     "maintained incrementally"),
+    ("select k, max(m) over (partition by k) as best from "
+     "(select coalesce(a.k, b.w) as k, b.w as m from a full join b on a.k = b.k) as merged",
+     "recomputed each step: window function MAX not partitioned by a key"),  # b.w: no key
 ])
 def test_which_keyed_queries_are_maintained(tmp_path: Path, query: str, mode: str) -> None:
     _assert_refresh(tmp_path, query, mode)

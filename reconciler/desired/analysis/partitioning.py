@@ -134,6 +134,9 @@ class Partitioning(QueryGraph):
             self._outer_join(position, member, side, equalities, key, keyed_occurrences)
         for branches in self.set_operations:
             self._set_operation(branches, key, keyed_occurrences)
+        for first, others in self.coalesced:
+            if first in key and not all(other in key for other in others):
+                raise KeyFallback("COALESCE of the key with a column that is not the key")
         changeable = {table.name.lower() for table in self.tables}
         whole = {self.tables[i].name.lower() for i, column in enumerate(keys) if column is None}
         if changeable <= whole:

@@ -3,7 +3,8 @@ make equal, resolved through derived tables, CTEs written out and set operations
 
 Columns are slots, (occurrence index, column), joined into classes by a union-find:
 `a.k = b.k` in an `ON` or `WHERE`, `x IN (SELECT y ...)`, a derived table's output
-column and the column it reads, a set operation's columns position by position.
+column and the column it reads (the first one of a `COALESCE`), a set operation's
+columns position by position.
 `desired/analysis/partitioning.py` checks whether one class partitions the query.
 """
 
@@ -14,7 +15,13 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from reconciler.desired.analysis.query_parts import conjuncts, from_of, occurrences, set_branches
+from reconciler.desired.analysis.query_parts import (
+    coalesced_columns,
+    conjuncts,
+    from_of,
+    occurrences,
+    set_branches,
+)
 
 Slot = tuple[int, str]  # (occurrence index, column)
 Columns = Mapping[str, Sequence[str] | None]  # relation -> its columns (None: unknown)
@@ -53,6 +60,8 @@ class QueryGraph:
         self.outer_ons: list[tuple[int, int, str, list[tuple[Slot, Slot]]]] = []
         self.set_operations: list[list[int]] = []  # each one's branch scope positions
         self.outputs: dict[int, list[tuple[str, Slot | None]]] = {}
+        # a derived COALESCE(a, b, ...) output read as `a`, and the columns it falls back on
+        self.coalesced: list[tuple[Slot, list[Slot]]] = []
         self.key: set[Slot] = set()  # the key's class, once `Partitioning.keys` found it
 
     # -- walking the query ------------------------------------------------------------
@@ -207,10 +216,25 @@ class QueryGraph:
                     inner, exp.Column) else None))
             elif isinstance(inner, exp.Column):
                 outputs.append((item.alias_or_name.lower(), self._slot(inner, scope)))
+            elif (merged := self._coalesced(inner, scope)) is not None:
+                outputs.append((item.alias_or_name.lower(), merged))
             else:
                 outputs.append((item.alias_or_name.lower(), None))
         self.outputs[position] = outputs
         return outputs
+
+    def _coalesced(self, node: exp.Expr, scope: Scope) -> Slot | None:
+        """The slot of a `COALESCE(a, b)` output's first column (or its CASE spelling),
+        noted so that `Partitioning` accepts it as the key only when `b` is in the key's
+        class too: then every row's value is its key, whichever side of a FULL JOIN it
+        came from."""
+        columns = coalesced_columns(node)
+        slots = [self._slot(column, scope) for column in columns or []]
+        if not slots or any(slot is None for slot in slots):
+            return None
+        first, *others = [slot for slot in slots if slot is not None]
+        self.coalesced.append((first, others))
+        return first
 
     def _star(self, scope: Scope, table: str | None) -> list[tuple[str, Slot | None]]:
         """The columns `*` (or `table.*`) stands for, in FROM and JOIN order."""

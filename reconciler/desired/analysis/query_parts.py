@@ -43,6 +43,31 @@ def set_branches(query: exp.Expr) -> list[exp.Select]:
     return [query]
 
 
+def coalesced_columns(node: exp.Expr) -> list[exp.Column] | None:
+    """The columns of `COALESCE(a, b, ...)`, or of its spelling out
+    `CASE WHEN a IS NOT NULL THEN a ELSE b END` (TPC-DS q51's merged key of a FULL JOIN)
+    or `CASE WHEN a IS NULL THEN b ELSE a END`, in the order they are tried; None for
+    anything else."""
+    if isinstance(node, exp.Coalesce):
+        parts = [node.this, *node.expressions]
+        columns = [part for part in parts if isinstance(part, exp.Column)]
+        return columns if len(columns) == len(parts) else None
+    if not isinstance(node, exp.Case) or len(node.args.get("ifs") or []) != 1 \
+            or node.this is not None:
+        return None
+    branch = node.args["ifs"][0]
+    condition, then, otherwise = branch.this, branch.args.get("true"), node.args.get("default")
+    if not (isinstance(then, exp.Column) and isinstance(otherwise, exp.Column)):
+        return None
+    negated = isinstance(condition, exp.Not)
+    test = condition.this if negated else condition
+    if not (isinstance(test, exp.Is) and isinstance(test.expression, exp.Null)
+            and isinstance(test.this, exp.Column)):
+        return None
+    first, second = (then, otherwise) if negated else (otherwise, then)
+    return [first, second] if test.this == first else None
+
+
 def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
     """The top-level AND-ed parts of a condition."""
     if condition is None:

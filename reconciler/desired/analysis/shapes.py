@@ -43,6 +43,7 @@ from typing import Literal
 from sqlglot import exp
 
 # Re-exported (`as`): the engine catches a shape's Fallback from here.
+from reconciler.desired.analysis.factoring import factor_common_conditions
 from reconciler.desired.analysis.fallback import Fallback as Fallback
 from reconciler.desired.analysis.group_windows import is_window_function, windows_of
 from reconciler.desired.analysis.group_windows import over_groups as window_over_groups
@@ -130,7 +131,7 @@ def analyse(query: str | exp.Query, columns: Columns) -> Shape:
     `columns` names each relation's columns (unqualified names are resolved with them)."""
     tree = parse_query(query) if isinstance(query, str) else query
     try:
-        tree = inline_ctes(tree)
+        tree = factor_common_conditions(inline_ctes(tree))
     except CannotInline as reason:
         raise Fallback(str(reason)) from None
     shape = _analyse(tree, columns)
