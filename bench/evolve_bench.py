@@ -90,7 +90,7 @@ def _deploy(spark: SparkSession, rows: int) -> tuple[Any, Path, dict[str, Any]]:
     tables_only = {**document, "views": {}, "order": ["events"]}
     bootstrap(runtime, diff_programs(None, tables_only), {}, serial=1, silent=True)
     storage.append(runtime.relations["events"].path, _events(spark, rows))
-    runtime.adopt_latest("events")
+    runtime.pin("events", runtime.relation("events").latest())
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1,
               silent=True)
     return runtime, root, document
@@ -121,7 +121,7 @@ def rebuild(spark: SparkSession, rows: int) -> dict[str, Any]:
     started = time.perf_counter()
     runtime.create_table("events")
     runtime.storage.append(runtime.relations["events"].path, _events(spark, rows))
-    runtime.adopt_latest("events")
+    runtime.pin("events", runtime.relation("events").latest())
     for view in ("totals", "kinds", "counted"):
         runtime.write_view(view, runtime.evaluate(view))
     return {"time": time.perf_counter() - started, "written": _new_bytes(root / "state", before),

@@ -79,7 +79,7 @@ def main() -> None:
     storage.append(deployed.relations["users"].path, spark.range(1000).selectExpr(
         "cast(id as int) as id", "concat('c', cast(id % 30 as string)) as country"))
     for table in ("events", "users"):
-        deployed.adopt_latest(table)
+        deployed.pin(table, deployed.relation(table).latest())
     bootstrap(deployed, diff_programs(tables_only, old), {}, serial=1, silent=True)
     base = dict(deployed.relations)
 

@@ -106,7 +106,7 @@ def run(spark: SparkSession, rows: int, refresh: str, steps: int,
                                          "concat('c', cast(id % 30 as string)) as country")
     storage.append(runtime.relations["users"].path, users)
     for table in ("events", "users"):
-        runtime.adopt_latest(table)
+        runtime.pin(table, runtime.relation(table).latest())
     # The views, computed from the tables' state as a bootstrap that adds them does.
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1,
               silent=True)

@@ -209,7 +209,7 @@ def deploy_engine(spark: SparkSession, rows: int, root: Path) -> PipelineRuntime
     storage.append(runtime.relations["events"].path, step_events(spark, 0, rows))
     storage.append(runtime.relations["users"].path, users_frame(spark))
     for table in ("events", "users"):
-        runtime.adopt_latest(table)
+        runtime.pin(table, runtime.relation(table).latest())
     bootstrap(runtime, diff_programs(tables_only, document), {}, serial=1, silent=True)
     return runtime
 

@@ -190,18 +190,6 @@ class PipelineRuntime:
         self.relations[name] = replace(self.relations[name], state=StoredTable(
             path, version, contents.schema.json()))
 
-    def adopt_latest(self, name: str) -> bool:
-        """Point a table's record at its latest Delta version when a write that no manifest
-        has committed yet (ingestion, `execute`) made a newer one; whether it did. That
-        version is opened once, for its number and its row count."""
-        record = self.relations[name]
-        latest = self.storage.find(record.path)
-        if latest is None or latest.version == record.version:
-            return False
-        self.relations[name] = replace(record, version=latest.version,
-                                       rows=self.storage.rows_in(latest))
-        return True
-
     def _record(self, name: str, kind: Kind, path: str, version: int, schema: StructType,
                 rows: int, insert_txn: int | None = None) -> RelationRecord:
         """A new record for `name` (any old one, and its maintenance state, replaced)."""

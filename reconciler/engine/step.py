@@ -148,7 +148,9 @@ def run_step(runtime: PipelineRuntime, connectors: dict[str, ConnectorState], *,
     frames = StepFrames(runtime.spark, old=lambda name: runtime.frame_of(before[name]),
                         new=runtime.frame)
     for table in program.tables:
-        if runtime.adopt_latest(table):  # ingestion or an `execute` wrote a new version
+        latest = runtime.relation(table).latest()  # ingestion or `execute` wrote a version
+        if latest.version != before[table].version:
+            runtime.pin(table, latest)
             frames.changes[table] = table_change(runtime, before[table], runtime.relations[table])
             result.changed_tables.append(table)
     if not result.changed_tables:

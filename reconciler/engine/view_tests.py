@@ -207,7 +207,7 @@ def _maintained(spark: SparkSession, program: dict[str, Any], test: ViewTest) ->
         path = table_uri(runtime.relations[name].path)
         schema = runtime.table_schemas[name]
         write_deltalake(path, arrow_rows(_values(rows, schema), schema), mode="append")
-        runtime.adopt_latest(name)
+        runtime.pin(name, runtime.relation(name).latest())
     started = bootstrap(runtime, diff_programs(tables_only, program), {}, serial=2,
                         silent=True)
     for name in sorted({*test.inserts, *test.deletes}):

@@ -37,6 +37,13 @@ class DeltaRelation:
         """How many rows the pinned version holds (from the log's statistics when it can)."""
         return self.storage.row_count(self.path, self.version)
 
+    def latest(self) -> DeltaRelation:
+        """The relation at its table's newest version, which a write no manifest has
+        committed yet may have made (ingestion, `execute`); itself when there is none newer.
+        That version is opened once, for its number and what `PipelineRuntime.pin` reads."""
+        latest = self.storage.kept_latest(self.path)
+        return self if latest is None else replace(self, version=latest.version)
+
     def apply_changes(self, inserts: DataFrame | None, deletes: DataFrame | None, *,
                       unique_by: Sequence[str] = (), distinct: bool = False,
                       steady_source: bool = False) -> DeltaRelation:

@@ -138,6 +138,15 @@ class DeltaTables:
         table = self.open(uri)
         return None if table is None else DeltaVersion(uri, table)
 
+    def kept_latest(self, path: PathLike) -> DeltaVersion | None:
+        """The latest version (None: no table), opened once and kept as `at` keeps a given
+        version, so the reads that pin it next (its row count, its rows) open nothing. For a
+        reader only, like every kept version: a write opens its own handle."""
+        latest = self.find(path)
+        if latest is not None:
+            self._keep(latest)
+        return latest
+
     def latest_version(self, path: PathLike) -> int | None:
         """The newest committed version, or None when there is no Delta table at ``path``."""
         latest = self.find(path)
