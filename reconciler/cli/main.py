@@ -333,7 +333,8 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
 @backend_option
 @pass_cli
 def status(obj: CliContext, pipeline: str | None, backend_url: str | None) -> None:
-    """Status, serial, last step, row counts, connectors and lock holder of each pipeline."""
+    """Status, serial, last step, row counts, connectors, environments and lock holder of
+    each pipeline."""
     from reconciler.cli.status import print_status, status_reports
     from reconciler.desired.settings.project import load_project
     from reconciler.desired.workspace import select_pipelines

@@ -4,7 +4,8 @@ Status, serial, when it was committed, the last step and how long it took, the
 input waiting (files or source versions no step has taken yet), row counts,
 connectors (with the files a `skip` connector set aside), who holds the lock (a
 runner's step, an apply it waits for), and what the continuous runner last said of
-itself (its state, the connectors a bad file holds), and the last failed step
+itself (its state, the connectors a bad file holds), its pull-request environments
+(`reconcile env`), and the last failed step
 (`step_failures`: nothing commits a failure), as JSON for scripts or as a few lines for
 people. Nothing here starts Spark.
 """
@@ -20,6 +21,7 @@ from reconciler.desired.settings.project import Project
 from reconciler.operations.drift import manifest_drift
 from reconciler.runner.loop import HEARTBEAT
 from reconciler.state.connectors import connector_definitions
+from reconciler.state.environments import environments_of
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import orphaned_pipelines, pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
@@ -79,8 +81,24 @@ def status_reports(project: Project, backend: StateBackend,
             "lock": lock.to_dict() if lock else None,
             "runner": backend.read_runner_report(name),
             "last_failure": backend.read_step_failure(name),
+            "environments": environment_summaries(backend, name),
         })
     return reports
+
+
+def environment_summaries(backend: StateBackend, pipeline: str) -> list[dict[str, Any]] | str:
+    """Each pull-request environment of the pipeline (`reconcile env`): its name, database,
+    the production serial it reads and the relations it holds; or why its record cannot be
+    read (status still shows the rest: `env list` and `env destroy` name the problem)."""
+    try:
+        environments = environments_of(backend.read_environments(pipeline),
+                                       f"{backend.url}/{pipeline}/environments.json")
+    except ReconcileError as problem:
+        return str(problem)
+    return [{"name": environment.name, "database": environment.database,
+             "base_serial": environment.base_serial,
+             "holds": sorted(environment.relations), "updated": environment.updated}
+            for environment in sorted(environments.values(), key=lambda e: e.name)]
 
 
 def kafka_lags(project: Project, manifest: Manifest, approved: bool | None = None
@@ -208,6 +226,13 @@ def print_status(reports: list[dict[str, Any]]) -> None:
             if skipped:
                 click.echo(f"  skipped files: {connector}: {len(skipped)}, last "
                            f"{skipped[-1]['file']} ({skipped[-1]['reason']})")
+        environments = report["environments"]
+        if isinstance(environments, str):
+            click.echo(f"  environments: unreadable: {environments}")
+        for environment in environments if isinstance(environments, list) else []:
+            click.echo(f"  environment {environment['name']}: database "
+                       f"{environment['database']}, reads serial {environment['base_serial']}, "
+                       f"holds {', '.join(environment['holds']) or 'nothing'}")
         if report["lock"]:
             lock = report["lock"]
             click.echo(f"  locked by {lock['who']} ({lock['operation']}, id {lock['id']})")

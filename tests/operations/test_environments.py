@@ -133,6 +133,12 @@ def test_an_environment_holds_the_change_computed_from_production_and_touches_no
     listed = environments(project)["pr_7"]
     assert listed["database"] == "review_pr_7" and listed["bytes"] > 0
     assert "pr_7: review_pr_7, production serial" in reconcile(project, "env", "list")
+    [shown] = json.loads(reconcile(project, "status", "-p", "p", "--json"))["environments"]
+    assert (shown["name"], shown["database"], shown["base_serial"]) == (
+        "pr_7", "review_pr_7", held["base_serial"])
+    assert set(shown["holds"]) == set(held["relations"])
+    assert f"environment pr_7: database review_pr_7, reads serial {held['base_serial']}" in \
+        reconcile(project, "status", "-p", "p")
 
     assert "destroyed" in reconcile(project, "env", "destroy", "-p", "p", "--name", "pr_7")
     assert not (project / "environments/pr_7").exists()
