@@ -19,9 +19,9 @@ import click
 
 from reconciler.desired.settings.project import Project
 from reconciler.operations.drift import manifest_drift
+from reconciler.operations.environments import recorded_environments
 from reconciler.runner.loop import HEARTBEAT
 from reconciler.state.connectors import connector_definitions
-from reconciler.state.environments import environments_of
 from reconciler.state.manifest import Manifest
 from reconciler.state.reader import orphaned_pipelines, pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
@@ -91,8 +91,7 @@ def environment_summaries(backend: StateBackend, pipeline: str) -> list[dict[str
     the production serial it reads and the relations it holds; or why its record cannot be
     read (status still shows the rest: `env list` and `env destroy` name the problem)."""
     try:
-        environments = environments_of(backend.read_environments(pipeline),
-                                       f"{backend.url}/{pipeline}/environments.json")
+        environments = recorded_environments(backend, pipeline)
     except ReconcileError as problem:
         return str(problem)
     return [{"name": environment.name, "database": environment.database,

@@ -32,6 +32,11 @@ def test_the_repeated_condition_is_written_once() -> None:
         "(c = 1 AND (a = 2 OR a = 3 OR b = 4))"
 
 
+def test_an_or_inside_a_branch_is_factored_too() -> None:
+    assert factored("(c = 1 AND ((d = 1 AND x = 1) OR (d = 1 AND y = 1))) OR (c = 1 AND z = 1)"
+                    ) == "(c = 1 AND ((d = 1 AND (x = 1 OR y = 1)) OR z = 1))"
+
+
 def test_a_branch_that_is_only_the_condition_absorbs_the_others() -> None:
     assert factored("c = 1 OR (c = 1 AND a = 2)") == "(c = 1)"
 

@@ -29,7 +29,8 @@ def factor_common_conditions(query: Tree) -> Tree:
     if not found:
         return query
     query = query.copy()
-    for node in [node for node in query.find_all(exp.Or) if _outermost(node)]:
+    # Deepest first: an OR inside a branch is factored before the branch is copied out.
+    for node in reversed([node for node in query.find_all(exp.Or) if _outermost(node)]):
         branches = _branches(node)
         common = _common(branches)
         if not common:
