@@ -13,6 +13,7 @@ people. Nothing here starts Spark.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import click
@@ -102,25 +103,21 @@ def environment_summaries(backend: StateBackend, pipeline: str) -> list[dict[str
 
 def kafka_lags(project: Project, manifest: Manifest, approved: bool | None = None
                ) -> dict[str, dict[str, int] | None]:
-    """Per Kafka input connector, `{"topic/partition": records not ingested}`; None when
-    its broker cannot be asked. A broker is asked (with the `KAFKA_*` credentials the
-    connector names) only when the manifest's program is the approved one
-    (`engine.approval`; `approved` when the caller checked it already): a writer of the
-    state prefix must not have them sent elsewhere."""
-    kafka = {name: (connector.kafka, connector.reader_options) for name, connector
-             in connector_definitions(manifest.program, project.root).items()
-             if connector.is_input and connector.kafka is not None}
-    if not kafka:
-        return {}
-    from reconciler.engine.io.kafka_offsets import connector_lag
+    """Per input connector whose type reads parts (a Kafka topic's partitions),
+    `{"topic/partition": records not ingested}`; None when its source cannot be asked. A
+    source is asked (with the `KAFKA_*` credentials the connector names) only when the
+    manifest's program is the approved one (`engine.approval`; `approved` when the caller
+    checked it already): a writer of the state prefix must not have them sent elsewhere."""
+    from reconciler.engine.io.connector_types import connector_type  # no Spark: `lag`
 
-    if approved is None:
-        approved = unapproved(project, manifest) is None
-    if not approved:
-        return dict.fromkeys(kafka)
-    return {name: connector_lag(name, endpoint, options,
-                                manifest.connectors[name].kafka_offsets)
-            for name, (endpoint, options) in kafka.items()}
+    @cache
+    def may_ask() -> bool:  # the approval record is read only for a type that asks
+        return approved if approved is not None else unapproved(project, manifest) is None
+
+    lags = {name: connector_type(connector).lag(connector, manifest.connectors[name], may_ask)
+            for name, connector in connector_definitions(manifest.program, project.root).items()
+            if connector.is_input}
+    return {name: lag for name, lag in lags.items() if lag != {}}
 
 
 def unapproved(project: Project, manifest: Manifest) -> str | None:
@@ -155,8 +152,8 @@ def relation_versions(manifest: Manifest) -> dict[str, dict[str, int | None]]:
 def waiting_input(project: Project, manifest: Manifest,
                   lags: dict[str, dict[str, int] | None]) -> dict[str, int | None]:
     """Per input connector, the files (or source versions, for `delta`; records, for
-    `kafka`, summed from `lags`) not ingested yet; None where they cannot be counted from
-    here (a source on object storage, a broker out of reach)."""
+    `kafka`, summed from its `lags`) not ingested yet; None where they cannot be counted
+    from here (a source on object storage, a broker out of reach)."""
     from reconciler.engine.io.connector_types import connector_type  # no Spark: `waiting`
 
     waiting: dict[str, int | None] = {}
@@ -164,7 +161,7 @@ def waiting_input(project: Project, manifest: Manifest,
         if not connector.is_input:
             continue
         waiting[name] = connector_type(connector).waiting(connector, manifest.connectors[name],
-                                                          lags)
+                                                          lags.get(name, {}))
     return waiting
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from reconciler.desired.model.connectors import CONNECTOR_KEYS
 from reconciler.desired.model.program import Program
 from reconciler.desired.parsing.expectation_clauses import drop_conditions, expectation_changes
+from reconciler.desired.settings.connector_kinds import connector_kind
 from reconciler.desired.settings.connector_roles import describe_change, normal_entry
 from reconciler.plan.diff import ProgramDiff
 from reconciler.support.redaction import redact_text, shown_value
@@ -269,8 +270,9 @@ def _connector_changes(diff: ProgramDiff) -> list[Action]:
             changed = sorted(diff.fields("connectors", name))
             suffix = "; rows already ingested stay" if direction == "input" else ""
             old = diff.old["connectors"][name]
-            if "path" in changed:  # a Kafka connector's path sums up its servers and topics
-                changed = [field for field in changed if field != "kafka"]
+            endpoint = connector_kind(document["type"]).endpoint_key
+            if "path" in changed:  # e.g. a Kafka connector's path sums up its servers, topics
+                changed = [field for field in changed if field != endpoint]
             actions.append(Action(kind, name, "reset", tuple(
                 f"path {redact_text(str(old.get('path')))} -> "
                 f"{redact_text(str(document.get('path')))}{suffix}" if field == "path"
@@ -318,8 +320,8 @@ def _rereads(connector: dict[str, Any]) -> tuple[str, ...]:
     if connector["direction"] != "input":
         return ()
     found = []
-    if connector.get("kafka") is not None:  # its servers and topic: a Kafka connector's
-        start = kafka_start(connector)
+    start = connector_kind(connector["type"]).reset_start(connector)
+    if start is not None:  # a type that chooses where a new generation starts (Kafka's)
         found.append(f"reads {redact_text(str(connector.get('path')))} from the {start} "
                      "offsets" + ("" if start == "earliest" else
                                   " at the apply: what the topic holds now is not read"))
@@ -327,13 +329,6 @@ def _rereads(connector: dict[str, Any]) -> tuple[str, ...]:
         found.append(f"on_reset: reread: what it read before is appended to "
                      f"{connector['relation']} again")
     return tuple(found)
-
-
-def kafka_start(connector: dict[str, Any]) -> str:
-    """Where a new generation of a Kafka input starts: its `startingOffsets`."""
-    options = {key.lower(): value for key, value
-               in connector.get("throughput_options", {}).items()}
-    return str(options.get("startingoffsets", "earliest"))
 
 
 def _where(connector: dict[str, Any]) -> str:

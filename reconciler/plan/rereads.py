@@ -26,13 +26,10 @@ without the engine; a plan assumes it did.
 
 from __future__ import annotations
 
-import glob
-import posixpath
-import re
 from typing import Any
 
-from reconciler.desired.settings.connector_shape import RESET_READS
-from reconciler.plan.actions import kafka_start, printable
+from reconciler.desired.settings.connector_kinds import connector_kind, may_read_the_same
+from reconciler.plan.actions import printable
 from reconciler.plan.diff import ProgramDiff
 from reconciler.support.redaction import redact_text
 
@@ -51,7 +48,7 @@ def reread_refusals(diff: ProgramDiff) -> list[str]:
         before = [other for other, entry in diff.old["connectors"].items()
                   if entry.get("direction") == "input" and entry.get("relation") == table
                   and (other == name or diff.connectors.get(other) == "removed")
-                  and _overlaps(entry, new)]
+                  and may_read_the_same(entry, new)]
         if before:
             refusals.append(_refusal(name, new, change, [o for o in before if o != name]))
     return refusals
@@ -60,55 +57,18 @@ def reread_refusals(diff: ProgramDiff) -> list[str]:
 def _avoided(connector: dict[str, Any]) -> bool:
     """Whether the connector says how a reset avoids duplicates."""
     return connector.get("on_reset") == "reread" or (
-        connector.get("kafka") is not None and kafka_start(connector) == "latest")
+        connector_kind(connector["type"]).reset_start(connector) == "latest")
 
 
 def _refusal(name: str, connector: dict[str, Any], change: str, replaced: list[str]) -> str:
     where = redact_text(printable(str(connector.get("path"))))
     table = connector["relation"]
-    what = RESET_READS[connector["type"]].format(where=where)
+    kind = connector_kind(connector["type"])
+    what = kind.reset_reads.format(where=where)
     subject = (f"input connector {name} is reset and" if change == "modified" else
                f"new input connector {name} (replacing {', '.join(sorted(replaced))})")
-    ways = ("startingOffsets: latest (start after what the topic holds at the apply), "
-            if connector.get("kafka") is not None else "")
     return (f"{subject} would read {what} again into table {table}, which keeps the rows "
-            f"read from there before: every one would be appended twice. Set {ways}"
-            "on_reset: reread (append them again, knowingly), or run reconcile apply "
-            "--full-refresh (rebuild every table from its sources), or leave the connector "
-            "as it was")
-
-
-def _overlaps(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether two connectors' sources may hold the same rows."""
-    before, after = old.get("kafka"), new.get("kafka")
-    if (before is None) != (after is None):
-        return False
-    if before is not None and after is not None:
-        return _topics_overlap(before, after)
-    return _paths_overlap(str(old.get("path")), str(new.get("path")))
-
-
-def _topics_overlap(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """A topic named by both; a pattern matching a topic the other names; two patterns
-    (what they match is the broker's to say: taken as overlapping)."""
-    old_topics, new_topics = set(old.get("topics") or ()), set(new.get("topics") or ())
-    old_pattern, new_pattern = old.get("topic_pattern"), new.get("topic_pattern")
-    if old_pattern and new_pattern:
-        return True
-    if old_pattern:
-        return any(re.fullmatch(old_pattern, topic) for topic in new_topics)
-    if new_pattern:
-        return any(re.fullmatch(new_pattern, topic) for topic in old_topics)
-    return bool(old_topics & new_topics)
-
-
-def _paths_overlap(old: str, new: str) -> bool:
-    """The same folder, or one inside the other (a glob from where its magic starts)."""
-    a, b = _root(old), _root(new)
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
-
-
-def _root(path: str) -> str:
-    parts = path.split("/")
-    end = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
-    return posixpath.normpath("/".join(parts[:end]) or ".")
+            f"read from there before: every one would be appended twice. Set "
+            f"{kind.reset_advice()}on_reset: reread (append them again, knowingly), or run "
+            "reconcile apply --full-refresh (rebuild every table from its sources), or leave "
+            "the connector as it was")

@@ -5,14 +5,20 @@ through the registered interface for everything they ask of a connector."""
 from __future__ import annotations
 
 import ast
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from reconciler.desired.settings import connector_kinds
 from reconciler.engine.io import connector_types
-from tests.cli_helpers import reconcile
+from reconciler.engine.io.input_batch import land_batch
+from reconciler.engine.runtime import PipelineRuntime
+from reconciler.state.connectors import ConnectorDefinition, ConnectorState
+from tests.cli_helpers import query, reconcile
 from tests.projects import GRADES_INPUT, feed_grades, write_files
 
 PACKAGE = Path(__file__).resolve().parents[2] / "reconciler"
@@ -49,10 +55,11 @@ def _type_tests(path: Path) -> list[str]:
 
 
 def test_the_engine_and_the_cli_look_at_a_connectors_type_in_one_place() -> None:
-    tests = [where for folder in ("engine", "cli", "operations", "runner")
-             for path in sorted((PACKAGE / folder).rglob("*.py")) for where in _type_tests(path)]
+    """No comparison of a type with a type's name anywhere: the engine asks
+    `connector_types`, the declarations and the plan ask `connector_kinds`."""
+    tests = [where for path in sorted(PACKAGE.rglob("*.py")) for where in _type_tests(path)]
     assert tests == []
-    assert set(connector_types.TYPES) == TYPE_NAMES
+    assert set(connector_types.TYPES) == set(connector_kinds.KINDS) == TYPE_NAMES
 
 
 class Recorded:
@@ -98,4 +105,83 @@ def test_a_step_a_bootstrap_and_status_ask_the_registered_interface(
     assert calls == ["pending"]
     calls.clear()
     reconcile(project, "status")
-    assert calls == ["waiting"]
+    assert calls == ["lag", "waiting"]
+
+
+class LinesKind(connector_kinds.ConnectorKind):
+    """A toy type's declaration: each line of a text file at `path` is a row."""
+
+    name = "lines"
+    reset_reads = "every line of {where}"
+
+
+class LinesType:
+    """The toy type's engine module: its offset is the count of lines ingested, kept as
+    the connector's `source_version`."""
+
+    def _lines(self, connector: ConnectorDefinition) -> list[str]:
+        return Path(connector.location).read_text(encoding="utf-8").splitlines()
+
+    def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
+        return self.waiting(connector, state, {}) != 0
+
+    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
+            may_ask: Callable[[], bool]) -> dict[str, int] | None:
+        return {}
+
+    def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
+                lag: Mapping[str, int] | None) -> int | None:
+        return len(self._lines(connector)) - (state.source_version or 0)
+
+    def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None:
+        return None
+
+    def ingest(self, runtime: PipelineRuntime, connector: ConnectorDefinition,
+               state: ConnectorState, transaction: str) -> int:
+        lines = self._lines(connector)
+        new = lines[state.source_version or 0:]
+        if not new:
+            return 0
+        rows = runtime.spark.createDataFrame([(line,) for line in new], "line string")
+        land_batch(runtime, connector.relation, rows, marked=False, transaction=transaction,
+                   batch_id=len(lines))
+        state.source_version = len(lines)
+        return 1
+
+    def send(self, runtime: PipelineRuntime, connector: ConnectorDefinition,
+             changes: DataFrame, serial: int, snapshot: bool, rows: int | None) -> int:
+        raise AssertionError("the toy type is an input")
+
+
+@pytest.mark.spark
+def test_a_new_connector_type_is_its_declaration_and_its_engine_module(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registered in the two registries, a type no file of the package knows is validated,
+    planned, ingested, counted by status and refused where its declaration says so."""
+    monkeypatch.setitem(connector_kinds.KINDS, "lines", LinesKind())
+    monkeypatch.setitem(connector_types.TYPES, "lines", LinesType())
+    project = write_files(tmp_path, {
+        "reconcile.yaml": "",
+        "pipelines/p/pipeline.yaml": "name: p\nbootstrap_policy: allow\nconnectors:\n"
+                                     "  - name: words_in\n    table: words\n    type: lines\n"
+                                     "    path: input/words.txt\n",
+        "pipelines/p/program.sql": """
+            create table words (line string);
+            create materialized view lengths as
+            select length(line) as size, count(*) as n from words group by length(line);""",
+        "input/words.txt": "ab\ncd\n"})
+    assert "words_in" in reconcile(project, "plan")
+    reconcile(project, "apply", "--auto-approve")
+    assert "step committed" in reconcile(project, "run")
+    assert query(project, "p", "select size, n from lengths") == [{"size": 2, "n": 2}]
+    (project / "input/words.txt").write_text("ab\ncd\nefg\n", encoding="utf-8")
+    report = json.loads(reconcile(project, "status", "--json"))
+    assert report[0]["waiting_input"] == {"words_in": 1}
+    assert "step committed" in reconcile(project, "run")
+    assert sorted(query(project, "p", "select size, n from lengths"),
+                  key=lambda row: row["size"]) == [{"size": 2, "n": 2}, {"size": 3, "n": 1}]
+    (project / "pipelines/p/pipeline.yaml").write_text(
+        "name: p\nconnectors:\n  - name: words_in\n    table: words\n    type: lines\n"
+        "    path: input/words.txt\n    format: json\n", encoding="utf-8")
+    refused = reconcile(project, "plan", expect=1)
+    assert "connector 'words_in' of type 'lines' takes no 'format'" in refused

@@ -32,9 +32,9 @@ from pydantic import ValidationError
 from reconciler.desired.model.connectors import CONNECTOR_KEYS
 from reconciler.desired.model.program import Program, build_program
 from reconciler.desired.parsing.pipeline_sql import PipelineSource, SqlSource
+from reconciler.desired.settings.connector_kinds import connector_kind
 from reconciler.desired.settings.connector_roles import same_entry, spec_values
 from reconciler.desired.settings.documents import YamlDocument
-from reconciler.desired.settings.kafka_settings import spec_fields
 from reconciler.desired.settings.project import NAME_PATTERN, ConnectorSpec, PipelineSpec
 from reconciler.support.errors import ReconcileError
 
@@ -140,13 +140,16 @@ def _connector_specs(document: Mapping[str, Any], where: str) -> list[ConnectorS
         declared = {**spec_values(CONNECTOR_KEYS, entry), "name": name,
                     side: entry.get("relation"), "type": entry.get("type"),
                     "options": {**entry.get("options", {}), **entry.get("throughput_options", {})}}
-        if isinstance(entry.get("kafka"), Mapping):  # its servers and topics, not a path
-            declared |= {"path": None, "env_options": entry.get("env_options", {}),
-                         **spec_fields(dict(entry["kafka"]), str(entry.get("direction")))}
         try:
+            kind = connector_kind(str(entry.get("type")))
+            endpoint = entry.get(kind.endpoint_key) if kind.endpoint_key else None
+            if isinstance(endpoint, Mapping):  # e.g. Kafka's servers and topics, not a path
+                declared |= {"path": None, "env_options": entry.get("env_options", {}),
+                             **kind.declared_fields(dict(endpoint), str(entry.get("direction")))}
             specs.append(ConnectorSpec.model_validate(declared))
-        except ValidationError as error:
-            problem = error.errors()[0]["msg"].removeprefix("Value error, ")
+        except (ValidationError, ValueError) as error:
+            problem = (error.errors()[0]["msg"].removeprefix("Value error, ")
+                       if isinstance(error, ValidationError) else str(error))
             named = f"connector '{name}'"
             raise ReconcileError(problem if problem.startswith(named) else f"{named}: {problem}",
                                  file=where) from None

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from reconciler.desired.parsing.pipeline_sql import PipelineSource
 from reconciler.desired.parsing.sql import Location
+from reconciler.desired.settings.connector_kinds import connector_kind
 from reconciler.desired.settings.connector_options import location_option
 from reconciler.desired.settings.connector_roles import (
     HANDLING_OPTIONS_KEY,
@@ -18,7 +19,6 @@ from reconciler.desired.settings.connector_roles import (
     keys_of,
     split_options,
 )
-from reconciler.desired.settings.kafka_settings import kafka_document, kafka_path
 from reconciler.desired.settings.project import ConnectorSpec
 from reconciler.support.errors import did_you_mean
 
@@ -104,12 +104,11 @@ def _connector(spec: ConnectorSpec, location: Location, option_lines: dict[str, 
     if spec.direction == "output" and relation not in views and relation not in tables:
         raise names.error(f"output connector '{spec.name}' names an unknown view '{relation}'"
                           + did_you_mean(relation, [*views, *tables]))
-    kafka = kafka_document(spec) if spec.type == "kafka" else None
-    path = kafka_path(kafka) if kafka is not None else spec.path
-    assert path is not None  # the spec's check: files and delta connectors name one
+    kind = connector_kind(spec.type)
+    endpoint = kind.endpoint(spec)
     return Connector(name=spec.name, direction=spec.direction, relation=relation, type=spec.type,
-                     format=spec.format or ("json" if kafka is not None else None), path=path,
-                     options=dict(spec.options), kafka=kafka, env_options=dict(spec.env_options),
+                     format=spec.format or kind.default_format, path=kind.path(spec, endpoint),
+                     options=dict(spec.options), kafka=endpoint, env_options=dict(spec.env_options),
                      on_error=spec.on_error, on_bad_input=spec.on_bad_input,
                      on_reset=spec.on_reset, location=location,
                      snapshot_on_bootstrap=spec.snapshot_on_bootstrap, changes=spec.changes,

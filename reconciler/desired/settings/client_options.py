@@ -38,7 +38,7 @@ in another case is one the client ignores.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from reconciler.desired.settings.connector_options import LOCATION_OPTIONS
@@ -151,7 +151,7 @@ _KAFKA_FAMILIES = tuple((re.compile(pattern), why) for pattern, why in (
 _SECRET = re.compile(r"(?i)(jaas|passw|secret|token|credential|\.key$|keystore\.key)")
 
 
-def _kafka_key(spec: _Spec, key: str) -> None:
+def kafka_option_key(spec: _Spec, key: str) -> None:
     """An `options` key of a Kafka connector."""
     folded = key.casefold()
     if folded in KAFKA_RANGE_OPTIONS:
@@ -175,7 +175,7 @@ def _kafka_key(spec: _Spec, key: str) -> None:
             "options", key)
 
 
-def _kafka_env_key(spec: _Spec, key: str) -> None:
+def kafka_env_key(spec: _Spec, key: str) -> None:
     """An `env_options` key: a Kafka client setting whose value the operator's environment
     holds."""
     folded = key.casefold()
@@ -236,17 +236,26 @@ _LOCATION_REASON = ("the connector's own 'path' says where it reads, and its off
                     "where the layout puts them")
 
 
-def _files_key(spec: _Spec, key: str) -> None:
-    """An `options` key of a files or delta connector."""
-    folded = key.casefold()
-    if folded in LOCATION_OPTIONS:
+def _path_key(spec: _Spec, key: str) -> None:
+    """What no connector that reads a path may set: where it reads, or a family of options
+    that reaches the machine."""
+    if key.casefold() in LOCATION_OPTIONS:
         raise OptionRefused(f"connector '{spec.name}': option '{key}' is not allowed: "
                             f"{_LOCATION_REASON}", "options", key)
     _refuse_family(spec, "options", key, _FILE_FAMILIES)
-    if spec.type == "delta":
-        raise OptionRefused(f"connector '{spec.name}': option '{key}' is not allowed: a delta "
-                            "connector takes no options (each step reads the source table's "
-                            "new versions from its log)", "options", key)
+
+
+def no_option_key(spec: _Spec, key: str, why: str = "") -> None:
+    """An `options` key of a connector whose type takes none (a delta connector's: `why`)."""
+    _path_key(spec, key)
+    raise OptionRefused(f"connector '{spec.name}': option '{key}' is not allowed: a "
+                        f"{spec.type} connector takes no options{why}", "options", key)
+
+
+def file_option_key(spec: _Spec, key: str) -> None:
+    """An `options` key of a files connector."""
+    _path_key(spec, key)
+    folded = key.casefold()
     if folded in ENGINE_FILE_OPTIONS:
         raise OptionRefused(f"connector '{spec.name}': option '{key}' is the engine's: "
                             "on_error and on_bad_input say what happens to malformed rows",
@@ -262,21 +271,28 @@ def _files_key(spec: _Spec, key: str) -> None:
 # -- the one check --------------------------------------------------------------------------
 
 
-def check_client_options(spec: _Spec) -> None:
+OptionKey = Callable[[Any, str], None]
+"""A connector type's check of one option key (`kafka_option_key`, `file_option_key`, ...)."""
+
+
+def check_client_options(spec: _Spec, option_key: OptionKey,
+                         env_key: OptionKey | None = None) -> None:
     """Refuse (`OptionRefused`, naming the connector and the option) the first option or
-    env_option of `spec` that is not a setting its connector type may hand its client."""
+    env_option of `spec` that is not a setting its connector type may hand its client: its
+    type's declaration (`connector_kinds`) says how each key is checked, and a type without
+    `env_key` takes no env_options."""
     for key, value in spec.options.items():
-        if spec.type == "kafka":
-            _kafka_key(spec, key)
-        else:
-            _files_key(spec, key)
+        option_key(spec, key)
         if "${" in str(value):
             raise OptionRefused(
                 f"connector '{spec.name}': option '{key}': a value holding '${{' is not "
                 "allowed (Kafka's config providers, Hadoop and Spark read environment "
                 "variables and files through it)", "options", key)
     for key in spec.env_options:
-        _kafka_env_key(spec, key)
+        if env_key is None:
+            raise OptionRefused(f"connector '{spec.name}': env_options is for kafka "
+                                "connectors", "env_options", key)
+        env_key(spec, key)
 
 
 def _refuse_family(spec: _Spec, field: str, key: str,

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from reconciler.desired.settings.client_options import OptionRefused
+from reconciler.desired.settings.connector_kinds import KINDS, kind_names
 from reconciler.desired.settings.connector_roles import NAME, OPTIONS, handling, identity
 from reconciler.desired.settings.connector_shape import check_connector_shape
 from reconciler.desired.settings.documents import (
@@ -34,7 +36,6 @@ from reconciler.support.redaction import shown_value
 PROJECT_FILE = "reconcile.yaml"
 PIPELINE_FILE = "pipeline.yaml"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
 
 
 class _Strict(BaseModel):
@@ -237,7 +238,8 @@ class ConnectorSpec(_Strict):
                                           why="the table it appends to")] = None
     view: Annotated[str | None, identity("direction", "relation",
                                          why="the view it sends")] = None
-    type: Annotated[Literal["files", "delta", "kafka"], identity("type")]
+    # One of `connector_kinds.KINDS` (files, delta, kafka), each declared once there.
+    type: Annotated[str, identity("type")]
     format: Annotated[Literal["json", "csv", "parquet", "raw"] | None, identity(
         "format", why="how bytes become rows: the same input gives other rows")] = None
     path: Annotated[str | None, identity("path")] = None
@@ -266,6 +268,14 @@ class ConnectorSpec(_Strict):
                            handling("env_options", omitted=True,
                                     why="where the client's secrets come from")] = Field(
         default_factory=dict)
+
+    @field_validator("type")
+    @classmethod
+    def _declared_type(cls, value: str) -> str:
+        if value not in KINDS:  # told as a literal's error is: "type: 'x' is not one of ..."
+            raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                      {"expected": kind_names()})
+        return value
 
     @model_validator(mode="after")
     def _check_shape(self) -> ConnectorSpec:
@@ -305,10 +315,6 @@ class PipelineSpec(_Strict):
     # {old name: new name}: a rename that comes with an edit keeps the relation's state.
     renamed: dict[Annotated[str, Field(pattern=NAME_PATTERN)],
                   Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(default_factory=dict)
-
-
-
-
 
 
 @dataclass(frozen=True)
@@ -429,19 +435,11 @@ def load_project(root: Path) -> Project:
     return Project(root=root, settings=settings, pipeline_dirs=pipeline_dirs)
 
 
-
-
 def load_pipeline_spec(directory: Path) -> tuple[PipelineSpec, YamlDocument, str]:
     """`pipeline.yaml` validated, without its SQL: (the spec, its document, its shown path)."""
     spec_path = directory / PIPELINE_FILE
     shown = display(spec_path)
     document = load_yaml(spec_path, shown)
     return _validate(PipelineSpec, document, shown), document, shown
-
-
-
-
-
-
 
 

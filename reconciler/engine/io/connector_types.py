@@ -3,28 +3,37 @@ transports are): what the engine asks of a connector, whatever it reads or write
 
 - `pending`: whether an input has anything new, decided without a Spark job (a step with
   no new input runs none);
-- `waiting`: how much of an input is not ingested yet (files, source versions, records),
-  or None where that cannot be counted from here (`reconcile status`);
+- `lag`: per part of an input (a topic's partition), what is not ingested yet, asked of
+  its source only when `may_ask()` says so (the approved program's connectors: their
+  credentials are never handed to a place a state writer chose); `{}` for a type without parts,
+  None when its source cannot be asked;
+- `waiting`: how much of an input is not ingested yet (files, source versions, records,
+  from its `lag`), or None where that cannot be counted from here (`reconcile status`);
 - `start`: the offsets a new generation of the input starts from, when its type keeps
   any in the manifest (Kafka's), else None;
 - `ingest`: the new input landed in the connector's table; how many batches;
 - `send`: a view's changes (or its snapshot) sent to an output; how many rows or messages.
 
-`pending`, `waiting` and `start` load no Spark (`reconcile status` asks `waiting`); the
-modules that read and write with Spark are loaded by `ingest` and `send`.
+`pending`, `lag`, `waiting` and `start` load no Spark (`reconcile status` asks `lag` and
+`waiting`); the modules that read and write with Spark are loaded by `ingest` and `send`.
 
 A new connector type is one module with such a class and its line in `TYPES`, plus its
-declaration (`desired.settings.project.ConnectorSpec`, `desired.model.connectors`).
+declaration (`desired.settings.connector_kinds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.engine.delta.log import probe_latest_version
 from reconciler.engine.io.input_files import has_new_files, waiting_files
-from reconciler.engine.io.kafka_offsets import has_new_records, starting_offsets
+from reconciler.engine.io.kafka_offsets import (
+    connector_lag,
+    endpoint_of,
+    has_new_records,
+    starting_offsets,
+)
 from reconciler.state.connectors import ConnectorDefinition, ConnectorState
 
 if TYPE_CHECKING:
@@ -38,8 +47,11 @@ class ConnectorType(Protocol):
 
     def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool: ...
 
+    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
+            may_ask: Callable[[], bool]) -> dict[str, int] | None: ...
+
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
-                lags: Mapping[str, Mapping[str, int] | None]) -> int | None: ...
+                lag: Mapping[str, int] | None) -> int | None: ...
 
     def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None: ...
 
@@ -56,8 +68,12 @@ class FilesType:
     def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
         return has_new_files(connector.location, state.input_checkpoint)
 
+    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
+            may_ask: Callable[[], bool]) -> dict[str, int] | None:
+        return {}
+
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
-                lags: Mapping[str, Mapping[str, int] | None]) -> int | None:
+                lag: Mapping[str, int] | None) -> int | None:
         return waiting_files(connector.location, state.input_checkpoint)
 
     def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None:
@@ -84,8 +100,12 @@ class DeltaType:
     def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
         return self.waiting(connector, state, {}) != 0
 
+    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
+            may_ask: Callable[[], bool]) -> dict[str, int] | None:
+        return {}
+
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
-                lags: Mapping[str, Mapping[str, int] | None]) -> int | None:
+                lag: Mapping[str, int] | None) -> int | None:
         latest, done = probe_latest_version(connector.location), state.source_version
         return 0 if latest is None else latest - (-1 if done is None else done)
 
@@ -114,10 +134,17 @@ class KafkaType:
     def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
         return has_new_records(connector, state)
 
+    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
+            may_ask: Callable[[], bool]) -> dict[str, int] | None:
+        """`{"topic/partition": records not ingested}`, from its broker."""
+        if not may_ask():
+            return None
+        return connector_lag(connector.name, endpoint_of(connector), connector.reader_options,
+                             state.kafka_offsets)
+
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
-                lags: Mapping[str, Mapping[str, int] | None]) -> int | None:
-        found = lags.get(connector.name)
-        return None if found is None else sum(found.values())
+                lag: Mapping[str, int] | None) -> int | None:
+        return None if lag is None else sum(lag.values())
 
     def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None:
         return starting_offsets(connector)
