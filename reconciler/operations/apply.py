@@ -92,8 +92,8 @@ def _change(target: ApplyTarget, plan: PipelinePlan, manifest: Manifest, etag: s
     name = target.name
     if manifest.status in (Status.BOOTSTRAPPING, Status.FAILED):
         manifest = undo_uncommitted_writes(target.engine, manifest)
-    resuming = (manifest.status in _UNFINISHED and (manifest.pending or {}).get(
-        "desired_fingerprint") == plan.desired_fingerprint)
+    resuming = (manifest.status in _UNFINISHED and manifest.pending is not None
+                and manifest.pending.desired_fingerprint == plan.desired_fingerprint)
     if not plan.has_changes:
         return _no_changes(target, plan, manifest, etag)
     if options.policy == "reject" and plan.bootstrap_required:
@@ -183,9 +183,9 @@ def _check_awaiting(manifest: Manifest | None, program: Program) -> Selection | 
         status = manifest.status if manifest else "not deployed"
         raise ReconcileError(f"pipeline '{program.pipeline}' is not awaiting approval "
                              f"(status: {status})")
-    selection = Selection.from_document((manifest.pending or {}).get("selection"))
-    if (manifest.pending or {}).get("desired_fingerprint") != \
-            desired_fingerprint(program, selection):
+    pending = manifest.pending
+    selection = Selection.from_document(pending.selection if pending else None)
+    if pending is None or pending.desired_fingerprint != desired_fingerprint(program, selection):
         raise ReconcileError(f"pipeline '{program.pipeline}': the specs changed since the "
                              "changes were recorded for approval; run `reconcile apply` again")
     return selection

@@ -29,7 +29,7 @@ from reconciler.operations.outcome import Outcome, OutcomeKind
 from reconciler.operations.publication import publish_committed, published_in
 from reconciler.plan.diff import diff_programs
 from reconciler.plan.document import PipelinePlan
-from reconciler.state.manifest import Manifest, Status
+from reconciler.state.manifest import Manifest, PendingChange, Status
 from reconciler.state.program import CommittedProgram
 from reconciler.support.errors import ReconcileError, public_message
 from reconciler.support.faults import crash_point
@@ -158,8 +158,7 @@ def full_refresh(target: ApplyTarget, manifest: Manifest, etag: str | None,
     if manifest.status in (Status.BOOTSTRAPPING, Status.FAILED):
         manifest = undo_uncommitted_writes(engine, manifest)
     started = manifest.next(status=Status.BOOTSTRAPPING, status_details=None,
-                            pending={"desired_fingerprint": program.fingerprint,
-                                     "full_refresh": True})
+                            pending=PendingChange(program.fingerprint, full_refresh=True))
     etag = commit_manifest(target.project, target.backend, started, etag)
     document = program.document()
     # Tables keep their state entries only for the `execute` marks their logs still hold.

@@ -27,7 +27,13 @@ from reconciler.plan.artifact import Base, Plan, PlannedPipeline
 from reconciler.plan.diff import ProgramDiff, diff_programs
 from reconciler.plan.rereads import reread_refusals
 from reconciler.plan.selection import Selection, narrow
-from reconciler.state.manifest import Manifest, Status, spark_version, utc_now
+from reconciler.state.manifest import (
+    Manifest,
+    PendingChange,
+    Status,
+    spark_version,
+    utc_now,
+)
 from reconciler.support.errors import ReconcileError, public_message
 from reconciler.support.git import checked_out_commit
 
@@ -57,11 +63,11 @@ class PipelinePlan:
         return self.base is not None and self.diff.has_program_changes
 
     @property
-    def pending(self) -> dict[str, Any]:
+    def pending(self) -> PendingChange:
         """What a manifest records of the change it awaits or bootstraps (`Manifest.pending`):
         `approve` applies the same selection."""
-        selected = {"selection": self.selection.document()} if self.selection else {}
-        return {"desired_fingerprint": self.desired_fingerprint, **selected}
+        return PendingChange(self.desired_fingerprint,
+                             self.selection.document() if self.selection else None)
 
     def sql_changes(self) -> list[dict[str, str]]:
         """Old and new SQL text of every added, modified or removed relation, for reviews."""

@@ -55,6 +55,39 @@ def utc_now() -> str:
 
 
 @dataclass(frozen=True)
+class PendingChange:
+    """The change a manifest awaits approval for or is bootstrapping: the desired program's
+    fingerprint, the `--select` selection approved with it (its document), or a
+    `--full-refresh`. An apply that finds its own change here resumes it; `approve` applies
+    exactly this one."""
+
+    desired_fingerprint: str
+    selection: dict[str, Any] | None = None
+    full_refresh: bool = False
+
+    @classmethod
+    def from_json(cls, document: Any) -> PendingChange | None:
+        """A stored `pending`; TypeError (a bad field, `Manifest.from_document` says which
+        file) when it is not the mapping this version writes."""
+        if document is None:
+            return None
+        if not isinstance(document, dict):
+            raise TypeError("pending is not a mapping")
+        fingerprint = document.get("desired_fingerprint")
+        selection, full = document.get("selection"), document.get("full_refresh", False)
+        if not isinstance(fingerprint, str) or not isinstance(selection, dict | None) \
+                or not isinstance(full, bool):
+            raise TypeError("pending is not {desired_fingerprint, selection, full_refresh}")
+        return cls(fingerprint, selection, full)
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored: `selection` and `full_refresh` only when set."""
+        return {"desired_fingerprint": self.desired_fingerprint,
+                **({"selection": self.selection} if self.selection is not None else {}),
+                **({"full_refresh": True} if self.full_refresh else {})}
+
+
+@dataclass(frozen=True)
 class Manifest:
     """One committed version of a pipeline, as stored by a state backend."""
 
@@ -70,8 +103,8 @@ class Manifest:
     connectors: dict[str, ConnectorState] = field(default_factory=dict)
     relations: dict[str, RelationRecord] = field(default_factory=dict)
     last_step: dict[str, Any] | None = None
-    # The approved or awaiting change: {"desired_fingerprint": ...}; None when Running.
-    pending: dict[str, Any] | None = None
+    # The approved or awaiting change; None when Running.
+    pending: PendingChange | None = None
     # Hashes of the reconcile.yaml settings it was applied with (see specs.settings_summary).
     settings: dict[str, str] | None = None
     # What analysing `program` found, under keys of everything each result depends on
@@ -100,7 +133,7 @@ class Manifest:
                 connectors=connectors_from_json(document.get("connectors"), where),
                 relations=relations_from_json(document.get("relations"), where),
                 last_step=document.get("last_step"),
-                pending=document.get("pending"),
+                pending=PendingChange.from_json(document.get("pending")),
                 settings=document.get("settings"),
                 analysis=analysis if isinstance(analysis := document.get("analysis"), dict)
                 else None,
@@ -152,7 +185,7 @@ class Manifest:
             "connectors": {name: state.to_json() for name, state in self.connectors.items()},
             "relations": {name: record.to_json() for name, record in self.relations.items()},
             "last_step": self.last_step,
-            "pending": self.pending,
+            "pending": self.pending.to_json() if self.pending is not None else None,
             "settings": self.settings,
             # Written only when there is one: documents without it stay as they were.
             **({"analysis": self.analysis} if self.analysis is not None else {}),
