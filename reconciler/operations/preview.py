@@ -34,7 +34,6 @@ from reconciler.plan.artifact import Plan
 from reconciler.plan.document import PipelinePlan, plan_pipeline
 from reconciler.plan.preview_report import PipelinePreview
 from reconciler.state.manifest import Manifest
-from reconciler.state.program import CommittedProgram
 from reconciler.state.reader import open_backend, pipeline_layout, read_manifest
 from reconciler.support.errors import ReconcileError
 
@@ -76,14 +75,14 @@ def _previewed(project: Project, plan: PipelinePlan, views: list[tuple[str, str]
     lineage, under the bound shared by the whole preview."""
     from reconciler.engine.preview.counts import Samples, preview_views  # Spark: --preview
 
-    runtime = engine.runtime(plan.name, CommittedProgram.of(plan.diff.new),
-                             manifest.relations if manifest else {})
+    program = plan.diff.program
+    runtime = engine.runtime(plan.name, program, manifest.relations if manifest else {})
     settings = project.settings.preview
     samples = Samples(settings.samples if mode == "rows" else 0,
                       masked_columns(plan.diff.new, settings.mask) if mode == "rows" else {})
-    primary_keys = {name: table["primary_key"] for name, table in plan.diff.new["tables"].items()}
+    primary_keys = {name: list(table.primary_key) for name, table in program.tables.items()}
     return PipelinePreview(preview_views(runtime, views, {
-        view: output_key(plan.diff.new["views"][view]["sql"], primary_keys) for view, _ in views},
+        view: output_key(program.views[view].sql, primary_keys) for view, _ in views},
         _unavailable(project, plan), bound.get(), samples),
         manifest.serial if manifest else None)
 
@@ -121,16 +120,16 @@ def computed_views(plan: PipelinePlan) -> list[tuple[str, str]]:
     program's dependency order: modified when its own query changed, downstream when
     only what it reads did (the diff calls both modified: fingerprints chain)."""
     actions = {action.name: action.action for action in plan.actions if action.kind == "view"}
-    order = plan.diff.new.get("order") or list(plan.diff.new["views"])
+    program = plan.diff.program
     views = []
-    for name in order:
-        if name not in plan.diff.new["views"]:
+    for name in program.order or program.views:
+        if name not in program.views:
             continue
         if actions.get(name) == "create" or plan.diff.views.get(name) == "added":
             views.append((name, "new"))
         elif actions.get(name) == "recompute":
             before = plan.diff.old["views"].get(name, {}).get("query")
-            own = before is not None and before != plan.diff.new["views"][name].get("query")
+            own = before is not None and before != program.views[name].query
             views.append((name, "modified" if own else "downstream"))
     return views
 

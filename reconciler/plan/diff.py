@@ -33,6 +33,7 @@ from reconciler.desired.parsing.expectation_clauses import drop_conditions, expe
 from reconciler.desired.settings.connector_roles import handling_changes, normal_entry
 from reconciler.plan.diff_summary import CHANGES, ChangedNames, DiffSummary
 from reconciler.plan.renames import apply_renames, find_renames
+from reconciler.state.program import CommittedProgram
 from reconciler.support.redaction import shown_value
 
 _ARRAY_LIBRARIES = ("pandas", "numpy", "polars")
@@ -91,6 +92,11 @@ class ProgramDiff:
     rows_reset: frozenset[str] = frozenset()  # truncated tables and every view downstream
     renamed: dict[str, str] = field(default_factory=dict)  # new name -> old (plan.renames)
     evolutions: dict[str, Evolution] = field(default_factory=dict)  # each modified table's
+
+    @cached_property
+    def program(self) -> CommittedProgram:
+        """`new` as typed records: what an apply, a preview or an environment runs."""
+        return CommittedProgram.of(self.new)
 
     def keeps_rows(self, table: str) -> bool:
         """A table unchanged or evolving in place keeps its rows (and its inputs' offsets)."""

@@ -141,7 +141,7 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
              committed: dict[str, RelationRecord], serial: int, silent: bool,
              elsewhere: ComputedElsewhere | None) -> None:
     """New and modified views from the state as it stands, sent to their outputs."""
-    for name in diff.new["order"]:
+    for name in runtime.program.order:
         before = committed.get(name)
         if diff.views.get(name) in ("added", "modified"):
             promoted = elsewhere is not None and name in elsewhere.views
@@ -153,11 +153,11 @@ def _compute(runtime: PipelineRuntime, diff: ProgramDiff, frames: StepFrames,
                 else:
                     seconds = write_recomputed(runtime, name, recompute_update(
                         runtime, frames, name, maintained_shape(runtime, name)))
-                    if diff.new["views"][name].get("refresh") == "auto":  # its first timing
+                    if runtime.program.views[name].refresh == "auto":  # its first timing
                         runtime.relations[name] = replace(
                             runtime.relations[name],
                             timings=timed(None, recompute=True, seconds=seconds))
-                if diff.new["views"][name].get("expectations"):  # its change: every row
+                if runtime.program.views[name].expectations:  # its change: every row
                     check_view(runtime, frames, name, ZSet(inserts=runtime.frame(name)))
             except ReconcileError:
                 raise
