@@ -298,10 +298,10 @@ def run(obj: CliContext, pipeline: str | None, continuous: bool, interval: float
     if continuous:
         metrics = None
         if metrics_port:
-            from reconciler.cli.status import pipeline_kafka_lags
+            from reconciler.cli.status import pipeline_input_lags
             from reconciler.runner.metrics import RunnerMetrics  # prometheus_client: runners only
 
-            metrics = RunnerMetrics(lags=lambda name: pipeline_kafka_lags(project, backend, name))
+            metrics = RunnerMetrics(lags=lambda name: pipeline_input_lags(project, backend, name))
             metrics.serve(metrics_port, metrics_address)
         reports = RunnerReports(backend.write_runner_report, interval)
         backend.on_lock_wait = lambda name, holder: reports.say(

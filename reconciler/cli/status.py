@@ -30,11 +30,11 @@ from state_backends import StateBackend
 from state_backends.base import format_age
 
 
-def pipeline_kafka_lags(project: Project, backend: StateBackend,
+def pipeline_input_lags(project: Project, backend: StateBackend,
                         name: str) -> dict[str, dict[str, int] | None]:
-    """`kafka_lags` of a pipeline's committed state (a runner's metrics, after each step)."""
+    """`input_lags` of a pipeline's committed state (a runner's metrics, after each step)."""
     manifest, _ = read_manifest(backend, name, pipeline_layout(project, name))
-    return kafka_lags(project, manifest) if manifest else {}
+    return input_lags(project, manifest) if manifest else {}
 
 
 def status_reports(project: Project, backend: StateBackend,
@@ -53,7 +53,7 @@ def status_reports(project: Project, backend: StateBackend,
         manifest, _ = read_manifest(backend, name,
                                     pipeline_layout(project, name) if in_project else None)
         problem = unapproved(project, manifest) if manifest and in_project else None
-        lags = kafka_lags(project, manifest, problem is None) if manifest and in_project \
+        lags = input_lags(project, manifest, problem is None) if manifest and in_project \
             else {}
         lock = backend.read_lock(name)
         reports.append({
@@ -101,7 +101,7 @@ def environment_summaries(backend: StateBackend, pipeline: str) -> list[dict[str
             for environment in sorted(environments.values(), key=lambda e: e.name)]
 
 
-def kafka_lags(project: Project, manifest: Manifest, approved: bool | None = None
+def input_lags(project: Project, manifest: Manifest, approved: bool | None = None
                ) -> dict[str, dict[str, int] | None]:
     """Per input connector whose type reads parts (a Kafka topic's partitions),
     `{"topic/partition": records not ingested}`; None when its source cannot be asked. A

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,26 +115,16 @@ class LinesKind(connector_kinds.ConnectorKind):
     reset_reads = "every line of {where}"
 
 
-class LinesType:
+class LinesType(connector_types.UnpartitionedType):
     """The toy type's engine module: its offset is the count of lines ingested, kept as
     the connector's `source_version`."""
 
     def _lines(self, connector: ConnectorDefinition) -> list[str]:
         return Path(connector.location).read_text(encoding="utf-8").splitlines()
 
-    def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
-        return self.waiting(connector, state, {}) != 0
-
-    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
-            may_ask: Callable[[], bool]) -> dict[str, int] | None:
-        return {}
-
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
                 lag: Mapping[str, int] | None) -> int | None:
         return len(self._lines(connector)) - (state.source_version or 0)
-
-    def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None:
-        return None
 
     def ingest(self, runtime: PipelineRuntime, connector: ConnectorDefinition,
                state: ConnectorState, transaction: str) -> int:

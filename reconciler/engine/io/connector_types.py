@@ -23,6 +23,7 @@ declaration (`desired.settings.connector_kinds`).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,22 +63,34 @@ class ConnectorType(Protocol):
              changes: DataFrame, serial: int, snapshot: bool, rows: int | None) -> int: ...
 
 
-class FilesType:
-    """A folder of files, local or on S3 (`engine.io.files_connector`)."""
+class UnpartitionedType(ABC):
+    """The defaults of a type whose input is one sequence (no partitions, no offsets kept
+    in the manifest): pending when anything waits. A type says what waits."""
 
     def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
-        return has_new_files(connector.location, state.input_checkpoint)
+        return self.waiting(connector, state, {}) != 0
 
     def lag(self, connector: ConnectorDefinition, state: ConnectorState,
             may_ask: Callable[[], bool]) -> dict[str, int] | None:
         return {}
 
+    @abstractmethod
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
-                lag: Mapping[str, int] | None) -> int | None:
-        return waiting_files(connector.location, state.input_checkpoint)
+                lag: Mapping[str, int] | None) -> int | None: ...
 
     def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None:
         return None
+
+
+class FilesType(UnpartitionedType):
+    """A folder of files, local or on S3 (`engine.io.files_connector`)."""
+
+    def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
+        return has_new_files(connector.location, state.input_checkpoint)
+
+    def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
+                lag: Mapping[str, int] | None) -> int | None:
+        return waiting_files(connector.location, state.input_checkpoint)
 
     def ingest(self, runtime: PipelineRuntime, connector: ConnectorDefinition,
                state: ConnectorState, transaction: str) -> int:
@@ -92,25 +105,15 @@ class FilesType:
         return send_files(connector, changes, serial, snapshot, rows)
 
 
-class DeltaType:
+class DeltaType(UnpartitionedType):
     """A Delta table: an input read by version (`engine.io.delta_source`); an output
     overwritten with the relation's contents at each commit, which readers of all ages
     open (no deletion vectors)."""
-
-    def pending(self, connector: ConnectorDefinition, state: ConnectorState) -> bool:
-        return self.waiting(connector, state, {}) != 0
-
-    def lag(self, connector: ConnectorDefinition, state: ConnectorState,
-            may_ask: Callable[[], bool]) -> dict[str, int] | None:
-        return {}
 
     def waiting(self, connector: ConnectorDefinition, state: ConnectorState,
                 lag: Mapping[str, int] | None) -> int | None:
         latest, done = probe_latest_version(connector.location), state.source_version
         return 0 if latest is None else latest - (-1 if done is None else done)
-
-    def start(self, connector: ConnectorDefinition) -> dict[str, Any] | None:
-        return None
 
     def ingest(self, runtime: PipelineRuntime, connector: ConnectorDefinition,
                state: ConnectorState, transaction: str) -> int:
