@@ -279,8 +279,8 @@ def check_client_options(spec: _Spec, option_key: OptionKey,
                          env_key: OptionKey | None = None) -> None:
     """Refuse (`OptionRefused`, naming the connector and the option) the first option or
     env_option of `spec` that is not a setting its connector type may hand its client: its
-    type's declaration (`connector_kinds`) says how each key is checked, and a type without
-    `env_key` takes no env_options."""
+    type's declaration (`connector_kinds`) says how each key is checked; only a type with
+    `env_key` takes env_options (the others refuse them before this check)."""
     for key, value in spec.options.items():
         option_key(spec, key)
         if "${" in str(value):
@@ -288,11 +288,9 @@ def check_client_options(spec: _Spec, option_key: OptionKey,
                 f"connector '{spec.name}': option '{key}': a value holding '${{' is not "
                 "allowed (Kafka's config providers, Hadoop and Spark read environment "
                 "variables and files through it)", "options", key)
-    for key in spec.env_options:
-        if env_key is None:
-            raise OptionRefused(f"connector '{spec.name}': env_options is for kafka "
-                                "connectors", "env_options", key)
-        env_key(spec, key)
+    if env_key is not None:  # a type without one refuses env_options in its own check
+        for key in spec.env_options:
+            env_key(spec, key)
 
 
 def _refuse_family(spec: _Spec, field: str, key: str,
